@@ -1,0 +1,50 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/invopop/jsonschema"
+)
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("1m30s"). A JSON number is read as seconds, for Asperathos-style clients.
+type Duration time.Duration
+
+// D converts d to a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case float64:
+		*d = Duration(v * float64(time.Second))
+	case string:
+		p, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q: want e.g. \"90s\" or \"1h30m\"", v)
+		}
+		*d = Duration(p)
+	default:
+		return fmt.Errorf("invalid duration %s: want a string such as \"90s\" or a number of seconds", b)
+	}
+	return nil
+}
+
+// JSONSchema describes Duration for the generated JSON Schema documents.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		OneOf: []*jsonschema.Schema{
+			{Type: "string", Pattern: `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, Description: "Go duration, e.g. 90s or 1h30m"},
+			{Type: "number", Description: "seconds"},
+		},
+	}
+}

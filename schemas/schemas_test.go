@@ -1,0 +1,139 @@
+package schemas_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+var update = flag.Bool("update", false, "rewrite schemas/jsonschema from the Go types")
+
+func TestJSONSchemaFilesUpToDate(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range schemas.All() {
+		name, _ := m.Schema()
+		if seen[name] {
+			t.Fatalf("schema name %q used twice", name)
+		}
+		seen[name] = true
+		got, err := schemas.JSONSchema(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("jsonschema", schemas.FileName(m))
+		if *update {
+			if err := os.MkdirAll("jsonschema", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./schemas -update)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run go test ./schemas -update", path)
+		}
+	}
+	files, _ := filepath.Glob("jsonschema/*.json")
+	if len(files) != len(seen) {
+		t.Errorf("jsonschema/ holds %d files, want %d (remove stale ones)", len(files), len(seen))
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name string
+		msg  schemas.Message
+		want []string // field paths reported, in order
+	}{
+		{"valid item", &schemas.WorkItem{ID: "a1", Job: "j1", Payload: "x"}, nil},
+		{"item id with dot", &schemas.WorkItem{ID: "a.1", Job: "j1"}, []string{"id"}},
+		{"item without job", &schemas.WorkItem{ID: "a"}, []string{"job"}},
+		{"batch without deadline", ptr(schemas.JobSpec{Items: []string{"a"}}.WithDefaults()), []string{"spec.deadline"}},
+		{"batch ok", ptr(schemas.JobSpec{Items: []string{"a"}, Deadline: schemas.Duration(time.Minute)}.WithDefaults()), nil},
+		{"streaming with items", ptr(schemas.JobSpec{Kind: schemas.Streaming, Items: []string{"a"}}.WithDefaults()), []string{"spec.items"}},
+		{"unknown kind", ptr(schemas.JobSpec{Kind: "cron"}.WithDefaults()), []string{"spec.kind"}},
+		{"tiny timeout", ptr(schemas.JobSpec{ItemTimeout: schemas.Duration(time.Millisecond)}.WithDefaults()), []string{"spec.item_timeout"}},
+		{"max below min", ptr(schemas.JobSpec{Controller: schemas.ControllerSpec{MinReplicas: 3, MaxReplicas: 2}}.WithDefaults()), []string{"spec.controller.max_replicas"}},
+		{"bad url", ptr(schemas.JobSpec{WorkloadURL: "ftp://x", Deadline: schemas.Duration(time.Minute)}.WithDefaults()), []string{"spec.workload_url"}},
+		{"decision without reason", &schemas.Decision{Job: "j", At: at, Replicas: 2}, []string{"reason"}},
+		{"negative replicas", &schemas.Decision{Job: "j", At: at, Replicas: -1, Reason: "r"}, []string{"replicas"}},
+		{"dead letter bad reason", &schemas.DeadLetter{Job: "j", Reason: "gone", At: at}, []string{"reason"}},
+		{"kube request both resource and path", &schemas.KubeRequest{ID: "r", User: "u", Verb: "get", Resource: "jobs", Path: "/x", At: at}, []string{"resource"}},
+		{"rejection without reason", &schemas.AdmissionEvent{PriorityLevel: "p", FlowSchema: "f", Outcome: schemas.Refused, At: at}, []string{"reason"}},
+		{"sample negative pending", &schemas.Sample{Job: "j", At: at, Pending: -1}, []string{"pending"}},
+		{"log without time", &schemas.LogLine{Job: "j"}, []string{"at"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := tt.msg.Validate()
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Field)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("fields = %v, want %v (errors: %v)", got, tt.want, errs)
+			}
+		})
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{`"90s"`, 90 * time.Second, false},
+		{`"1h30m"`, 90 * time.Minute, false},
+		{`2.5`, 2500 * time.Millisecond, false},
+		{`"soon"`, 0, true},
+		{`true`, 0, true},
+	}
+	for _, tt := range tests {
+		var d schemas.Duration
+		err := json.Unmarshal([]byte(tt.in), &d)
+		if (err != nil) != tt.wantErr || d.D() != tt.want {
+			t.Errorf("unmarshal %s = %v, %v; want %v, err %v", tt.in, d.D(), err, tt.want, tt.wantErr)
+		}
+	}
+	b, err := json.Marshal(schemas.Duration(90 * time.Second))
+	if err != nil || string(b) != `"1m30s"` {
+		t.Errorf("marshal = %s, %v; want \"1m30s\"", b, err)
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	p := schemas.DefaultPrefix
+	tests := map[string]string{
+		p.Work("j1"):                              "pace.work.j1",
+		p.Results("j1", "i1"):                     "pace.results.j1.i1",
+		p.JobResults("j1"):                        "pace.results.j1.*",
+		p.Dead("j1"):                              "pace.dead.j1",
+		p.Jobs("j1", schemas.EventStarted):        "pace.jobs.j1.started",
+		p.Metrics("j1", schemas.ProgressMetrics):  "pace.metrics.j1.progress",
+		p.Decisions("j1"):                         "pace.decisions.j1",
+		p.Admission("workload-low", "service-ac"): "pace.admission.workload-low.service-ac",
+		p.Stream("WORK"):                          "PACE_WORK",
+		p.Bucket("jobs"):                          "pace_jobs",
+	}
+	for got, want := range tests {
+		if got != want {
+			t.Errorf("subject = %q, want %q", got, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

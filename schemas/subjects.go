@@ -1,0 +1,76 @@
+package schemas
+
+import "strings"
+
+// DefaultPrefix is the subject prefix used unless configured otherwise.
+const DefaultPrefix Prefix = "pace"
+
+// Prefix is the first subject token of a Pace installation. Several
+// installations can share one NATS account by using different prefixes;
+// stream and bucket names derive from it too.
+//
+// Subjects (with the default prefix):
+//
+//	pace.submit                          request/reply: submit a job
+//	pace.jobs.<job>.<event>              job lifecycle events
+//	pace.work.<job>                      work items (the "main" queue)
+//	pace.results.<job>.<item>            exactly one result per item
+//	pace.dead.<job>                      dead letters
+//	pace.metrics.<job>.<kind>            raw samples and processed progress
+//	pace.decisions.<job>                 scaling decisions
+//	pace.k8s.requests, pace.k8s.outcomes infrastructure requests and outcomes
+//	pace.admission.<level>.<schema>      APF dispatch and reject events
+//	pace.logs.<job>                      per-job log lines
+type Prefix string
+
+// Valid reports whether p is a usable prefix (one subject token).
+func (p Prefix) Valid() bool { return ValidToken(string(p)) }
+
+func (p Prefix) join(tokens ...string) string {
+	return string(p) + "." + strings.Join(tokens, ".")
+}
+
+// Submit is the request/reply subject for job submission.
+func (p Prefix) Submit() string { return p.join("submit") }
+
+// Jobs is the subject of a job's lifecycle event.
+func (p Prefix) Jobs(job string, event JobEventType) string { return p.join("jobs", job, string(event)) }
+
+// Work is the subject a job's work items are published to.
+func (p Prefix) Work(job string) string { return p.join("work", job) }
+
+// Results is the subject of one item's result.
+func (p Prefix) Results(job, item string) string { return p.join("results", job, item) }
+
+// JobResults is the wildcard subject of every result of a job.
+func (p Prefix) JobResults(job string) string { return p.join("results", job, "*") }
+
+// Dead is the subject of a job's dead letters.
+func (p Prefix) Dead(job string) string { return p.join("dead", job) }
+
+// Metrics is the subject of a job's metrics of one kind.
+func (p Prefix) Metrics(job string, kind MetricKind) string {
+	return p.join("metrics", job, string(kind))
+}
+
+// Decisions is the subject of a job's scaling decisions.
+func (p Prefix) Decisions(job string) string { return p.join("decisions", job) }
+
+// KubeRequests is the subject of infrastructure requests awaiting the APF gate.
+func (p Prefix) KubeRequests() string { return p.join("k8s", "requests") }
+
+// KubeOutcomes is the subject of executed infrastructure requests.
+func (p Prefix) KubeOutcomes() string { return p.join("k8s", "outcomes") }
+
+// Admission is the subject of APF events of one priority level and flow schema.
+func (p Prefix) Admission(level, schema string) string { return p.join("admission", level, schema) }
+
+// Logs is the subject of a job's log lines.
+func (p Prefix) Logs(job string) string { return p.join("logs", job) }
+
+// Stream returns the name of the stream holding one family of subjects,
+// e.g. Stream("WORK") = "PACE_WORK".
+func (p Prefix) Stream(family string) string { return strings.ToUpper(string(p)) + "_" + family }
+
+// Bucket returns the name of a key-value bucket, e.g. Bucket("jobs") = "pace_jobs".
+func (p Prefix) Bucket(name string) string { return string(p) + "_" + name }

@@ -1,0 +1,102 @@
+package schemas
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// WorkItem is one unit of work on pace.work.<job>.
+type WorkItem struct {
+	// ID identifies the item within its job; it is the de-duplication key of
+	// its result. Pace assigns one when a client gives none.
+	ID  string `json:"id"`
+	Job string `json:"job"`
+	// Payload is the item itself, e.g. a line of a workload file.
+	Payload string `json:"payload"`
+	// CreatedAt is when the item was published.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// Schema implements Message.
+func (*WorkItem) Schema() (string, int) { return "work_item", 1 }
+
+// Validate implements Message.
+func (w *WorkItem) Validate() field.ErrorList {
+	errs := validateToken(nil, field.NewPath("id"), w.ID)
+	return validateToken(errs, field.NewPath("job"), w.Job)
+}
+
+// Result is the outcome of one successfully processed item, on
+// pace.results.<job>.<item>. Each item has exactly one result.
+type Result struct {
+	ItemID string `json:"item_id"`
+	Job    string `json:"job"`
+	// Output is what the worker produced (a command's stdout).
+	Output string `json:"result"`
+	// Worker identifies the worker that produced the result.
+	Worker string `json:"worker,omitempty"`
+	// Attempt is the delivery that succeeded, starting at 1.
+	Attempt    int       `json:"attempt,omitempty"`
+	Duration   Duration  `json:"duration,omitempty"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// Schema implements Message.
+func (*Result) Schema() (string, int) { return "result", 1 }
+
+// Validate implements Message.
+func (r *Result) Validate() field.ErrorList {
+	errs := validateToken(nil, field.NewPath("item_id"), r.ItemID)
+	errs = validateToken(errs, field.NewPath("job"), r.Job)
+	if r.Attempt < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("attempt"), r.Attempt, "must be >= 0"))
+	}
+	return errs
+}
+
+// DeadReason says why an item was dead-lettered.
+type DeadReason string
+
+// Dead-letter reasons.
+const (
+	// MaxDeliveries: every allowed delivery failed or timed out.
+	MaxDeliveries DeadReason = "max_deliveries"
+	// Malformed: the message could not be decoded or was invalid.
+	Malformed DeadReason = "malformed"
+)
+
+// DeadLetter is an item Pace gave up on, on pace.dead.<job>. It keeps
+// everything needed to inspect or replay the item.
+type DeadLetter struct {
+	Job string `json:"job"`
+	// ItemID is empty when a malformed message had no readable id.
+	ItemID string     `json:"item_id,omitempty"`
+	Reason DeadReason `json:"reason"`
+	// LastError is the last failure reported by a worker, if any.
+	LastError  string `json:"last_error,omitempty"`
+	Deliveries int    `json:"deliveries,omitempty"`
+	// Payload is the item's payload, or the raw message when it was malformed.
+	Payload string `json:"payload"`
+	// Sequence is the item's sequence in the work stream.
+	Sequence uint64    `json:"sequence,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Schema implements Message.
+func (*DeadLetter) Schema() (string, int) { return "dead_letter", 1 }
+
+// Validate implements Message.
+func (d *DeadLetter) Validate() field.ErrorList {
+	errs := validateToken(nil, field.NewPath("job"), d.Job)
+	if d.ItemID != "" {
+		errs = validateToken(errs, field.NewPath("item_id"), d.ItemID)
+	}
+	if d.Reason != MaxDeliveries && d.Reason != Malformed {
+		errs = append(errs, field.NotSupported(field.NewPath("reason"), d.Reason, []DeadReason{MaxDeliveries, Malformed}))
+	}
+	if d.At.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("at"), ""))
+	}
+	return errs
+}

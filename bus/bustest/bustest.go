@@ -1,0 +1,63 @@
+// Package bustest starts real embedded NATS JetStream servers for tests.
+package bustest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus"
+)
+
+// Server starts an embedded server listening on a random loopback port with
+// its store in a temporary directory, and stops it when the test ends.
+func Server(t testing.TB) *bus.Server {
+	t.Helper()
+	return ServerAt(t, t.TempDir(), "127.0.0.1:0")
+}
+
+// ServerAt starts an embedded server on dir and listen (see bus.ServerConfig)
+// and stops it when the test ends, unless the test shut it down already.
+func ServerAt(t testing.TB, dir, listen string) *bus.Server {
+	t.Helper()
+	s, err := bus.StartServer(bus.ServerConfig{DataDir: dir, Listen: listen, MaxMemory: 64 << 20, MaxStore: 1 << 30}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Client connects to s in-process, provisions the bus and closes the client
+// when the test ends.
+func Client(t testing.TB, s *bus.Server, opts ...bus.Option) *bus.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := bus.Connect(ctx, "", append([]bus.Option{bus.WithServer(s)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Eventually polls cond every 20ms until it holds, failing the test after
+// timeout. It bounds waits on the server's own timers, which tests cannot step.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

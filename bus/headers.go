@@ -1,0 +1,129 @@
+package bus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// ErrMalformed is wrapped by Decode and NewMsg errors for a message that
+// cannot be decoded, has another schema or fails validation.
+var ErrMalformed = errors.New("malformed message")
+
+type ctxKey int
+
+const (
+	correlationKey ctxKey = iota
+	traceparentKey
+)
+
+// WithCorrelationID returns ctx carrying a correlation id; messages published
+// with it carry the id in the Pace-Correlation-Id header.
+func WithCorrelationID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, correlationKey, id)
+}
+
+// CorrelationID returns ctx's correlation id, or "".
+func CorrelationID(ctx context.Context) string {
+	id, _ := ctx.Value(correlationKey).(string)
+	return id
+}
+
+// WithTraceparent returns ctx carrying a W3C traceparent.
+func WithTraceparent(ctx context.Context, tp string) context.Context {
+	return context.WithValue(ctx, traceparentKey, tp)
+}
+
+// Traceparent returns ctx's W3C traceparent, or "".
+func Traceparent(ctx context.Context) string {
+	tp, _ := ctx.Value(traceparentKey).(string)
+	return tp
+}
+
+// MessageContext returns ctx carrying the correlation id and traceparent of a
+// received message's headers, so that what a handler publishes continues them.
+func MessageContext(ctx context.Context, h nats.Header) context.Context {
+	if id := h.Get(schemas.HeaderCorrelationID); id != "" {
+		ctx = WithCorrelationID(ctx, id)
+	}
+	if tp := h.Get(schemas.HeaderTraceparent); tp != "" {
+		ctx = WithTraceparent(ctx, tp)
+	}
+	return ctx
+}
+
+// NewMsg validates m and encodes it as a message on subject, with the schema,
+// correlation and trace headers. A message without a correlation id in ctx
+// starts a new correlation; the traceparent continues ctx's trace with a new
+// span id, or starts a trace.
+func NewMsg(ctx context.Context, subject string, m schemas.Message) (*nats.Msg, error) {
+	name, version := m.Schema()
+	if errs := m.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, errs.ToAggregate())
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", name, err)
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	msg.Header.Set(schemas.HeaderSchema, name)
+	msg.Header.Set(schemas.HeaderSchemaVersion, strconv.Itoa(version))
+	id := CorrelationID(ctx)
+	if id == "" {
+		id = nuid.Next()
+	}
+	msg.Header.Set(schemas.HeaderCorrelationID, id)
+	msg.Header.Set(schemas.HeaderTraceparent, childTraceparent(Traceparent(ctx)))
+	return msg, nil
+}
+
+// Decode reads a message of type T. A schema header, when present, must name
+// T's schema with a version no newer than T's; the payload must be JSON that
+// passes T's validation (unknown fields are ignored, for forward
+// compatibility). Errors wrap ErrMalformed.
+func Decode[T any, P interface {
+	*T
+	schemas.Message
+}](data []byte, h nats.Header) (*T, error) {
+	v := P(new(T))
+	name, version := v.Schema()
+	if got := h.Get(schemas.HeaderSchema); got != "" && got != name {
+		return nil, fmt.Errorf("%w: schema %q, want %q", ErrMalformed, got, name)
+	}
+	if got := h.Get(schemas.HeaderSchemaVersion); got != "" {
+		n, err := strconv.Atoi(got)
+		if err != nil || n < 1 || n > version {
+			return nil, fmt.Errorf("%w: %s schema version %q, this build reads 1..%d", ErrMalformed, name, got, version)
+		}
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, err)
+	}
+	if errs := v.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, errs.ToAggregate())
+	}
+	return (*T)(v), nil
+}
+
+// childTraceparent returns a traceparent continuing parent's trace with a new
+// span id, or a new sampled trace when parent is not a valid version-00 value.
+func childTraceparent(parent string) string {
+	var span [8]byte
+	_, _ = rand.Read(span[:])
+	if len(parent) == 55 && parent[:3] == "00-" && parent[35] == '-' && parent[52] == '-' {
+		return parent[:36] + hex.EncodeToString(span[:]) + parent[52:]
+	}
+	var trace [16]byte
+	_, _ = rand.Read(trace[:])
+	return "00-" + hex.EncodeToString(trace[:]) + "-" + hex.EncodeToString(span[:]) + "-01"
+}

@@ -1,0 +1,115 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// ErrInvalidOption is wrapped by every error an Option returns.
+var ErrInvalidOption = errors.New("invalid option")
+
+// Option configures Connect and New.
+type Option func(*options) error
+
+type options struct {
+	name       string
+	prefix     schemas.Prefix
+	log        *slog.Logger
+	nats       []nats.Option
+	connectMax time.Duration
+	now        func() time.Time
+}
+
+func buildOptions(opts []Option) (*options, error) {
+	o := &options{
+		prefix:     schemas.DefaultPrefix,
+		log:        slog.New(slog.DiscardHandler),
+		connectMax: 30 * time.Second,
+		now:        time.Now,
+	}
+	for _, opt := range opts {
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// WithName names the connection as seen by the server (monitoring, logs).
+func WithName(name string) Option {
+	return func(o *options) error { o.name = name; return nil }
+}
+
+// WithPrefix sets the subject prefix; the default is "pace".
+func WithPrefix(p schemas.Prefix) Option {
+	return func(o *options) error {
+		if !p.Valid() {
+			return fmt.Errorf("%w: prefix %q must be letters, digits, '-' or '_'", ErrInvalidOption, p)
+		}
+		o.prefix = p
+		return nil
+	}
+}
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithCredentials authenticates with a NATS credentials file (JWT + nkey).
+func WithCredentials(file string) Option {
+	return func(o *options) error {
+		if file == "" {
+			return fmt.Errorf("%w: empty credentials file", ErrInvalidOption)
+		}
+		o.nats = append(o.nats, nats.UserCredentials(file))
+		return nil
+	}
+}
+
+// WithTLS verifies the server with the CA file and, when certFile and keyFile
+// are set, presents a client certificate. Empty caFile uses the system roots.
+func WithTLS(caFile, certFile, keyFile string) Option {
+	return func(o *options) error {
+		if (certFile == "") != (keyFile == "") {
+			return fmt.Errorf("%w: TLS certificate and key go together", ErrInvalidOption)
+		}
+		if caFile != "" {
+			o.nats = append(o.nats, nats.RootCAs(caFile))
+		}
+		if certFile != "" {
+			o.nats = append(o.nats, nats.ClientCert(certFile, keyFile))
+		}
+		o.nats = append(o.nats, nats.Secure())
+		return nil
+	}
+}
+
+// WithServer connects to an embedded server in-process, without TCP.
+func WithServer(s *Server) Option {
+	return func(o *options) error { o.nats = append(o.nats, s.InProcess()); return nil }
+}
+
+// WithConnectTimeout bounds how long Connect retries an unreachable server;
+// zero retries until the context ends. The default is 30s.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative connect timeout", ErrInvalidOption)
+		}
+		o.connectMax = d
+		return nil
+	}
+}

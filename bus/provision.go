@@ -1,0 +1,190 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Limits are the retention settings of the provisioned streams.
+type Limits struct {
+	// MetricsMaxAge, AdmissionMaxAge and LogsMaxAge bound how long samples,
+	// APF events and log lines are kept. Zero means 7 days, 1 day, 7 days.
+	MetricsMaxAge   time.Duration `json:"metrics_max_age,omitempty"`
+	AdmissionMaxAge time.Duration `json:"admission_max_age,omitempty"`
+	LogsMaxAge      time.Duration `json:"logs_max_age,omitempty"`
+	// Replicas is the stream replication factor; zero means 1.
+	Replicas int `json:"replicas,omitempty"`
+}
+
+func (l Limits) withDefaults() Limits {
+	const day = 24 * time.Hour
+	if l.MetricsMaxAge == 0 {
+		l.MetricsMaxAge = 7 * day
+	}
+	if l.AdmissionMaxAge == 0 {
+		l.AdmissionMaxAge = day
+	}
+	if l.LogsMaxAge == 0 {
+		l.LogsMaxAge = 7 * day
+	}
+	if l.Replicas == 0 {
+		l.Replicas = 1
+	}
+	return l
+}
+
+// Stream families; the stream name is the upper-case prefix, "_" and the family.
+const (
+	jobsFamily       = "JOBS"
+	workFamily       = "WORK"
+	resultsFamily    = "RESULTS"
+	deadFamily       = "DEAD"
+	metricsFamily    = "METRICS"
+	decisionsFamily  = "DECISIONS"
+	kubeFamily       = "K8S"
+	outcomesFamily   = "K8S_OUTCOMES"
+	admissionFamily  = "ADMISSION"
+	logsFamily       = "LOGS"
+	advisoriesFamily = "ADVISORIES"
+
+	jobsBucket     = "jobs"
+	failuresBucket = "failures"
+
+	deadLetterConsumer = "dead-letter"
+)
+
+// streams returns the desired configuration of every stream Pace uses.
+func (c *Client) streams(l Limits) []jetstream.StreamConfig {
+	p := string(c.prefix)
+	s := func(family, desc string, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: c.prefix.Stream(family), Description: desc, Subjects: subjects,
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage,
+			Replicas: l.Replicas, Discard: jetstream.DiscardOld,
+		}
+	}
+	jobs := s(jobsFamily, "job lifecycle events", p+".jobs.*.*")
+	work := s(workFamily, "work items: the main and processing queues", p+".work.*")
+	work.Retention, work.Discard = jetstream.WorkQueuePolicy, jetstream.DiscardNew
+	results := s(resultsFamily, "exactly one result per item", p+".results.*.*")
+	results.Discard = jetstream.DiscardNew
+	dead := s(deadFamily, "dead-lettered items", p+".dead.*")
+	dead.Discard = jetstream.DiscardNew
+	metrics := s(metricsFamily, "raw samples and progress", p+".metrics.*.*")
+	metrics.MaxAge = l.MetricsMaxAge
+	decisions := s(decisionsFamily, "scaling decisions", p+".decisions.*")
+	decisions.MaxAge = l.MetricsMaxAge
+	kube := s(kubeFamily, "infrastructure requests awaiting the APF gate", c.prefix.KubeRequests())
+	kube.Retention, kube.Discard = jetstream.WorkQueuePolicy, jetstream.DiscardNew
+	outcomes := s(outcomesFamily, "infrastructure request outcomes", c.prefix.KubeOutcomes())
+	outcomes.MaxAge = l.MetricsMaxAge
+	admission := s(admissionFamily, "APF dispatch and reject events", p+".admission.*.*")
+	admission.MaxAge = l.AdmissionMaxAge
+	logs := s(logsFamily, "job log lines", p+".logs.*")
+	logs.MaxAge = l.LogsMaxAge
+	adv := s(advisoriesFamily, "max-deliveries advisories of the work stream, for dead-lettering",
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+c.prefix.Stream(workFamily)+".*")
+	adv.Retention = jetstream.WorkQueuePolicy
+	return []jetstream.StreamConfig{jobs, work, results, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
+}
+
+// Provision creates or updates every stream, key-value bucket and static
+// consumer Pace uses. It is idempotent; when an existing object's
+// configuration differs from Pace's it is corrected and the change logged.
+func (c *Client) Provision(ctx context.Context, l Limits) error {
+	l = l.withDefaults()
+	for _, cfg := range c.streams(l) {
+		if err := c.ensureStream(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	for _, kv := range []jetstream.KeyValueConfig{
+		{Bucket: c.prefix.Bucket(jobsBucket), Description: "current job records", History: 16,
+			Storage: jetstream.FileStorage, Replicas: l.Replicas},
+		{Bucket: c.prefix.Bucket(failuresBucket), Description: "last error of items being retried",
+			TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
+	} {
+		if err := c.ensureBucket(ctx, kv); err != nil {
+			return err
+		}
+	}
+	_, err := c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(advisoriesFamily), jetstream.ConsumerConfig{
+		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Description: "moves items past their max deliveries to the dead-letter subject",
+	})
+	if err != nil {
+		return fmt.Errorf("provision consumer %s: %w", deadLetterConsumer, err)
+	}
+	return nil
+}
+
+func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
+	before, err := c.js.Stream(ctx, cfg.Name)
+	var old *jetstream.StreamConfig
+	if err == nil {
+		old = &before.CachedInfo().Config
+	}
+	st, err := c.js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+	}
+	c.logDrift("stream", cfg.Name, old, &st.CachedInfo().Config)
+	return nil
+}
+
+func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig) error {
+	name := "KV_" + cfg.Bucket
+	before, err := c.js.Stream(ctx, name)
+	var old *jetstream.StreamConfig
+	if err == nil {
+		old = &before.CachedInfo().Config
+	}
+	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+	}
+	after, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+	}
+	c.logDrift("bucket", cfg.Bucket, old, &after.CachedInfo().Config)
+	return nil
+}
+
+// logDrift logs which settings of an existing object Provision changed.
+func (c *Client) logDrift(kind, name string, before, after *jetstream.StreamConfig) {
+	if before == nil {
+		c.log.Info("created "+kind, kind, name)
+		return
+	}
+	if changed := changedFields(before, after); len(changed) > 0 {
+		c.log.Warn("corrected "+kind+" config drift", kind, name, "fields", changed)
+	}
+}
+
+// changedFields lists the JSON fields whose values differ between a and b.
+func changedFields(a, b any) []string {
+	var ma, mb map[string]any
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	_ = json.Unmarshal(ja, &ma)
+	_ = json.Unmarshal(jb, &mb)
+	var out []string
+	for k, v := range mb {
+		if !reflect.DeepEqual(ma[k], v) {
+			out = append(out, k)
+		}
+	}
+	for k := range ma {
+		if _, ok := mb[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,241 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Errors returned by the work-queue calls.
+var (
+	// ErrJobFinished is returned by PushItems and Worker.Run for a job that
+	// is completed, stopped or failed.
+	ErrJobFinished = errors.New("job is finished")
+	// ErrDuplicateResult is returned by PublishResult when the item already
+	// has a result; the new one is discarded.
+	ErrDuplicateResult = errors.New("item already has a result")
+)
+
+// Items wraps payloads as work items without ids; PushItems assigns them.
+func Items(payloads ...string) []schemas.WorkItem {
+	items := make([]schemas.WorkItem, len(payloads))
+	for i, p := range payloads {
+		items[i].Payload = p
+	}
+	return items
+}
+
+// PushItems publishes items to job's main queue, in order, and waits until
+// the server has stored each. Items without an ID get a unique one, written
+// back into items; an ID already pushed within the last two minutes is
+// stored once. A job that does not exist yet is created as a streaming job
+// with default settings.
+//
+// On error some items may have been stored: pushing the same items again
+// (with the ids now assigned) stores only the missing ones.
+func (c *Client) PushItems(ctx context.Context, job string, items []schemas.WorkItem) error {
+	rec, err := c.OpenJob(ctx, job)
+	if err != nil {
+		return err
+	}
+	if rec.State.Final() {
+		return fmt.Errorf("push to %s: %w (%s)", job, ErrJobFinished, rec.State)
+	}
+	subject := c.prefix.Work(job)
+	now := c.now()
+	futures := make([]jetstream.PubAckFuture, 0, len(items))
+	var pubErr error
+	for i := range items {
+		it := &items[i]
+		if it.ID == "" {
+			it.ID = nuid.Next()
+		}
+		it.Job = job
+		if it.CreatedAt.IsZero() {
+			it.CreatedAt = now
+		}
+		msg, err := NewMsg(ctx, subject, it)
+		if err != nil {
+			pubErr = fmt.Errorf("item %d: %w", i, err)
+			break
+		}
+		msg.Header.Set(schemas.HeaderMsgID, job+"/"+it.ID)
+		f, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(10*time.Second))
+		if err != nil {
+			pubErr = fmt.Errorf("push item %s: %w", it.ID, err)
+			break
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if pubErr == nil {
+				pubErr = fmt.Errorf("push item to %s: %w", job, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("push to %s: %w", job, ctx.Err())
+		}
+	}
+	return pubErr
+}
+
+// OpenJob returns job's record, creating an implicit streaming job when it
+// does not exist, and makes sure its work consumer matches its spec.
+func (c *Client) OpenJob(ctx context.Context, job string) (*schemas.JobRecord, error) {
+	if !schemas.ValidToken(job) {
+		return nil, fmt.Errorf("job %q: must be 1-128 letters, digits, '-' or '_'", job)
+	}
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
+	if err != nil {
+		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
+	}
+	rec, err := getJob(ctx, kv, job)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		now := c.now()
+		rec = &schemas.JobRecord{ID: job, Spec: schemas.JobSpec{Kind: schemas.Streaming}.WithDefaults(),
+			State: schemas.Running, Reason: "created by its first item or worker", CreatedAt: now, StartedAt: now}
+		data, _ := json.Marshal(rec)
+		if _, err = kv.Create(ctx, job, data); errors.Is(err, jetstream.ErrKeyExists) {
+			rec, err = getJob(ctx, kv, job)
+		} else if err == nil {
+			c.log.Info("streaming job created implicitly", "job", job)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open job %s: %w", job, err)
+	}
+	if _, err := c.ensureWorkConsumer(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// DeclareJob creates job with spec, or updates the spec of the existing
+// job, and configures its work consumer accordingly. The spec is defaulted
+// and validated; errors name the invalid field. It returns ErrJobFinished
+// for a finished job.
+func (c *Client) DeclareJob(ctx context.Context, job string, spec schemas.JobSpec) (*schemas.JobRecord, error) {
+	if !schemas.ValidToken(job) {
+		return nil, fmt.Errorf("job %q: must be 1-128 letters, digits, '-' or '_'", job)
+	}
+	spec = spec.WithDefaults()
+	if errs := spec.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("job %s: %w", job, errs.ToAggregate())
+	}
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
+	if err != nil {
+		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
+	}
+	for {
+		now := c.now()
+		rec := &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Running, CreatedAt: now, StartedAt: now}
+		var rev uint64
+		e, err := kv.Get(ctx, job)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("declare job %s: %w", job, err)
+		default:
+			if err := json.Unmarshal(e.Value(), rec); err != nil {
+				return nil, fmt.Errorf("decode job record %s: %w", job, err)
+			}
+			if rec.State.Final() {
+				return nil, fmt.Errorf("declare job %s: %w (%s)", job, ErrJobFinished, rec.State)
+			}
+			rec.Spec, rev = spec, e.Revision()
+		}
+		data, _ := json.Marshal(rec)
+		if rev == 0 {
+			_, err = kv.Create(ctx, job, data)
+		} else {
+			_, err = kv.Update(ctx, job, data, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // a concurrent writer won; apply the spec on top of its record
+		}
+		if err != nil {
+			return nil, fmt.Errorf("declare job %s: %w", job, err)
+		}
+		if _, err := c.ensureWorkConsumer(ctx, rec); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
+}
+
+func getJob(ctx context.Context, kv jetstream.KeyValue, job string) (*schemas.JobRecord, error) {
+	e, err := kv.Get(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	var rec schemas.JobRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, fmt.Errorf("decode job record %s: %w", job, err)
+	}
+	return &rec, nil
+}
+
+func workConsumerName(job string) string { return "work-" + job }
+
+// ensureWorkConsumer creates or updates the job's durable pull consumer: its
+// AckWait is the item lease, MaxDeliver the attempts before dead-lettering.
+func (c *Client) ensureWorkConsumer(ctx context.Context, rec *schemas.JobRecord) (jetstream.Consumer, error) {
+	name := workConsumerName(rec.ID)
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(workFamily), jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "work items of job " + rec.ID,
+		FilterSubject: c.prefix.Work(rec.ID),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       rec.Spec.ItemTimeout.D(),
+		MaxDeliver:    rec.Spec.MaxDeliveries,
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("work consumer %s: %w", name, err)
+	}
+	return cons, nil
+}
+
+// PublishResult stores the result of one item. The first result of an item
+// wins: a later one returns ErrDuplicateResult and is discarded.
+func (c *Client) PublishResult(ctx context.Context, r *schemas.Result) error {
+	msg, err := NewMsg(ctx, c.prefix.Results(r.Job, r.ItemID), r)
+	if err != nil {
+		return err
+	}
+	msg.Header.Set(schemas.HeaderMsgID, r.Job+"/"+r.ItemID)
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		return ErrDuplicateResult
+	case err != nil:
+		return fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)
+	case ack.Duplicate:
+		return ErrDuplicateResult
+	}
+	return nil
+}
+
+// publishDeadLetter stores a dead letter; key makes a retried publish a no-op.
+func (c *Client) publishDeadLetter(ctx context.Context, d *schemas.DeadLetter, key string) error {
+	msg, err := NewMsg(ctx, c.prefix.Dead(d.Job), d)
+	if err != nil {
+		return err
+	}
+	msg.Header.Set(schemas.HeaderMsgID, key)
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish dead letter for %s: %w", d.Job, err)
+	}
+	return nil
+}

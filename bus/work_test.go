@@ -1,0 +1,294 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// runWorker runs w until the test ends, failing the test if Run errs.
+func runWorker(t *testing.T, w *bus.Worker) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+}
+
+func readResults(t *testing.T, ctx context.Context, c *bus.Client, job string) []*schemas.Result {
+	t.Helper()
+	var out []*schemas.Result
+	for r, err := range c.Results(ctx, job) {
+		if err != nil {
+			t.Fatalf("results: %v", err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func declare(t *testing.T, ctx context.Context, c *bus.Client, job string, timeout time.Duration, maxDeliveries int) {
+	t.Helper()
+	_, err := c.DeclareJob(ctx, job, schemas.JobSpec{Kind: schemas.Streaming,
+		ItemTimeout: schemas.Duration(timeout), MaxDeliveries: maxDeliveries})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPushWorkResults(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+
+	items := bus.Items()
+	for i := range 100 {
+		items = append(items, schemas.WorkItem{Payload: fmt.Sprintf("item-%d", i)})
+	}
+	pushCtx := bus.WithCorrelationID(ctx, "corr-42")
+	if err := c.PushItems(pushCtx, "upper", items); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Worker("upper", func(_ context.Context, it *schemas.WorkItem) (string, error) {
+		return strings.ToUpper(it.Payload), nil
+	}, bus.WithConcurrency(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+
+	got := map[string]string{}
+	for _, r := range readResults(t, ctx, c, "upper") {
+		if _, dup := got[r.ItemID]; dup {
+			t.Fatalf("two results for %s", r.ItemID)
+		}
+		got[r.ItemID] = r.Output
+	}
+	for _, it := range items {
+		if want := strings.ToUpper(it.Payload); got[it.ID] != want {
+			t.Errorf("result of %s = %q, want %q", it.ID, got[it.ID], want)
+		}
+	}
+	if len(got) != len(items) {
+		t.Errorf("got %d results, want %d", len(got), len(items))
+	}
+
+	// The correlation id travels from the push through the worker to the result.
+	st, err := c.JetStream().Stream(ctx, "PACE_RESULTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, c.Prefix().Results("upper", items[0].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := raw.Header.Get(schemas.HeaderCorrelationID); id != "corr-42" {
+		t.Errorf("result correlation id = %q, want corr-42", id)
+	}
+	if s := raw.Header.Get(schemas.HeaderSchema); s != "result" {
+		t.Errorf("result schema header = %q, want result", s)
+	}
+	if tp := raw.Header.Get(schemas.HeaderTraceparent); len(tp) != 55 {
+		t.Errorf("traceparent = %q, want a W3C value", tp)
+	}
+}
+
+func TestLateResultDiscardedAfterLeaseExpiry(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	declare(t, ctx, c, "slow", time.Second, 5)
+
+	items := bus.Items("x")
+	if err := c.PushItems(ctx, "slow", items); err != nil {
+		t.Fatal(err)
+	}
+	took, release := make(chan struct{}), make(chan struct{})
+	stalled, err := c.Worker("slow", func(context.Context, *schemas.WorkItem) (string, error) {
+		close(took)
+		<-release
+		return "from the stalled worker", nil
+	}, bus.WithHeartbeat(-1), bus.WithWorkerID("stalled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, stalled)
+	<-took
+
+	healthy, err := c.Worker("slow", func(context.Context, *schemas.WorkItem) (string, error) {
+		return "from the healthy worker", nil
+	}, bus.WithWorkerID("healthy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, healthy)
+	bustest.Eventually(t, 10*time.Second, "redelivery to the healthy worker", func() bool {
+		return healthy.Stats().Processed == 1
+	})
+	close(release)
+	bustest.Eventually(t, 10*time.Second, "the late result to be discarded", func() bool {
+		return stalled.Stats().Duplicates == 1
+	})
+
+	got := readResults(t, ctx, c, "slow")
+	if len(got) != 1 || got[0].Output != "from the healthy worker" || got[0].Attempt != 2 {
+		t.Fatalf("results = %+v, want one from the healthy worker's second delivery", got)
+	}
+}
+
+func TestInProgressAcksKeepSlowItem(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	declare(t, ctx, c, "long", time.Second, 5)
+	if err := c.PushItems(ctx, "long", bus.Items("x")); err != nil {
+		t.Fatal(err)
+	}
+	var calls sync.Map
+	handler := func(id string) bus.Handler {
+		return func(ctx context.Context, _ *schemas.WorkItem) (string, error) {
+			calls.Store(id, true)
+			select { // the item takes three leases' worth of work
+			case <-time.After(3 * time.Second):
+				return "done by " + id, nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+	}
+	first, _ := c.Worker("long", handler("first"))
+	runWorker(t, first)
+	bustest.Eventually(t, 5*time.Second, "the first worker to take the item", func() bool {
+		_, ok := calls.Load("first")
+		return ok
+	})
+	second, _ := c.Worker("long", handler("second"))
+	runWorker(t, second)
+
+	got := readResults(t, ctx, c, "long")
+	if len(got) != 1 || got[0].Output != "done by first" || got[0].Attempt != 1 {
+		t.Fatalf("results = %+v, want one from the first delivery", got)
+	}
+	if _, ok := calls.Load("second"); ok {
+		t.Error("the item was redelivered although its worker extended the lease")
+	}
+}
+
+func TestPoisonAndMalformedItemsAreDeadLettered(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	declare(t, ctx, c, "poison", time.Second, 3)
+	dlCtx, stopDL := context.WithCancel(ctx)
+	dlDone := make(chan error, 1)
+	go func() { dlDone <- c.DeadLetters(dlCtx) }()
+	t.Cleanup(func() { stopDL(); <-dlDone })
+
+	items := bus.Items("bad", "good")
+	if err := c.PushItems(ctx, "poison", items); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().Publish(ctx, c.Prefix().Work("poison"), []byte("not json {")); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := c.Worker("poison", func(_ context.Context, it *schemas.WorkItem) (string, error) {
+		if it.Payload == "bad" {
+			return "", errors.New("boom: cannot parse bad")
+		}
+		return "ok", nil
+	}, bus.WithRetryDelay(50*time.Millisecond, 100*time.Millisecond))
+	runWorker(t, w)
+
+	dead := readDead(t, ctx, c, "poison", 2)
+	byReason := map[schemas.DeadReason]*schemas.DeadLetter{}
+	for _, d := range dead {
+		byReason[d.Reason] = d
+	}
+	p := byReason[schemas.MaxDeliveries]
+	if p == nil || p.ItemID != items[0].ID || p.Payload != "bad" || p.Deliveries != 3 || !strings.Contains(p.LastError, "boom") {
+		t.Errorf("poison dead letter = %+v, want item %s, 3 deliveries, last error boom", p, items[0].ID)
+	}
+	m := byReason[schemas.Malformed]
+	if m == nil || m.Payload != "not json {" || m.LastError == "" {
+		t.Errorf("malformed dead letter = %+v, want the raw payload and the decode error", m)
+	}
+	if got := readResults(t, ctx, c, "poison"); len(got) != 1 || got[0].ItemID != items[1].ID {
+		t.Errorf("results = %+v, want only the good item's", got)
+	}
+	st, _ := c.JetStream().Stream(ctx, "PACE_WORK")
+	bustest.Eventually(t, 5*time.Second, "the work stream to be empty", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
+// readDead waits for n dead letters of job and returns them.
+func readDead(t *testing.T, ctx context.Context, c *bus.Client, job string, n int) []*schemas.DeadLetter {
+	t.Helper()
+	cons, err := c.JetStream().OrderedConsumer(ctx, "PACE_DEAD", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.Prefix().Dead(job)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*schemas.DeadLetter
+	for len(out) < n {
+		msg, err := cons.Next(jetstream.FetchMaxWait(15 * time.Second))
+		if err != nil {
+			t.Fatalf("dead letter %d of %d: %v", len(out)+1, n, err)
+		}
+		d, err := bus.Decode[schemas.DeadLetter](msg.Data(), msg.Headers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good, _ := json.Marshal(schemas.WorkItem{ID: "a", Job: "j"})
+	tests := []struct {
+		name   string
+		data   string
+		schema string
+		ver    string
+	}{
+		{"not json", "{", "", ""},
+		{"invalid id", `{"id":"a.b","job":"j"}`, "", ""},
+		{"other schema", string(good), "result", "1"},
+		{"newer version", string(good), "work_item", "2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := map[string][]string{}
+			if tt.schema != "" {
+				h[schemas.HeaderSchema] = []string{tt.schema}
+				h[schemas.HeaderSchemaVersion] = []string{tt.ver}
+			}
+			if _, err := bus.Decode[schemas.WorkItem]([]byte(tt.data), h); !errors.Is(err, bus.ErrMalformed) {
+				t.Errorf("err = %v, want ErrMalformed", err)
+			}
+		})
+	}
+	if _, err := bus.Decode[schemas.WorkItem](good, nil); err != nil {
+		t.Errorf("headerless valid item: %v", err)
+	}
+}

@@ -1,0 +1,281 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Handler processes one item and returns its result. An error means the item
+// failed: it is retried later, and dead-lettered with the error text once
+// its deliveries are used up. ctx ends when the worker gives up on the item.
+type Handler func(ctx context.Context, item *schemas.WorkItem) (string, error)
+
+// Worker takes a job's items from its queue and runs a Handler on each.
+type Worker struct {
+	c   *Client
+	job string
+	h   Handler
+	o   workerOptions
+	log *slog.Logger
+
+	processed, failed, duplicates, malformed atomic.Int64
+}
+
+// WorkerStats counts what a Worker has done.
+type WorkerStats struct {
+	// Processed items have a result from this worker; Duplicates were
+	// finished too late: another worker's result was kept.
+	Processed, Failed, Duplicates, Malformed int64
+}
+
+// Worker returns a worker for job's items. Run it with Run.
+func (c *Client) Worker(job string, h Handler, opts ...WorkerOption) (*Worker, error) {
+	if !schemas.ValidToken(job) {
+		return nil, fmt.Errorf("job %q: must be 1-128 letters, digits, '-' or '_'", job)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil handler", ErrInvalidOption)
+	}
+	o := defaultWorkerOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	return &Worker{c: c, job: job, h: h, o: o, log: c.log.With("job", job, "worker", o.id)}, nil
+}
+
+// Stats returns the worker's counters. It is safe to call while Run runs.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{w.processed.Load(), w.failed.Load(), w.duplicates.Load(), w.malformed.Load()}
+}
+
+// Run processes items until ctx ends, then lets running items finish within
+// the grace period, returns unfinished ones to the queue and returns nil.
+// It returns ErrJobFinished when the job is finished, and an error when the
+// job cannot be opened.
+func (w *Worker) Run(ctx context.Context) error {
+	rec, err := w.c.OpenJob(ctx, w.job)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if rec.State.Final() {
+		return fmt.Errorf("work on %s: %w (%s)", w.job, ErrJobFinished, rec.State)
+	}
+	hb := w.o.heartbeat
+	if hb == 0 {
+		hb = rec.Spec.ItemTimeout.D() / 3
+	}
+	cons, err := w.c.js.Consumer(ctx, w.c.prefix.Stream(workFamily), workConsumerName(w.job))
+	if err != nil {
+		return fmt.Errorf("work consumer for %s: %w", w.job, err)
+	}
+	w.log.Info("worker started", "concurrency", w.o.concurrency, "item_timeout", rec.Spec.ItemTimeout.D())
+
+	// Handlers outlive ctx by the grace period, so they get their own context.
+	hctx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHandlers()
+	slots := make(chan struct{}, w.o.concurrency)
+	var wg sync.WaitGroup
+	pause := newPause(100*time.Millisecond, 5*time.Second)
+	for ctx.Err() == nil {
+		n := acquire(ctx, slots)
+		if n == 0 {
+			break
+		}
+		got, err := w.fetch(ctx, cons, n, func(msg jetstream.Msg) {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				w.handle(hctx, msg, hb)
+			})
+		})
+		for range n - got {
+			<-slots
+		}
+		if err != nil {
+			w.log.Warn("fetch failed", "err", err)
+			pause.wait(ctx)
+			continue
+		}
+		pause.reset()
+	}
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.o.grace):
+		w.log.Warn("grace period over, returning running items to the queue")
+		stopHandlers()
+		<-done
+	}
+	w.log.Info("worker stopped", "processed", w.processed.Load(), "failed", w.failed.Load())
+	return nil
+}
+
+// acquire blocks for one free slot, then takes every other free one; it
+// returns how many it took, 0 when ctx ended.
+func acquire(ctx context.Context, slots chan struct{}) int {
+	select {
+	case <-ctx.Done():
+		return 0
+	case slots <- struct{}{}:
+	}
+	n := 1
+	for n < cap(slots) {
+		select {
+		case slots <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	return n
+}
+
+// fetch asks for up to n items, waiting at most a few seconds, and passes
+// each to start. It returns how many it got; a wait that found none is not an error.
+func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, start func(jetstream.Msg)) (int, error) {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		return 0, ignoreWaitEnd(err)
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		start(msg)
+	}
+	return got, ignoreWaitEnd(batch.Error())
+}
+
+// ignoreWaitEnd hides the errors that only mean a fetch's wait ended.
+func ignoreWaitEnd(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, hb time.Duration) {
+	md, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("item without metadata", "err", err)
+		return
+	}
+	item, err := Decode[schemas.WorkItem](msg.Data(), msg.Headers())
+	if err == nil && item.Job != w.job {
+		err = fmt.Errorf("%w: item of job %q on the queue of %q", ErrMalformed, item.Job, w.job)
+	}
+	if err != nil {
+		w.deadLetterMalformed(ctx, msg, md, err)
+		return
+	}
+	log := w.log.With("item", item.ID, "delivery", md.NumDelivered)
+
+	stopBeat := w.heartbeat(msg, hb)
+	start := time.Now()
+	out, herr := w.h(MessageContext(ctx, msg.Headers()), item)
+	stopBeat()
+
+	if herr != nil {
+		w.failed.Add(1)
+		log.Debug("item failed", "err", herr)
+		w.c.recordFailure(ctx, w.job, item.ID, herr)
+		w.retry(ctx, msg, md.NumDelivered)
+		return
+	}
+	res := &schemas.Result{ItemID: item.ID, Job: w.job, Output: out, Worker: w.o.id, Attempt: int(md.NumDelivered),
+		Duration: schemas.Duration(time.Since(start)), FinishedAt: w.c.now()}
+	switch err := w.c.PublishResult(MessageContext(ctx, msg.Headers()), res); {
+	case errors.Is(err, ErrDuplicateResult):
+		w.duplicates.Add(1)
+		log.Debug("late result discarded: the item already has one")
+	case err != nil:
+		log.Warn("result not stored, item will be retried", "err", err)
+		w.retry(ctx, msg, md.NumDelivered)
+		return
+	default:
+		w.processed.Add(1)
+	}
+	if err := msg.Ack(); err != nil {
+		log.Warn("ack failed; the item will be redelivered and its result deduplicated", "err", err)
+	}
+}
+
+// heartbeat extends msg's lease every d until the returned func is called.
+func (w *Worker) heartbeat(msg jetstream.Msg, d time.Duration) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					w.log.Warn("lease extension failed", "err", err)
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// retry returns msg to the queue: at once when the worker is stopping,
+// otherwise after an exponential delay.
+func (w *Worker) retry(ctx context.Context, msg jetstream.Msg, delivered uint64) {
+	var err error
+	if ctx.Err() != nil {
+		err = msg.Nak()
+	} else {
+		err = msg.NakWithDelay(retryDelay(w.o.retryDelay, w.o.maxRetryDelay, delivered))
+	}
+	if err != nil {
+		w.log.Warn("nak failed; the item returns when its lease expires", "err", err)
+	}
+}
+
+// retryDelay is base·2^(delivered-1), capped at max.
+func retryDelay(base, max time.Duration, delivered uint64) time.Duration {
+	d := base
+	for i := uint64(1); i < delivered && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+func (w *Worker) deadLetterMalformed(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, cause error) {
+	w.malformed.Add(1)
+	d := &schemas.DeadLetter{Job: w.job, Reason: schemas.Malformed, LastError: cause.Error(),
+		Deliveries: int(md.NumDelivered), Payload: string(msg.Data()), Sequence: md.Sequence.Stream, At: w.c.now()}
+	if err := w.c.publishDeadLetter(ctx, d, fmt.Sprintf("%s/seq/%d", w.job, md.Sequence.Stream)); err != nil {
+		w.log.Warn("malformed item not dead-lettered yet, will retry", "seq", md.Sequence.Stream, "err", err)
+		w.retry(ctx, msg, md.NumDelivered)
+		return
+	}
+	w.log.Warn("malformed item dead-lettered", "seq", md.Sequence.Stream, "err", cause)
+	if err := msg.Ack(); err != nil {
+		w.log.Warn("ack of malformed item failed", "err", err)
+	}
+}

@@ -159,11 +159,11 @@ func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig)
 // logDrift logs which settings of an existing object Provision changed.
 func (c *Client) logDrift(kind, name string, before, after *jetstream.StreamConfig) {
 	if before == nil {
-		c.log.Info("created "+kind, kind, name)
+		c.log.Info("provisioned", "kind", kind, "name", name)
 		return
 	}
 	if changed := changedFields(before, after); len(changed) > 0 {
-		c.log.Warn("corrected "+kind+" config drift", kind, name, "fields", changed)
+		c.log.Warn("corrected config drift", "kind", kind, "name", name, "fields", changed)
 	}
 }
 

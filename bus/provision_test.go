@@ -1,0 +1,79 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger used by several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestProvisionIsIdempotentAndCorrectsDrift(t *testing.T) {
+	ctx := testCtx(t)
+	var logs syncBuffer
+	c := bustest.Client(t, bustest.Server(t), bus.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	names := []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_DEAD", "PACE_METRICS", "PACE_DECISIONS",
+		"PACE_K8S", "PACE_K8S_OUTCOMES", "PACE_ADMISSION", "PACE_LOGS", "PACE_ADVISORIES", "KV_pace_jobs"}
+	for _, name := range names {
+		if _, err := c.JetStream().Stream(ctx, name); err != nil {
+			t.Errorf("stream %s: %v", name, err)
+		}
+	}
+
+	// Someone shortens the metrics retention by hand.
+	st, _ := c.JetStream().Stream(ctx, "PACE_METRICS")
+	cfg := st.CachedInfo().Config
+	cfg.MaxAge = time.Hour
+	if _, err := c.JetStream().UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = c.JetStream().Stream(ctx, "PACE_METRICS")
+	if got := st.CachedInfo().Config.MaxAge; got != 7*24*time.Hour {
+		t.Errorf("metrics max age after re-provisioning = %s, want 168h", got)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "config drift") || !strings.Contains(out, "PACE_METRICS") || !strings.Contains(out, "max_age") {
+		t.Errorf("drift not logged with the stream and field:\n%s", out)
+	}
+	if strings.Count(out, "config drift") != 1 {
+		t.Errorf("re-provisioning an unchanged bus logged drift:\n%s", out)
+	}
+}
+
+func TestConnectGivesUpOnUnreachableServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := bus.Connect(ctx, "nats://"+freeAddr(t), bus.WithConnectTimeout(300*time.Millisecond))
+	if err == nil {
+		t.Fatal("connect to a closed port succeeded")
+	}
+	if !strings.Contains(err.Error(), "connect to nats") {
+		t.Errorf("err = %v, want it to say what failed", err)
+	}
+}

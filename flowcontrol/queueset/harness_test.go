@@ -49,7 +49,7 @@ type scenario struct {
 	expectedAverages []float64 // overrides fairAlloc
 	margin           float64
 	margins          []float64 // per evaluation point; overrides margin
-	expectFair       []bool // per evaluation point: one, or two for split scenarios
+	expectFair       []bool    // per evaluation point: one, or two for split scenarios
 	expectAll        bool
 	rejectReason     Reason
 	epochAdvances    int

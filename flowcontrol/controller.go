@@ -1,0 +1,223 @@
+package flowcontrol
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pace-platform/pace/flowcontrol/borrowing"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/queueset"
+	"github.com/pace-platform/pace/flowcontrol/retryafter"
+	"github.com/pace-platform/pace/flowcontrol/work"
+)
+
+// WorkEstimate is the expected cost of a request in seats and time.
+type WorkEstimate = work.Estimate
+
+// Request is an admitted request; call Finish exactly once.
+type Request = queueset.Request
+
+// RejectReason says why a request was not executed.
+type RejectReason = queueset.Reason
+
+// The reject reasons.
+const (
+	ReasonQueueFull        = queueset.QueueFull
+	ReasonConcurrencyLimit = queueset.ConcurrencyLimit
+	ReasonTimeOut          = queueset.TimeOut
+)
+
+// Wait limits applied to queued requests (kube's HTTP filter rule).
+const (
+	DefaultWaitLimit = 15 * time.Second // RequestTimeout/4 for requests without a deadline
+	MaxWaitLimit     = time.Minute
+)
+
+// ErrUnknownPriorityLevel is returned by StartRequest for a level that is not configured.
+var ErrUnknownPriorityLevel = errors.New("unknown priority level")
+
+// RejectedError is returned by StartRequest when a request is not executed;
+// an HTTP front end answers 429 with Retry-After.
+type RejectedError struct {
+	PriorityLevel string
+	FlowSchema    string
+	Reason        RejectReason
+	RetryAfter    time.Duration
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("request of flow schema %q rejected by priority level %q: %s (retry after %v)",
+		e.FlowSchema, e.PriorityLevel, e.Reason, e.RetryAfter)
+}
+
+// Controller admits requests into priority levels. It is safe for concurrent use.
+type Controller struct {
+	clock      eventclock.Interface
+	retryAfter *retryafter.Tracker
+	levels     map[string]*level
+	order      []*level // configuration order, for borrowing and dumps
+	nominalSum int
+
+	mu sync.Mutex // serialises AdjustBorrowing
+}
+
+type level struct {
+	cfg      PriorityLevel
+	limits   borrowing.Limits
+	maxSeats int // widest request for queuing levels; 0 for others
+	qs       *queueset.QueueSet
+	// guarded by Controller.mu
+	demand  borrowing.DemandStats
+	current int
+}
+
+// New validates cfg and returns a Controller whose limits are the idle
+// borrowing allocation until AdjustBorrowing sees demand.
+func New(clk eventclock.Interface, cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	specs := make([]borrowing.Level, len(cfg.Levels))
+	for i, l := range cfg.Levels {
+		specs[i] = borrowing.Level{Name: l.Name, Exempt: l.Exempt, NominalConcurrencyShares: l.NominalConcurrencyShares,
+			LendablePercent: l.LendablePercent, BorrowingLimitPercent: l.BorrowingLimitPercent}
+	}
+	limits, sum := borrowing.ComputeLimits(cfg.ServerConcurrencyLimit, specs)
+	c := &Controller{clock: clk, retryAfter: retryafter.New(clk.Now), levels: map[string]*level{}, nominalSum: sum}
+	for i, l := range cfg.Levels {
+		qcfg := queueset.Config{Name: l.Name, Queues: l.Queues, QueueLengthLimit: l.QueueLengthLimit, HandSize: l.HandSize}
+		lv := &level{cfg: l, limits: limits[i]}
+		switch {
+		case l.Exempt:
+			qcfg.Queues = queueset.Exempt
+		case l.Reject:
+			qcfg.Queues = 0
+		default:
+			lv.maxSeats = borrowing.MaxSeats(limits[i].Nominal, l.HandSize)
+		}
+		qs, err := queueset.New(clk, qcfg, limits[i].Nominal-limits[i].Lendable/2)
+		if err != nil {
+			return nil, fmt.Errorf("level %s: %w", l.Name, err)
+		}
+		lv.qs = qs
+		c.levels[l.Name] = lv
+		c.order = append(c.order, lv)
+	}
+	c.AdjustBorrowing()
+	return c, nil
+}
+
+// StartRequest admits a request of the given flow into a priority level,
+// blocking while it waits in a queue. It returns the dispatched request, a
+// *RejectedError (queue full, no room on a Reject level, or withdrawn as
+// time-out when ctx ends or the wait limit passes), or ErrUnknownPriorityLevel.
+// hash is the flow's hash (see HashFlow); label names the request in dumps.
+func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash uint64, flowSchema, priorityLevel, label string) (*Request, error) {
+	lv := c.levels[priorityLevel]
+	if lv == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownPriorityLevel, priorityLevel)
+	}
+	r, reason := lv.qs.Start(est, hash, flowSchema, label, nil)
+	if r == nil {
+		return nil, c.reject(priorityLevel, flowSchema, reason)
+	}
+	if r.Wait(ctx) {
+		return r, nil
+	}
+	return nil, c.reject(priorityLevel, flowSchema, ReasonTimeOut)
+}
+
+// WithWaitLimit bounds how long a request may wait in a queue, measured on the
+// controller's clock: a quarter of the time to ctx's deadline, or
+// DefaultWaitLimit without one, and at most MaxWaitLimit. Cancel the returned
+// context when StartRequest returns.
+func (c *Controller) WithWaitLimit(ctx context.Context) (context.Context, context.CancelFunc) {
+	limit := DefaultWaitLimit
+	if deadline, ok := ctx.Deadline(); ok {
+		limit = deadline.Sub(c.clock.Now()) / 4
+	}
+	limit = min(limit, MaxWaitLimit)
+	ctx, cancel := context.WithCancel(ctx)
+	c.clock.EventAfterDuration(func(time.Time) { cancel() }, limit)
+	return ctx, cancel
+}
+
+func (c *Controller) reject(priorityLevel, flowSchema string, reason RejectReason) error {
+	c.retryAfter.RecordDropped(priorityLevel)
+	return &RejectedError{PriorityLevel: priorityLevel, FlowSchema: flowSchema, Reason: reason,
+		RetryAfter: c.retryAfter.RetryAfter(priorityLevel)}
+}
+
+// MaxSeats returns the widest estimate the level allows (0: no per-level
+// cap); pass it to work.NewEstimator.
+func (c *Controller) MaxSeats(priorityLevel string) int {
+	if lv := c.levels[priorityLevel]; lv != nil {
+		return lv.maxSeats
+	}
+	return 0
+}
+
+// IsIdle reports whether the level has nothing waiting or executing.
+func (c *Controller) IsIdle(priorityLevel string) bool {
+	lv := c.levels[priorityLevel]
+	return lv == nil || lv.qs.IsIdle()
+}
+
+// AdjustBorrowing folds each level's seat demand since the last call into its
+// smoothed demand and rebalances the concurrency limits. Call it every
+// borrowing.AdjustmentPeriod (Run does).
+func (c *Controller) AdjustBorrowing() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	states := make([]borrowing.LevelState, len(c.order))
+	for i, lv := range c.order {
+		lv.demand.Update(lv.qs.SeatDemand().Reset())
+		states[i] = borrowing.LevelState{Exempt: lv.cfg.Exempt, Limits: lv.limits, Demand: lv.demand, Current: lv.current}
+	}
+	current, _ := borrowing.Adjust(c.nominalSum, states)
+	for i, lv := range c.order {
+		lv.current = current[i]
+		lv.qs.SetConcurrencyLimit(current[i])
+	}
+}
+
+// Run calls AdjustBorrowing every borrowing.AdjustmentPeriod of the
+// controller's clock until ctx ends, then returns nil.
+func (c *Controller) Run(ctx context.Context) error {
+	tick := make(chan struct{}, 1)
+	var schedule func(time.Time)
+	schedule = func(time.Time) {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+		if ctx.Err() == nil {
+			c.clock.EventAfterDuration(schedule, borrowing.AdjustmentPeriod)
+		}
+	}
+	c.clock.EventAfterDuration(schedule, borrowing.AdjustmentPeriod)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			c.AdjustBorrowing()
+		}
+	}
+}
+
+// HashFlow returns the flow hash kube-apiserver uses: the first 8 bytes,
+// little-endian, of SHA-256(flowSchema ‖ 0x00 ‖ distinguisher).
+func HashFlow(flowSchema, distinguisher string) uint64 {
+	h := sha256.New()
+	h.Write([]byte(flowSchema))
+	h.Write([]byte{0})
+	h.Write([]byte(distinguisher))
+	var sum [sha256.Size]byte
+	return binary.LittleEndian.Uint64(h.Sum(sum[:0]))
+}

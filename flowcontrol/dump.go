@@ -1,0 +1,31 @@
+package flowcontrol
+
+import (
+	"time"
+
+	"github.com/pace-platform/pace/flowcontrol/borrowing"
+	"github.com/pace-platform/pace/flowcontrol/queueset"
+)
+
+// LevelDump describes one priority level for debugging.
+type LevelDump struct {
+	Name         string                `json:"name"`
+	Limits       borrowing.Limits      `json:"limits"`
+	CurrentLimit int                   `json:"currentLimit"`
+	MaxSeats     int                   `json:"maxSeats,omitempty"`
+	Demand       borrowing.DemandStats `json:"demand"`
+	RetryAfter   time.Duration         `json:"retryAfter"`
+	QueueSet     queueset.Dump         `json:"queueSet"`
+}
+
+// Dump returns a snapshot of every level: limits, demand, queues, requests and seats.
+func (c *Controller) Dump() []LevelDump {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]LevelDump, 0, len(c.order))
+	for _, lv := range c.order {
+		out = append(out, LevelDump{Name: lv.cfg.Name, Limits: lv.limits, CurrentLimit: lv.current, MaxSeats: lv.maxSeats,
+			Demand: lv.demand, RetryAfter: c.retryAfter.RetryAfter(lv.cfg.Name), QueueSet: lv.qs.Dump()})
+	}
+	return out
+}

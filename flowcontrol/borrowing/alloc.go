@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
+	"sort"
 )
 
 // MinTarget is the smallest target Allocate uses; smaller ones are raised to it.
@@ -89,42 +89,52 @@ func Allocate(required int, items []Item) ([]float64, float64, error) {
 	return allocs, p, nil
 }
 
-// bound is a breakpoint of Σ clamp(p × target_i, lb_i, ub_i): at p = at the
-// slope changes by dSlope.
+// bound is a breakpoint of Σ clamp(p × target_i, lb_i, ub_i): at p = at an
+// item enters (lower bound) or leaves (upper bound) the set of items whose
+// allocation grows with p, changing the slope by ±target.
 type bound struct {
 	at     float64
-	dSlope float64
+	target float64
+	enters bool
 }
+
+// bounds sorts by position. It uses sort.Sort over items laid out lower,
+// upper, lower, upper, … so that ties (equal bounds) are visited in the same
+// order as kube-apiserver visits them, which keeps the floating-point sums
+// identical in ill-conditioned problems.
+type bounds []bound
+
+func (b bounds) Len() int           { return len(b) }
+func (b bounds) Less(i, j int) bool { return b[i].at < b[j].at }
+func (b bounds) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
 
 // sweep raises p from the smallest relative lower bound, where every item
 // sits at its lower bound and the sum is lbSum, until the sum reaches req.
 func sweep(req, lbSum float64, items []Item, targets []float64, p float64) (float64, error) {
-	bounds := make([]bound, 0, 2*len(items))
+	bs := make(bounds, 0, 2*len(items))
 	for i, it := range items {
-		bounds = append(bounds, bound{it.LowerBound / targets[i], targets[i]}, bound{it.UpperBound / targets[i], -targets[i]})
+		bs = append(bs, bound{it.LowerBound / targets[i], targets[i], true}, bound{it.UpperBound / targets[i], targets[i], false})
 	}
-	slices.SortStableFunc(bounds, func(a, b bound) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	})
-	sum, slope := lbSum, 0.0
+	sort.Sort(bs)
+	sum, slope, growing := lbSum, 0.0, 0
 	next := 0
 	for sum < req {
-		// apply every bound at p, then find the next bound above p
-		for next < len(bounds) && bounds[next].at <= p {
-			slope += bounds[next].dSlope
+		// apply every bound at or below p, then look at the next one above
+		for next < len(bs) && bs[next].at <= p {
+			if bs[next].enters {
+				slope += bs[next].target
+				growing++
+			} else {
+				slope -= bs[next].target
+				growing--
+			}
 			next++
 		}
-		if next >= len(bounds) {
+		if next >= len(bs) {
 			return 0, errors.New("impossible: ran out of bounds in a bound-constrained problem")
 		}
-		upto := bounds[next].at
-		if slope == 0 {
+		upto := bs[next].at
+		if growing == 0 {
 			p = upto
 			continue
 		}

@@ -44,15 +44,15 @@ func TestAllocationMatchesKube(t *testing.T) {
 		if perr != nil {
 			continue
 		}
-		if !close(pf, kf) {
+		if !near(pf, kf) {
 			t.Fatalf("problem %d (%d, %+v): fairProp pace %v, kube %v", i, required, items, pf, kf)
 		}
 		for j := range pa {
-			if !close(pa[j], ka[j]) {
+			if !near(pa[j], ka[j]) {
 				t.Fatalf("problem %d (%d, %+v): alloc %d pace %v, kube %v", i, required, items, j, pa[j], ka[j])
 			}
 		}
 	}
 }
 
-func close(a, b float64) bool { return math.Abs(a-b) <= 1e-10*math.Max(1, math.Abs(b)) }
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-10*math.Max(1, math.Abs(b)) }

@@ -2,7 +2,10 @@ module github.com/pace-platform/pace/flowcontrol/conformance
 
 go 1.26.8
 
-require k8s.io/apiserver v0.37.2
+require (
+	github.com/google/go-cmp v0.7.0
+	k8s.io/apiserver v0.37.2
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -61,7 +61,9 @@ func watchCount(resource, namespace, name string) int {
 
 type paceWatches struct{}
 
-func (paceWatches) WatchCount(r *work.Request) int { return watchCount(r.Resource, r.Namespace, r.Name) }
+func (paceWatches) WatchCount(r *work.Request) int {
+	return watchCount(r.Resource, r.Namespace, r.Name)
+}
 
 func randomRequest(rng *rand.Rand) work.Request {
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 )
 
 // MinTarget is the smallest target Allocate uses; smaller ones are raised to it.
@@ -29,7 +29,6 @@ func Allocate(required int, items []Item) ([]float64, float64, error) {
 		return nil, 0, errors.New("negative sums are not supported")
 	}
 	req := float64(required)
-	targets := make([]float64, len(items))
 	var lbSum, ubSum, targetSum float64
 	minLB, maxLB := math.MaxFloat32, -math.MaxFloat64
 	minUB, maxUB := math.MaxFloat32, -math.MaxFloat64
@@ -43,7 +42,6 @@ func Allocate(required int, items []Item) ([]float64, float64, error) {
 			return nil, 0, fmt.Errorf("upper bound %d is %v but should not be less than the lower bound %v", i, it.UpperBound, it.LowerBound)
 		}
 		t := max(it.Target, MinTarget)
-		targets[i] = t
 		lbSum += it.LowerBound
 		ubSum += it.UpperBound
 		targetSum += t
@@ -74,61 +72,64 @@ func Allocate(required int, items []Item) ([]float64, float64, error) {
 		return allocs, maxUB, nil
 	}
 	if p := req / targetSum; maxLB <= p && p <= minUB { // no bound binds
-		for i := range items {
-			allocs[i] = targets[i] * p
+		for i, it := range items {
+			allocs[i] = max(it.Target, MinTarget) * p
 		}
 		return allocs, p, nil
 	}
-	p, err := sweep(req, lbSum, items, targets, minLB)
+	p, err := sweep(req, lbSum, items, minLB)
 	if err != nil {
 		return nil, 0, err
 	}
 	for i, it := range items {
-		allocs[i] = math.Max(it.LowerBound, math.Min(it.UpperBound, p*targets[i]))
+		allocs[i] = math.Max(it.LowerBound, math.Min(it.UpperBound, p*max(it.Target, MinTarget)))
 	}
 	return allocs, p, nil
 }
 
 // bound is a breakpoint of Σ clamp(p × target_i, lb_i, ub_i): at p = at an
-// item enters (lower bound) or leaves (upper bound) the set of items whose
-// allocation grows with p, changing the slope by ±target.
+// item enters (slope > 0, its lower bound) or leaves (slope < 0, its upper
+// bound) the set of items whose allocation grows with p.
 type bound struct {
-	at     float64
-	target float64
-	enters bool
+	at    float64
+	slope float64 // ±target
 }
 
-// bounds sorts by position. It uses sort.Sort over items laid out lower,
-// upper, lower, upper, … so that ties (equal bounds) are visited in the same
-// order as kube-apiserver visits them, which keeps the floating-point sums
-// identical in ill-conditioned problems.
-type bounds []bound
-
-func (b bounds) Len() int           { return len(b) }
-func (b bounds) Less(i, j int) bool { return b[i].at < b[j].at }
-func (b bounds) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
+func compareBounds(a, b bound) int {
+	switch {
+	case a.at < b.at:
+		return -1
+	case a.at > b.at:
+		return 1
+	}
+	return 0
+}
 
 // sweep raises p from the smallest relative lower bound, where every item
 // sits at its lower bound and the sum is lbSum, until the sum reaches req.
-func sweep(req, lbSum float64, items []Item, targets []float64, p float64) (float64, error) {
-	bs := make(bounds, 0, 2*len(items))
-	for i, it := range items {
-		bs = append(bs, bound{it.LowerBound / targets[i], targets[i], true}, bound{it.UpperBound / targets[i], targets[i], false})
+//
+// The bounds are laid out lower, upper, lower, upper, … and sorted with the
+// same pattern-defeating quicksort that sort.Sort runs, so equal bounds are
+// visited in the order kube-apiserver visits them and the floating-point sums
+// agree even in ill-conditioned problems.
+func sweep(req, lbSum float64, items []Item, p float64) (float64, error) {
+	bs := make([]bound, 0, 2*len(items))
+	for _, it := range items {
+		t := max(it.Target, MinTarget)
+		bs = append(bs, bound{it.LowerBound / t, t}, bound{it.UpperBound / t, -t})
 	}
-	sort.Sort(bs)
+	slices.SortFunc(bs, compareBounds)
 	sum, slope, growing := lbSum, 0.0, 0
 	next := 0
 	for sum < req {
 		// apply every bound at or below p, then look at the next one above
-		for next < len(bs) && bs[next].at <= p {
-			if bs[next].enters {
-				slope += bs[next].target
+		for ; next < len(bs) && bs[next].at <= p; next++ {
+			slope += bs[next].slope
+			if bs[next].slope > 0 {
 				growing++
 			} else {
-				slope -= bs[next].target
 				growing--
 			}
-			next++
 		}
 		if next >= len(bs) {
 			return 0, errors.New("impossible: ran out of bounds in a bound-constrained problem")

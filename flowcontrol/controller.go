@@ -50,6 +50,7 @@ type RejectedError struct {
 	RetryAfter    time.Duration
 }
 
+// Error describes the rejection.
 func (e *RejectedError) Error() string {
 	return fmt.Sprintf("request of flow schema %q rejected by priority level %q: %s (retry after %v)",
 		e.FlowSchema, e.PriorityLevel, e.Reason, e.RetryAfter)

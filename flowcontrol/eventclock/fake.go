@@ -36,11 +36,6 @@ func (f *Fake) EventAfterDuration(fn func(now time.Time), d time.Duration) {
 	heap.Push(&f.events, event{at: f.now.Add(max(d, 0)), seq: f.seq, fn: fn})
 }
 
-// EventAt schedules fn at t, or at the current time if t is in the past.
-func (f *Fake) EventAt(t time.Time, fn func(now time.Time)) {
-	f.EventAfterDuration(fn, t.Sub(f.Now()))
-}
-
 // Run fires every event due at or before limit in time order (ties in
 // scheduling order), including events those events schedule, and leaves the
 // clock at the last event's time. It returns the number of events fired.

@@ -104,6 +104,3 @@ func (r *Request) Estimate() work.Estimate {
 	defer r.qs.mu.Unlock()
 	return r.est.Estimate
 }
-
-// Label returns the label given to Start.
-func (r *Request) Label() string { return r.label }

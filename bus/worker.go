@@ -83,7 +83,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("work consumer for %s: %w", w.job, err)
 	}
-	w.log.Info("worker started", "concurrency", w.o.concurrency, "item_timeout", rec.Spec.ItemTimeout.D())
+	w.log.Info("worker started", "concurrency", w.o.concurrency, "item_timeout", rec.Spec.ItemTimeout.D().String())
 
 	// Handlers outlive ctx by the grace period, so they get their own context.
 	hctx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Exit codes of every pace command.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2 // the only code that prints usage
+	exitRejected    = 3 // input refused by validation
+	exitInterrupted = 130
+)
+
+// exitError carries an exit code other than exitFailure.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(format string, args ...any) error {
+	return &exitError{exitUsage, fmt.Errorf(format, args...)}
+}
+
+func rejected(err error) error { return &exitError{exitRejected, err} }
+
+// app holds what every command shares: IO streams and the logger.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	logLevel       string
+	logFormat      string
+	log            *slog.Logger
+}
+
+// run executes the pace command line args and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	code := exitFailure
+	if errors.As(err, &ee) {
+		code = ee.code
+	} else if strings.HasPrefix(err.Error(), "unknown command") {
+		code = exitUsage // cobra has no typed error for an unknown command
+	}
+	if ctx.Err() != nil && code == exitFailure {
+		code = exitInterrupted
+	}
+	fmt.Fprintln(stderr, "Error:", err)
+	if code == exitUsage {
+		fmt.Fprintln(stderr, "Run 'pace --help' for usage.")
+	}
+	return code
+}
+
+// exactArgs is cobra.ExactArgs returning a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pace",
+		Short: "Run jobs that finish by their deadline at the lowest cost",
+		Long: `Pace runs batch and streaming jobs over NATS JetStream and scales their
+workers so that each job meets its deadline, while API Priority and Fairness
+keeps any tenant from starving the others.
+
+Start it with 'pace up', push items with 'pace push', process them with
+'pace worker' and read results with 'pace results'.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return a.setupLogger()
+		},
+	}
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "auto", "log format: text, json or auto (text on a terminal)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitUsage, err} })
+	root.AddCommand(newUpCmd(a), newPushCmd(a), newWorkerCmd(a), newResultsCmd(a), newVersionCmd(a))
+	annotateEnv(root)
+	return root
+}
+
+func (a *app) setupLogger() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return usageError("--log-level %q: want debug, info, warn or error", a.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch a.logFormat {
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	case "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	case "auto":
+		if f, ok := a.stderr.(*os.File); ok && isTerminal(f) {
+			a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+		} else {
+			a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+		}
+	default:
+		return usageError("--log-format %q: want text, json or auto", a.logFormat)
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// envAnnotation overrides the environment variable of a flag.
+const envAnnotation = "pace-env"
+
+// envName is the environment variable read for a flag: its envAnnotation, or
+// PACE_ and the flag in upper snake case.
+func envName(f *pflag.Flag) string {
+	if v := f.Annotations[envAnnotation]; len(v) == 1 {
+		return v[0]
+	}
+	return "PACE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable: flag beats environment beats default.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f)); ok {
+			if serr := f.Value.Set(v); serr != nil {
+				err = usageError("%s=%q: %v", envName(f), v, serr)
+			}
+		}
+	})
+	return err
+}
+
+// annotateEnv appends each flag's environment variable to its help text.
+func annotateEnv(cmd *cobra.Command) {
+	note := func(f *pflag.Flag) {
+		if f.Name != "help" && !strings.Contains(f.Usage, "(env ") {
+			f.Usage += " (env " + envName(f) + ")"
+		}
+	}
+	cmd.LocalFlags().VisitAll(note)
+	cmd.PersistentFlags().VisitAll(note)
+	for _, c := range cmd.Commands() {
+		annotateEnv(c)
+	}
+}
+
+// signalled wraps an error returned because ctx ended as an interruption.
+func signalled(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &exitError{exitInterrupted, err}
+	}
+	return err
+}

@@ -1,0 +1,12 @@
+// Command pace runs and drives the Pace platform: `pace up` starts it on one
+// machine, the other commands push work, run workers and read results.
+package main
+
+import (
+	"context"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

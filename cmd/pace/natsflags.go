@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// natsFlags are the connection flags of every client command.
+type natsFlags struct {
+	url, creds             string
+	tlsCA, tlsCert, tlsKey string
+	prefix                 string
+	connectTimeout         time.Duration
+}
+
+func (f *natsFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "NATS server URL (the one 'pace up' prints)")
+	_ = fs.SetAnnotation("nats", envAnnotation, []string{"PACE_NATS_URL"})
+	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&f.tlsCA, "nats-ca", "", "CA file that verifies the NATS server (enables TLS)")
+	fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate file for NATS TLS")
+	fs.StringVar(&f.tlsKey, "nats-key", "", "client key file for NATS TLS")
+	fs.StringVar(&f.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of the Pace installation")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "how long to retry an unreachable NATS server (0 = forever)")
+}
+
+// connect connects with the flags' settings, logging retries with a.
+func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Client, error) {
+	opts := []bus.Option{bus.WithName(name), bus.WithLogger(a.log), bus.WithConnectTimeout(f.connectTimeout)}
+	if f.prefix != string(schemas.DefaultPrefix) {
+		opts = append(opts, bus.WithPrefix(schemas.Prefix(f.prefix)))
+	}
+	if f.creds != "" {
+		opts = append(opts, bus.WithCredentials(f.creds))
+	}
+	if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" {
+		opts = append(opts, bus.WithTLS(f.tlsCA, f.tlsCert, f.tlsKey))
+	}
+	c, err := bus.Connect(ctx, f.url, opts...)
+	if errors.Is(err, bus.ErrInvalidOption) {
+		return nil, usageError("%v", err)
+	}
+	if err != nil {
+		return nil, signalled(ctx, err)
+	}
+	return c, nil
+}
+
+// closeClient drains c within a few seconds.
+func closeClient(c *bus.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}

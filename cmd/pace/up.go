@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+type upOptions struct {
+	data       string
+	http       string
+	natsListen string
+	maxMemory  byteSize
+	maxStore   byteSize
+	syncAlways bool
+	prefix     string
+}
+
+func newUpCmd(a *app) *cobra.Command {
+	o := &upOptions{maxMemory: 256 << 20, maxStore: 10 << 30}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start Pace on this machine",
+		Long: `Up starts Pace in one process: an embedded NATS server with JetStream
+(its store in --data), every stream Pace needs, the dead-letter mover, and
+an HTTP server with /healthz, /livez, /readyz and /metrics.
+
+When ready it prints the NATS URL that workers and clients connect to and
+the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
+		Example: `  pace up
+  pace up --data /var/lib/pace --http :8080 --nats-listen 0.0.0.0:4222
+  pace up --nats-listen ""   # in-process NATS only, no TCP port`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.data, "data", "./pace-data", "directory for Pace's data (the JetStream store)")
+	f.StringVar(&o.http, "http", "127.0.0.1:8080", "HTTP listen address for health and metrics")
+	f.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", `NATS listen address for workers and clients ("" = in-process only)`)
+	f.Var(&o.maxMemory, "max-memory", "JetStream memory limit, e.g. 256MiB")
+	f.Var(&o.maxStore, "max-store", "JetStream disk limit, e.g. 10GiB")
+	f.BoolVar(&o.syncAlways, "sync-always", false, "flush every write to disk before acknowledging it (slower, survives power loss)")
+	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
+	return cmd
+}
+
+func (o *upOptions) run(ctx context.Context, a *app) error {
+	if !schemas.Prefix(o.prefix).Valid() {
+		return usageError("--prefix %q: must be letters, digits, '-' or '_'", o.prefix)
+	}
+	if _, _, err := net.SplitHostPort(o.http); err != nil {
+		return usageError("--http %q: want host:port", o.http)
+	}
+	if o.natsListen != "" {
+		if _, _, err := net.SplitHostPort(o.natsListen); err != nil {
+			return usageError("--nats-listen %q: want host:port, or \"\" for in-process only", o.natsListen)
+		}
+	}
+	data, err := filepath.Abs(o.data)
+	if err != nil {
+		return usageError("--data %q: %v", o.data, err)
+	}
+	log := a.log.With("stage", "up")
+
+	srv, err := bus.StartServer(bus.ServerConfig{DataDir: data, Listen: o.natsListen,
+		MaxMemory: int64(o.maxMemory), MaxStore: int64(o.maxStore), SyncAlways: o.syncAlways}, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown() // last: after every client has drained
+	c, err := bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up"), bus.WithLogger(a.log),
+		bus.WithPrefix(schemas.Prefix(o.prefix)))
+	if err != nil {
+		return err
+	}
+	defer closeClient(c)
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.http)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", o.http, err)
+	}
+	httpSrv := &http.Server{Handler: opsHandler(c), ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.DeadLetters(gctx) })
+	g.Go(func() error {
+		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return httpSrv.Shutdown(sctx)
+	})
+
+	if url := srv.ClientURL(); url != "" {
+		fmt.Fprintf(a.stdout, "NATS: %s\n", url)
+	} else {
+		fmt.Fprintln(a.stdout, "NATS: in-process only (no TCP listener)")
+	}
+	fmt.Fprintf(a.stdout, "HTTP: http://%s\n", ln.Addr())
+	log.Info("pace is up", "data", data, "http", ln.Addr().String(), "nats", srv.ClientURL())
+
+	err = g.Wait()
+	log.Info("pace is shutting down")
+	return err
+}
+
+// opsHandler serves the health probes and Prometheus metrics.
+func opsHandler(c *bus.Client) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		bus.NewStreamCollector(c))
+	ready := func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := c.JetStream().AccountInfo(ctx); err != nil {
+			http.Error(w, "jetstream: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", ready)
+	mux.HandleFunc("GET /healthz", ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

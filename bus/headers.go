@@ -68,7 +68,7 @@ func MessageContext(ctx context.Context, h nats.Header) context.Context {
 func NewMsg(ctx context.Context, subject string, m schemas.Message) (*nats.Msg, error) {
 	name, version := m.Schema()
 	if errs := m.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, errs.ToAggregate())
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errs.ToAggregate())
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -107,10 +107,10 @@ func Decode[T any, P interface {
 		}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, err)
 	}
 	if errs := v.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, errs.ToAggregate())
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errs.ToAggregate())
 	}
 	return (*T)(v), nil
 }

@@ -34,7 +34,9 @@ func (p Prefix) join(tokens ...string) string {
 func (p Prefix) Submit() string { return p.join("submit") }
 
 // Jobs is the subject of a job's lifecycle event.
-func (p Prefix) Jobs(job string, event JobEventType) string { return p.join("jobs", job, string(event)) }
+func (p Prefix) Jobs(job string, event JobEventType) string {
+	return p.join("jobs", job, string(event))
+}
 
 // Work is the subject a job's work items are published to.
 func (p Prefix) Work(job string) string { return p.join("work", job) }

@@ -16,7 +16,8 @@ func ValidToken(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+		if !ok {
 			return false
 		}
 	}

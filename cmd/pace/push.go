@@ -54,7 +54,7 @@ func (o *pushOptions) run(ctx context.Context, a *app, job string) error {
 		if err != nil {
 			return rejected(fmt.Errorf("--file: %w", err))
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // read-only file
 		in = f
 	}
 	c, err := o.nats.connect(ctx, a, "pace-push")

@@ -41,7 +41,6 @@ func (c uniformClient) padded(finalSeats int, d time.Duration) uniformClient {
 func (c uniformClient) splitHalves() uniformClient { c.split = true; return c }
 
 type scenario struct {
-	name             string
 	cfg              Config
 	limit            int
 	clients          []uniformClient

@@ -1,6 +1,9 @@
 package work
 
-import "math"
+import (
+	"errors"
+	"math"
+)
 
 func (e *Estimator) list(r *Request, priorityLevel string) Estimate {
 	minSeats := e.cfg.MinimumSeats
@@ -16,7 +19,7 @@ func (e *Estimator) list(r *Request, priorityLevel string) Estimate {
 	stats, err := e.objects.ObjectStats(r.APIGroup, r.Resource)
 	switch {
 	case err == nil:
-	case err == ErrObjectCountNotFound:
+	case errors.Is(err, ErrObjectCountNotFound):
 		return Estimate{InitialSeats: minSeats}
 	default: // stale or unexpected: assume the worst
 		stats = Stats{ObjectCount: staleObjectCount, AverageObjectSizeBytes: unknownObjectSizeBytes}

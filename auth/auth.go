@@ -1,0 +1,78 @@
+// Package auth identifies the callers of Pace's HTTP APIs.
+//
+// Identities follow Kubernetes conventions, so that API Priority and Fairness
+// classifies Pace's callers exactly as kube-apiserver classifies its own:
+// a bearer token from a static token file (kube-apiserver's
+// --token-auth-file format) names a user, its uid and its groups; every
+// authenticated user is also in system:authenticated; a caller without a
+// token is system:anonymous in system:unauthenticated.
+package auth
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Well-known user and group names.
+const (
+	Anonymous       = "system:anonymous"
+	Unauthenticated = "system:unauthenticated"
+	Authenticated   = "system:authenticated"
+	// Masters and Admins may see and change every user's jobs.
+	Masters = "system:masters"
+	Admins  = "pace:admins"
+)
+
+// User is an authenticated (or anonymous) caller.
+type User struct {
+	Name   string   `json:"name"`
+	UID    string   `json:"uid,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// AnonymousUser is the identity of a request without credentials.
+func AnonymousUser() User { return User{Name: Anonymous, Groups: []string{Unauthenticated}} }
+
+// IsAnonymous reports whether u carries no credentials.
+func (u User) IsAnonymous() bool { return u.Name == Anonymous }
+
+// InGroup reports whether u is a member of group.
+func (u User) InGroup(group string) bool { return slices.Contains(u.Groups, group) }
+
+// IsAdmin reports whether u may act on every user's resources.
+func (u User) IsAdmin() bool { return u.InGroup(Admins) || u.InGroup(Masters) }
+
+// Authenticator identifies the caller of an HTTP request.
+type Authenticator interface {
+	// Authenticate returns the caller; ok is false when the request carries
+	// no credentials this authenticator understands. An error means the
+	// credentials are present but invalid.
+	Authenticate(r *http.Request) (u User, ok bool, err error)
+}
+
+type userKey struct{}
+
+// WithUser returns ctx carrying u.
+func WithUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
+
+// FromContext returns the user stored by WithUser or Middleware, and whether
+// there was one.
+func FromContext(ctx context.Context) (User, bool) {
+	u, ok := ctx.Value(userKey{}).(User)
+	return u, ok
+}
+
+// bearerToken returns the token of an "Authorization: Bearer …" header.
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}

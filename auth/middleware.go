@@ -1,0 +1,33 @@
+package auth
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Middleware authenticates every request with a and stores the caller in the
+// request's context (see FromContext). A request without credentials, or
+// any request when a is nil, proceeds as AnonymousUser; invalid credentials
+// are refused with 401. Authorization is left to the handlers.
+func Middleware(a Authenticator) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u := AnonymousUser()
+			if a != nil {
+				got, ok, err := a.Authenticate(r)
+				if err != nil {
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("WWW-Authenticate", `Bearer realm="pace"`)
+					w.WriteHeader(http.StatusUnauthorized)
+					_ = json.NewEncoder(w).Encode(map[string]any{
+						"error_code": http.StatusUnauthorized, "error_name": "Unauthorized", "error_message": err.Error()})
+					return
+				}
+				if ok {
+					u = got
+				}
+			}
+			next.ServeHTTP(w, r.WithContext(WithUser(r.Context(), u)))
+		})
+	}
+}

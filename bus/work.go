@@ -45,8 +45,8 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 	if err != nil {
 		return err
 	}
-	if rec.State.Final() {
-		return fmt.Errorf("push to %s: %w (%s)", job, ErrJobFinished, rec.State)
+	if rec.State.Final() || rec.StopRequested {
+		return fmt.Errorf("push to %s: %w (%s, stop requested: %t)", job, ErrJobFinished, rec.State, rec.StopRequested)
 	}
 	subject := c.prefix.Work(job)
 	now := c.now()
@@ -101,8 +101,8 @@ func (c *Client) OpenJob(ctx context.Context, job string) (*schemas.JobRecord, e
 	rec, err := getJob(ctx, kv, job)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		now := c.now()
-		rec = &schemas.JobRecord{ID: job, Spec: schemas.JobSpec{Kind: schemas.Streaming}.WithDefaults(),
-			State: schemas.Running, Reason: "created by its first item or worker", CreatedAt: now, StartedAt: now}
+		rec = &schemas.JobRecord{ID: job, Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
+			State: schemas.Ongoing, Reason: "created by its first item or worker", CreatedAt: now, StartedAt: now}
 		data, _ := json.Marshal(rec)
 		if _, err = kv.Create(ctx, job, data); errors.Is(err, jetstream.ErrKeyExists) {
 			rec, err = getJob(ctx, kv, job)
@@ -137,7 +137,7 @@ func (c *Client) DeclareJob(ctx context.Context, job string, spec schemas.JobSpe
 	}
 	for {
 		now := c.now()
-		rec := &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Running, CreatedAt: now, StartedAt: now}
+		rec := &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: now, StartedAt: now}
 		var rev uint64
 		e, err := kv.Get(ctx, job)
 		switch {

@@ -51,7 +51,7 @@ func readResults(t *testing.T, ctx context.Context, c *bus.Client, job string) [
 
 func declare(t *testing.T, ctx context.Context, c *bus.Client, job string, timeout time.Duration, maxDeliveries int) {
 	t.Helper()
-	_, err := c.DeclareJob(ctx, job, schemas.JobSpec{Kind: schemas.Streaming,
+	_, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming,
 		ItemTimeout: schemas.Duration(timeout), MaxDeliveries: maxDeliveries})
 	if err != nil {
 		t.Fatal(err)

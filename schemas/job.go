@@ -2,37 +2,52 @@ package schemas
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"time"
 
+	"github.com/invopop/jsonschema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// JobKind tells how a job's work arrives.
-type JobKind string
+// JobMode tells how a job's work arrives.
+type JobMode string
 
-// Job kinds.
+// Job modes.
 const (
 	// Batch jobs receive their whole workload at submission and have a deadline.
-	Batch JobKind = "batch"
+	Batch JobMode = "batch"
 	// Streaming jobs receive items until they are stopped.
-	Streaming JobKind = "streaming"
+	Streaming JobMode = "streaming"
 )
 
-// JobState is where a job is in its lifecycle.
+// JobState is where a job is in its lifecycle (Asperathos' names):
+// Created → Ongoing → Completed | Failed | Stopped | Terminated | Error.
 type JobState string
 
-// Job states. Completed, Stopped and Failed are final.
+// Job states. Every state but Created and Ongoing is final.
 const (
-	Submitted JobState = "submitted"
-	Running   JobState = "running"
+	// Created: accepted, its workload being queued.
+	Created JobState = "created"
+	// Ongoing: its items are being processed.
+	Ongoing JobState = "ongoing"
+	// Completed: every item has a result.
 	Completed JobState = "completed"
-	Stopped   JobState = "stopped"
-	Failed    JobState = "failed"
+	// Failed: every item has a result or a dead letter, and some are dead.
+	Failed JobState = "failed"
+	// Stopped: stopped by request; items in flight finished, the rest were dropped.
+	Stopped JobState = "stopped"
+	// Terminated: stopped at once by request; its workers are deleted.
+	Terminated JobState = "terminated"
+	// Error: Pace could not run the job (e.g. its workload could not be queued).
+	Error JobState = "error"
 )
 
+// JobStates lists every state, in lifecycle order.
+var JobStates = []JobState{Created, Ongoing, Completed, Failed, Stopped, Terminated, Error}
+
 // Final reports whether no further transition can leave s.
-func (s JobState) Final() bool { return s == Completed || s == Stopped || s == Failed }
+func (s JobState) Final() bool { return s != Created && s != Ongoing }
 
 // Defaults for JobSpec fields left empty.
 const (
@@ -40,59 +55,116 @@ const (
 	DefaultMaxDeliveries = 5
 )
 
-// JobSpec is what a user submits.
+// Actuator names a JobSpec may select.
+const (
+	LocalActuator      = "local"
+	KubernetesActuator = "kubernetes"
+)
+
+// JobSpec is what a user submits: Pace's native job specification.
 type JobSpec struct {
 	// Name is a human-readable label; the job id is assigned by Pace.
 	Name string `json:"name,omitempty"`
-	// Owner is the submitting user; it becomes the APF flow of the job's requests.
+	// Owner is the submitting user; Pace sets it from the caller's identity.
 	Owner string `json:"owner,omitempty"`
-	// Namespace is the Kubernetes namespace the job's workers run in.
-	Namespace string `json:"namespace,omitempty"`
-	// Kind is batch (workload given up front) or streaming.
-	Kind JobKind `json:"kind"`
-	// Deadline is how long the job may take from its start; required for batch jobs.
-	Deadline Duration `json:"deadline,omitempty"`
+	// Labels are free-form key/value pairs.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Mode is batch (workload given up front) or streaming.
+	Mode JobMode `json:"mode"`
+	// Deadline is when a batch job should be done: a duration from its
+	// start or an RFC 3339 time. Required for batch jobs.
+	Deadline Deadline `json:"deadline,omitzero"`
 	// ItemTimeout is the lease of one item: a worker holding it longer without
 	// extending the lease loses it to another worker. Default 30s.
 	ItemTimeout Duration `json:"item_timeout,omitempty"`
 	// MaxDeliveries is how many times an item is tried before it is dead-lettered. Default 5.
 	MaxDeliveries int `json:"max_deliveries,omitempty"`
-	// Items is an inline batch workload, one item per entry.
-	Items []string `json:"items,omitempty"`
-	// WorkloadURL is a batch workload to fetch at submission, one item per line.
-	WorkloadURL string `json:"workload_url,omitempty"`
-	// Image is the worker container image (Kubernetes actuator).
-	Image string `json:"image,omitempty"`
-	// Command runs once per item (local actuator) or as the worker (Kubernetes).
-	Command []string `json:"command,omitempty"`
-	// Env is extra environment for the workers.
-	Env map[string]string `json:"env,omitempty"`
+	// Workload is where a batch job's items come from.
+	Workload Workload `json:"workload,omitzero"`
+	// Worker is what processes the items.
+	Worker WorkerSpec `json:"worker,omitzero"`
+	// Replicas bounds the number of workers.
+	Replicas Replicas `json:"replicas,omitzero"`
 	// Controller selects and configures the scaling controller.
 	Controller ControllerSpec `json:"controller,omitzero"`
+	// Actuator selects where the workers run.
+	Actuator ActuatorSpec `json:"actuator,omitzero"`
+	// ResourcesLifetime is how long a finished job's resources (queue,
+	// workers, metrics) are kept before cleanup (Asperathos' job_resources_lifetime).
+	ResourcesLifetime Duration `json:"resources_lifetime,omitempty"`
 }
 
-// ControllerSpec selects a scaling controller plugin and its bounds.
+// Workload is a batch job's items: inline, a file or an http(s) URL with
+// one item per line. Exactly one source is given for a batch job.
+type Workload struct {
+	Items []string `json:"items,omitempty"`
+	File  string   `json:"file,omitempty"`
+	URL   string   `json:"url,omitempty"`
+}
+
+// Empty reports whether w names no source.
+func (w Workload) Empty() bool { return len(w.Items) == 0 && w.File == "" && w.URL == "" }
+
+// WorkerSpec describes a job's workers.
+type WorkerSpec struct {
+	// Image and Command run as the worker pods (Kubernetes actuator).
+	Image   string   `json:"image,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// Exec is a shell command run once per item by the local actuator,
+	// like 'pace worker --exec': item on stdin, result on stdout.
+	Exec string `json:"exec,omitempty"`
+	// Env is extra environment for the workers.
+	Env map[string]string `json:"env,omitempty"`
+	// Resources are container limits and requests, e.g. {"cpu": "500m"}.
+	Resources *Resources `json:"resources,omitempty"`
+	// NodeSelector, ImagePullSecrets and TerminationGrace go to the pod spec.
+	NodeSelector     map[string]string `json:"node_selector,omitempty"`
+	ImagePullSecrets []string          `json:"image_pull_secrets,omitempty"`
+	TerminationGrace Duration          `json:"termination_grace,omitempty"`
+}
+
+// Resources are Kubernetes container resources.
+type Resources struct {
+	Limits   map[string]string `json:"limits,omitempty"`
+	Requests map[string]string `json:"requests,omitempty"`
+}
+
+// Replicas bounds a job's worker count. Zero Max means Min; zero Initial means Min.
+type Replicas struct {
+	Min     int `json:"min,omitempty"`
+	Max     int `json:"max,omitempty"`
+	Initial int `json:"initial,omitempty"`
+}
+
+// ControllerSpec selects a scaling controller plugin.
 type ControllerSpec struct {
 	// Name of the controller plugin; empty selects the default.
 	Name string `json:"name,omitempty"`
-	// MinReplicas and MaxReplicas bound the worker count.
-	MinReplicas int `json:"min_replicas,omitempty"`
-	MaxReplicas int `json:"max_replicas,omitempty"`
 	// CheckInterval is the minimum time between two decisions.
 	CheckInterval Duration `json:"check_interval,omitempty"`
 	// Params are plugin-specific settings.
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
+// ActuatorSpec selects where a job's workers run.
+type ActuatorSpec struct {
+	// Name is local or kubernetes; empty selects the installation's default.
+	Name string `json:"name,omitempty"`
+	// Namespace is the Kubernetes namespace of the workers.
+	Namespace string `json:"namespace,omitempty"`
+	// Cluster names a registered cluster; empty selects the active one.
+	Cluster string `json:"cluster,omitempty"`
+}
+
 // Schema implements Message.
-func (*JobSpec) Schema() (string, int) { return "job_spec", 1 }
+func (*JobSpec) Schema() (string, int) { return "job_spec", 2 }
 
 // WithDefaults returns s with every empty defaulted field filled in.
 func (s JobSpec) WithDefaults() JobSpec {
-	if s.Kind == "" {
-		s.Kind = Streaming
-		if len(s.Items) > 0 || s.WorkloadURL != "" {
-			s.Kind = Batch
+	if s.Mode == "" {
+		s.Mode = Streaming
+		if !s.Workload.Empty() {
+			s.Mode = Batch
 		}
 	}
 	if s.ItemTimeout == 0 {
@@ -101,32 +173,45 @@ func (s JobSpec) WithDefaults() JobSpec {
 	if s.MaxDeliveries == 0 {
 		s.MaxDeliveries = DefaultMaxDeliveries
 	}
+	r := &s.Replicas
+	if r.Min == 0 && r.Max == 0 && r.Initial == 0 {
+		r.Min, r.Max, r.Initial = 1, 1, 1
+	}
+	if r.Max == 0 {
+		r.Max = max(r.Min, r.Initial)
+	}
+	if r.Initial == 0 {
+		r.Initial = r.Min
+	}
 	return s
 }
 
-// Validate implements Message. Call it on a defaulted spec.
+// Validate implements Message. Call it on a defaulted spec. It checks what
+// the spec alone can tell; plugin names and the deadline's distance from
+// now are checked by the manager.
 func (s *JobSpec) Validate() field.ErrorList {
 	return s.validate(field.NewPath("spec"))
 }
 
 func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
-	switch s.Kind {
+	wp := p.Child("workload")
+	switch s.Mode {
 	case Batch:
-		if len(s.Items) == 0 && s.WorkloadURL == "" {
-			errs = append(errs, field.Required(p.Child("items"), "a batch job needs items or workload_url"))
+		if s.Workload.Empty() {
+			errs = append(errs, field.Required(wp, "a batch job needs workload.items, workload.file or workload.url"))
 		}
-		if s.Deadline <= 0 {
-			errs = append(errs, field.Invalid(p.Child("deadline"), s.Deadline.D().String(), "must be > 0 for a batch job"))
+		if s.Deadline.IsZero() {
+			errs = append(errs, field.Required(p.Child("deadline"), "a batch job needs a deadline"))
 		}
 	case Streaming:
-		if len(s.Items) > 0 || s.WorkloadURL != "" {
-			errs = append(errs, field.Forbidden(p.Child("items"), "a streaming job receives items after submission"))
+		if !s.Workload.Empty() {
+			errs = append(errs, field.Forbidden(wp, "a streaming job receives items after submission"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(p.Child("kind"), s.Kind, []JobKind{Batch, Streaming}))
+		errs = append(errs, field.NotSupported(p.Child("mode"), s.Mode, []JobMode{Batch, Streaming}))
 	}
-	if s.Deadline < 0 {
-		errs = append(errs, field.Invalid(p.Child("deadline"), s.Deadline.D().String(), "must not be negative"))
+	if s.Deadline.After < 0 {
+		errs = append(errs, field.Invalid(p.Child("deadline"), s.Deadline.String(), "must be positive"))
 	}
 	if s.ItemTimeout < Duration(time.Second) {
 		errs = append(errs, field.Invalid(p.Child("item_timeout"), s.ItemTimeout.D().String(), "must be at least 1s"))
@@ -134,46 +219,136 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	if s.MaxDeliveries < 1 {
 		errs = append(errs, field.Invalid(p.Child("max_deliveries"), s.MaxDeliveries, "must be >= 1"))
 	}
-	if len(s.Items) > 0 && s.WorkloadURL != "" {
-		errs = append(errs, field.Forbidden(p.Child("workload_url"), "give either items or workload_url"))
-	}
-	if s.WorkloadURL != "" {
-		if u, err := url.Parse(s.WorkloadURL); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file") {
-			errs = append(errs, field.Invalid(p.Child("workload_url"), s.WorkloadURL, "must be an http, https or file URL"))
+	w := s.Workload
+	sources := 0
+	for _, set := range []bool{len(w.Items) > 0, w.File != "", w.URL != ""} {
+		if set {
+			sources++
 		}
 	}
+	if sources > 1 {
+		errs = append(errs, field.Forbidden(wp, "give only one of items, file and url"))
+	}
+	if w.URL != "" {
+		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(wp.Child("url"), w.URL, "must be an http or https URL"))
+		}
+	}
+	r, rp := s.Replicas, p.Child("replicas")
+	if r.Min < 0 {
+		errs = append(errs, field.Invalid(rp.Child("min"), r.Min, "must be >= 0"))
+	}
+	if r.Max < 1 || r.Max < r.Min {
+		errs = append(errs, field.Invalid(rp.Child("max"), r.Max, "must be >= 1 and >= min"))
+	}
+	if r.Initial < r.Min || r.Initial > max(r.Max, r.Min) {
+		errs = append(errs, field.Invalid(rp.Child("initial"), r.Initial, "must be between min and max"))
+	}
 	c, cp := s.Controller, p.Child("controller")
-	if c.MinReplicas < 0 {
-		errs = append(errs, field.Invalid(cp.Child("min_replicas"), c.MinReplicas, "must be >= 0"))
-	}
-	if c.MaxReplicas < 0 || (c.MaxReplicas > 0 && c.MaxReplicas < c.MinReplicas) {
-		errs = append(errs, field.Invalid(cp.Child("max_replicas"), c.MaxReplicas, "must be >= min_replicas"))
-	}
 	if c.CheckInterval < 0 {
 		errs = append(errs, field.Invalid(cp.Child("check_interval"), c.CheckInterval.D().String(), "must not be negative"))
 	}
 	if len(c.Params) > 0 && !json.Valid(c.Params) {
 		errs = append(errs, field.Invalid(cp.Child("params"), string(c.Params), "must be valid JSON"))
 	}
+	switch s.Actuator.Name {
+	case "", LocalActuator, KubernetesActuator:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("actuator", "name"), s.Actuator.Name, []string{LocalActuator, KubernetesActuator}))
+	}
+	if s.Actuator.Name == KubernetesActuator && s.Worker.Image == "" {
+		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image"))
+	}
+	if s.Worker.TerminationGrace < 0 {
+		errs = append(errs, field.Invalid(p.Child("worker", "termination_grace"), s.Worker.TerminationGrace.D().String(), "must not be negative"))
+	}
+	if s.ResourcesLifetime < 0 {
+		errs = append(errs, field.Invalid(p.Child("resources_lifetime"), s.ResourcesLifetime.D().String(), "must not be negative"))
+	}
 	return errs
 }
 
-// JobRecord is the current state of a job, kept in the jobs key-value bucket.
+// Deadline is a duration from the job's start or an absolute time. In JSON
+// it is a Go duration string, a number of seconds, or an RFC 3339 time.
+type Deadline struct {
+	After Duration
+	At    time.Time
+}
+
+// IsZero reports whether no deadline is set.
+func (d Deadline) IsZero() bool { return d.After == 0 && d.At.IsZero() }
+
+// Time is the deadline of a job started at start; zero when none is set.
+func (d Deadline) Time(start time.Time) time.Time {
+	switch {
+	case !d.At.IsZero():
+		return d.At
+	case d.After != 0:
+		return start.Add(d.After.D())
+	}
+	return time.Time{}
+}
+
+func (d Deadline) String() string {
+	if !d.At.IsZero() {
+		return d.At.Format(time.RFC3339)
+	}
+	return d.After.D().String()
+}
+
+// MarshalJSON writes the RFC 3339 time or the duration string.
+func (d Deadline) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string, a number of seconds or an RFC 3339 time.
+func (d *Deadline) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			*d = Deadline{At: t}
+			return nil
+		}
+	}
+	if err := d.After.UnmarshalJSON(b); err != nil {
+		return fmt.Errorf("invalid deadline %s: want a duration such as \"90s\", seconds, or an RFC 3339 time", b)
+	}
+	d.At = time.Time{}
+	return nil
+}
+
+// JSONSchema describes Deadline for the generated JSON Schema documents.
+func (Deadline) JSONSchema() *jsonschema.Schema {
+	s := Duration(0).JSONSchema()
+	s.OneOf = append(s.OneOf, &jsonschema.Schema{Type: "string", Format: "date-time", Description: "RFC 3339 time"})
+	return s
+}
+
+// JobRecord is the current state of a job, kept in the jobs key-value
+// bucket and materialised from its events.
 type JobRecord struct {
 	ID    string   `json:"id"`
 	Spec  JobSpec  `json:"spec"`
 	State JobState `json:"state"`
+	// Format is the submitted document's format: "pace" or "asperathos".
+	Format string `json:"format,omitempty"`
 	// Total is the number of items of a batch job (0 for streaming jobs).
 	Total int `json:"total,omitempty"`
+	// Replicas is the last known worker count.
+	Replicas int `json:"replicas,omitempty"`
+	// StopRequested is set by a stop: no new items, in-flight ones finish.
+	StopRequested bool `json:"stop_requested,omitempty"`
 	// Reason explains the last state change.
 	Reason     string    `json:"reason,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// CleanedAt is when the finished job's resources were released.
+	CleanedAt time.Time `json:"cleaned_at,omitzero"`
+	// Seq is the stream sequence of the last event applied to the record.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Schema implements Message.
-func (*JobRecord) Schema() (string, int) { return "job_record", 1 }
+func (*JobRecord) Schema() (string, int) { return "job_record", 2 }
 
 // Validate implements Message.
 func (r *JobRecord) Validate() field.ErrorList {
@@ -190,11 +365,12 @@ func (r *JobRecord) Validate() field.ErrorList {
 }
 
 func validateState(errs field.ErrorList, p *field.Path, s JobState) field.ErrorList {
-	switch s {
-	case Submitted, Running, Completed, Stopped, Failed:
-		return errs
+	for _, v := range JobStates {
+		if s == v {
+			return errs
+		}
 	}
-	return append(errs, field.NotSupported(p, s, []JobState{Submitted, Running, Completed, Stopped, Failed}))
+	return append(errs, field.NotSupported(p, s, JobStates))
 }
 
 // JobEventType names a lifecycle event; it is the last token of its subject.
@@ -202,37 +378,55 @@ type JobEventType string
 
 // Job lifecycle events.
 const (
-	EventSubmitted JobEventType = "submitted"
-	EventStarted   JobEventType = "started"
-	EventScaled    JobEventType = "scaled"
-	EventCompleted JobEventType = "completed"
-	EventStopped   JobEventType = "stopped"
-	EventFailed    JobEventType = "failed"
+	EventCreated    JobEventType = "created"    // accepted; carries the spec
+	EventStarted    JobEventType = "started"    // items queued; carries the total
+	EventScaled     JobEventType = "scaled"     // replicas changed
+	EventStopping   JobEventType = "stopping"   // stop requested
+	EventCompleted  JobEventType = "completed"  // every item has a result
+	EventFailed     JobEventType = "failed"     // every item done, some dead
+	EventStopped    JobEventType = "stopped"    // stop drained
+	EventTerminated JobEventType = "terminated" // terminated at once
+	EventError      JobEventType = "error"      // could not run
+	EventCleaned    JobEventType = "cleaned"    // resources released
+	EventDeleted    JobEventType = "deleted"    // removed from the job list
 )
 
-// JobEvent is published on every job lifecycle transition.
+// JobEventTypes lists every event type.
+var JobEventTypes = []JobEventType{EventCreated, EventStarted, EventScaled, EventStopping, EventCompleted,
+	EventFailed, EventStopped, EventTerminated, EventError, EventCleaned, EventDeleted}
+
+// JobEvent is published on every job lifecycle transition, on
+// pace.jobs.<job>.<type>. The events of a job are the source of truth its
+// record is built from.
 type JobEvent struct {
 	Job  string       `json:"job"`
 	Type JobEventType `json:"type"`
 	At   time.Time    `json:"at"`
 	// State is the job's state after the event.
 	State JobState `json:"state"`
+	// Spec is set on created events (without inline items).
+	Spec *JobSpec `json:"spec,omitempty"`
+	// Format is set on created events.
+	Format string `json:"format,omitempty"`
+	// Total is set on started events.
+	Total int `json:"total,omitempty"`
 	// Replicas is set on scaled events.
 	Replicas int    `json:"replicas,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 }
 
 // Schema implements Message.
-func (*JobEvent) Schema() (string, int) { return "job_event", 1 }
+func (*JobEvent) Schema() (string, int) { return "job_event", 2 }
 
 // Validate implements Message.
 func (e *JobEvent) Validate() field.ErrorList {
 	errs := validateToken(nil, field.NewPath("job"), e.Job)
-	switch e.Type {
-	case EventSubmitted, EventStarted, EventScaled, EventCompleted, EventStopped, EventFailed:
-	default:
-		errs = append(errs, field.NotSupported(field.NewPath("type"), e.Type,
-			[]JobEventType{EventSubmitted, EventStarted, EventScaled, EventCompleted, EventStopped, EventFailed}))
+	known := false
+	for _, t := range JobEventTypes {
+		known = known || e.Type == t
+	}
+	if !known {
+		errs = append(errs, field.NotSupported(field.NewPath("type"), e.Type, JobEventTypes))
 	}
 	errs = validateState(errs, field.NewPath("state"), e.State)
 	if e.At.IsZero() {
@@ -241,5 +435,12 @@ func (e *JobEvent) Validate() field.ErrorList {
 	if e.Replicas < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("replicas"), e.Replicas, "must be >= 0"))
 	}
+	if e.Type == EventCreated && e.Spec == nil {
+		errs = append(errs, field.Required(field.NewPath("spec"), "created events carry the spec"))
+	}
 	return errs
 }
+
+// Control is the request/reply subject of a job command sent to the
+// manager over NATS: "stop" or "terminate" (pace.control.<action>).
+func (p Prefix) Control(action string) string { return p.join("control", action) }

@@ -53,6 +53,7 @@ func TestJSONSchemaFilesUpToDate(t *testing.T) {
 
 func TestValidateNamesTheField(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	minute := schemas.Deadline{After: schemas.Duration(time.Minute)}
 	tests := []struct {
 		name string
 		msg  schemas.Message
@@ -61,13 +62,14 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"valid item", &schemas.WorkItem{ID: "a1", Job: "j1", Payload: "x"}, nil},
 		{"item id with dot", &schemas.WorkItem{ID: "a.1", Job: "j1"}, []string{"id"}},
 		{"item without job", &schemas.WorkItem{ID: "a"}, []string{"job"}},
-		{"batch without deadline", ptr(schemas.JobSpec{Items: []string{"a"}}.WithDefaults()), []string{"spec.deadline"}},
-		{"batch ok", ptr(schemas.JobSpec{Items: []string{"a"}, Deadline: schemas.Duration(time.Minute)}.WithDefaults()), nil},
-		{"streaming with items", ptr(schemas.JobSpec{Kind: schemas.Streaming, Items: []string{"a"}}.WithDefaults()), []string{"spec.items"}},
-		{"unknown kind", ptr(schemas.JobSpec{Kind: "cron"}.WithDefaults()), []string{"spec.kind"}},
+		{"batch without deadline", ptr(schemas.JobSpec{Workload: schemas.Workload{Items: []string{"a"}}}.WithDefaults()), []string{"spec.deadline"}},
+		{"batch ok", ptr(schemas.JobSpec{Workload: schemas.Workload{Items: []string{"a"}}, Deadline: minute}.WithDefaults()), nil},
+		{"streaming with items", ptr(schemas.JobSpec{Mode: schemas.Streaming, Workload: schemas.Workload{Items: []string{"a"}}}.WithDefaults()), []string{"spec.workload"}},
+		{"unknown mode", ptr(schemas.JobSpec{Mode: "cron"}.WithDefaults()), []string{"spec.mode"}},
 		{"tiny timeout", ptr(schemas.JobSpec{ItemTimeout: schemas.Duration(time.Millisecond)}.WithDefaults()), []string{"spec.item_timeout"}},
-		{"max below min", ptr(schemas.JobSpec{Controller: schemas.ControllerSpec{MinReplicas: 3, MaxReplicas: 2}}.WithDefaults()), []string{"spec.controller.max_replicas"}},
-		{"bad url", ptr(schemas.JobSpec{WorkloadURL: "ftp://x", Deadline: schemas.Duration(time.Minute)}.WithDefaults()), []string{"spec.workload_url"}},
+		{"max below min", ptr(schemas.JobSpec{Replicas: schemas.Replicas{Min: 3, Max: 2}}.WithDefaults()), []string{"spec.replicas.max"}},
+		{"bad url", ptr(schemas.JobSpec{Workload: schemas.Workload{URL: "ftp://x"}, Deadline: minute}.WithDefaults()), []string{"spec.workload.url"}},
+		{"unknown actuator", ptr(schemas.JobSpec{Actuator: schemas.ActuatorSpec{Name: "nomad"}}.WithDefaults()), []string{"spec.actuator.name"}},
 		{"decision without reason", &schemas.Decision{Job: "j", At: at, Replicas: 2}, []string{"reason"}},
 		{"negative replicas", &schemas.Decision{Job: "j", At: at, Replicas: -1, Reason: "r"}, []string{"replicas"}},
 		{"dead letter bad reason", &schemas.DeadLetter{Job: "j", Reason: "gone", At: at}, []string{"reason"}},
@@ -132,6 +134,27 @@ func TestSubjects(t *testing.T) {
 	for got, want := range tests {
 		if got != want {
 			t.Errorf("subject = %q, want %q", got, want)
+		}
+	}
+}
+
+func TestDeadlineJSON(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		in      string
+		want    schemas.Deadline
+		wantErr bool
+	}{
+		{`"90s"`, schemas.Deadline{After: schemas.Duration(90 * time.Second)}, false},
+		{`120`, schemas.Deadline{After: schemas.Duration(2 * time.Minute)}, false},
+		{`"2030-01-02T03:04:05Z"`, schemas.Deadline{At: at}, false},
+		{`"tomorrow"`, schemas.Deadline{}, true},
+	}
+	for _, tt := range tests {
+		var d schemas.Deadline
+		err := json.Unmarshal([]byte(tt.in), &d)
+		if (err != nil) != tt.wantErr || d != tt.want {
+			t.Errorf("unmarshal %s = %+v, %v; want %+v, err %v", tt.in, d, err, tt.want, tt.wantErr)
 		}
 	}
 }

@@ -200,7 +200,7 @@ func TestFailingCommandIsDeadLettered(t *testing.T) {
 	c := u.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.DeclareJob(ctx, "fails", schemas.JobSpec{Kind: schemas.Streaming, MaxDeliveries: 2}); err != nil {
+	if _, err := c.DeclareJob(ctx, "fails", schemas.JobSpec{Mode: schemas.Streaming, MaxDeliveries: 2}); err != nil {
 		t.Fatal(err)
 	}
 	u.pace(t, "x\n", "push", "fails")

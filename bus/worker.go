@@ -15,6 +15,10 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
+// fetchLinger bounds how long a worker with some free slots waits for more
+// to free before fetching: a quick item's round trip, negligible for slow ones.
+const fetchLinger = 2 * time.Millisecond
+
 // Handler processes one item and returns its result. An error means the item
 // failed: it is retried later, and dead-lettered with the error text once
 // its deliveries are used up. ctx ends when the worker gives up on the item.
@@ -90,16 +94,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopHandlers()
 	slots := make(chan struct{}, w.o.concurrency)
 	var wg sync.WaitGroup
+	leases := newLeases()
+	if hb > 0 {
+		stopBeats := leases.extendEvery(hb, w.log)
+		defer stopBeats() // after the handlers, which the wait below ensures
+	}
 	pause := newPause(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
-		n := acquire(ctx, slots)
+		n := acquire(ctx, slots, fetchLinger)
 		if n == 0 {
 			break
 		}
 		got, err := w.fetch(ctx, cons, n, func(msg jetstream.Msg) {
 			wg.Go(func() {
 				defer func() { <-slots }()
-				w.handle(hctx, msg, hb)
+				w.handle(hctx, msg, leases)
 			})
 		})
 		for range n - got {
@@ -126,23 +135,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// acquire blocks for one free slot, then takes every other free one; it
-// returns how many it took, 0 when ctx ended.
-func acquire(ctx context.Context, slots chan struct{}) int {
+// acquire blocks for one free slot, then waits up to linger for the other
+// slots to free, so that quick items are fetched in batches rather than one
+// round trip each. It returns how many slots it took, 0 when ctx ended.
+func acquire(ctx context.Context, slots chan struct{}, linger time.Duration) int {
 	select {
 	case <-ctx.Done():
 		return 0
 	case slots <- struct{}{}:
 	}
 	n := 1
+	t := time.NewTimer(linger)
+	defer t.Stop()
 	for n < cap(slots) {
 		select {
 		case slots <- struct{}{}:
 			n++
-			continue
-		default:
+		case <-t.C:
+			return n
+		case <-ctx.Done():
+			return n
 		}
-		break
 	}
 	return n
 }
@@ -172,7 +185,7 @@ func ignoreWaitEnd(err error) error {
 	return err
 }
 
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, hb time.Duration) {
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases) {
 	md, err := msg.Metadata()
 	if err != nil {
 		w.log.Error("item without metadata", "err", err)
@@ -188,10 +201,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, hb time.Duration
 	}
 	log := w.log.With("item", item.ID, "delivery", md.NumDelivered)
 
-	stopBeat := w.heartbeat(msg, hb)
+	leases.add(msg)
 	start := time.Now()
 	out, herr := w.h(MessageContext(ctx, msg.Headers()), item)
-	stopBeat()
+	leases.remove(msg)
 
 	if herr != nil {
 		w.failed.Add(1)
@@ -216,30 +229,6 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, hb time.Duration
 	if err := msg.Ack(); err != nil {
 		log.Warn("ack failed; the item will be redelivered and its result deduplicated", "err", err)
 	}
-}
-
-// heartbeat extends msg's lease every d until the returned func is called.
-func (w *Worker) heartbeat(msg jetstream.Msg, d time.Duration) (stop func()) {
-	if d <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					w.log.Warn("lease extension failed", "err", err)
-				}
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
 }
 
 // retry returns msg to the queue: at once when the worker is stopping,

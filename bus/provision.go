@@ -109,6 +109,8 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 			Storage: jetstream.FileStorage, Replicas: l.Replicas},
 		{Bucket: c.prefix.Bucket(failuresBucket), Description: "last error of items being retried",
 			TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
+		{Bucket: c.prefix.Bucket(workersBucket), Description: "running workers per job",
+			TTL: time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
 	} {
 		if err := c.ensureBucket(ctx, kv); err != nil {
 			return err

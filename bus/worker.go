@@ -99,6 +99,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopBeats := leases.extendEvery(hb, w.log)
 		defer stopBeats() // after the handlers, which the wait below ensures
 	}
+	var presence sync.WaitGroup
+	presence.Go(func() { w.announce(ctx) })
+	defer presence.Wait()
 	pause := newPause(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		n := acquire(ctx, slots, fetchLinger)

@@ -1,0 +1,150 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Worker presence: every running Worker refreshes a key <job>.<worker> in
+// the workers bucket each presenceInterval and deletes it when it stops. A
+// worker not refreshed for presenceTTL is gone (killed, partitioned).
+const (
+	workersBucket    = "workers"
+	presenceInterval = 5 * time.Second
+	presenceTTL      = 3 * presenceInterval
+)
+
+// presence is the value of a worker's key.
+type presence struct {
+	Job         string    `json:"job"`
+	Worker      string    `json:"worker"`
+	Concurrency int       `json:"concurrency"`
+	StartedAt   time.Time `json:"started_at"`
+}
+
+// presenceKey makes a KV key of job and worker id, whose characters may be
+// outside the key alphabet.
+func presenceKey(job, worker string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '=' || r == '/' || r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, worker)
+	return job + "." + safe
+}
+
+// announce keeps the worker's presence key fresh until ctx ends, then
+// deletes it. Failures are logged: presence is advisory.
+func (w *Worker) announce(ctx context.Context) {
+	kv, err := w.c.js.KeyValue(ctx, w.c.prefix.Bucket(workersBucket))
+	if err != nil {
+		w.log.Warn("worker presence unavailable", "err", err)
+		return
+	}
+	key := presenceKey(w.job, w.o.id)
+	val, _ := json.Marshal(presence{Job: w.job, Worker: w.o.id, Concurrency: w.o.concurrency, StartedAt: w.c.now()})
+	t := time.NewTicker(presenceInterval)
+	defer t.Stop()
+	for {
+		if _, err := kv.Put(ctx, key, val); err != nil && ctx.Err() == nil {
+			w.log.Warn("worker presence not refreshed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = kv.Delete(dctx, key)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Presence is a live count of the workers running for each job, fed by the
+// workers bucket. Create it with Client.Presence and run it with Run.
+type Presence struct {
+	c   *Client
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]map[string]time.Time // job → worker key → last refresh; guarded by mu
+}
+
+// Presence returns a worker-presence view; now is its clock (time.Now when nil).
+func (c *Client) Presence(now func() time.Time) *Presence {
+	if now == nil {
+		now = time.Now
+	}
+	return &Presence{c: c, now: now, seen: map[string]map[string]time.Time{}}
+}
+
+// Run follows the workers bucket until ctx ends.
+func (p *Presence) Run(ctx context.Context) error {
+	kv, err := p.c.js.KeyValue(ctx, p.c.prefix.Bucket(workersBucket))
+	if err != nil {
+		return fmt.Errorf("workers bucket (was the bus provisioned?): %w", err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch workers: %w", err)
+	}
+	defer w.Stop() //nolint:errcheck // ending a watch
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("watch workers: updates closed")
+			}
+			if e != nil {
+				p.apply(e)
+			}
+		}
+	}
+}
+
+func (p *Presence) apply(e jetstream.KeyValueEntry) {
+	job, _, ok := strings.Cut(e.Key(), ".")
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(p.seen[job], e.Key())
+		return
+	}
+	if p.seen[job] == nil {
+		p.seen[job] = map[string]time.Time{}
+	}
+	p.seen[job][e.Key()] = e.Created()
+}
+
+// Count returns how many workers of job refreshed their presence within the
+// last 15 seconds.
+func (p *Presence) Count(job string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cutoff := p.now().Add(-presenceTTL)
+	n := 0
+	for key, at := range p.seen[job] {
+		if at.Before(cutoff) {
+			delete(p.seen[job], key)
+			continue
+		}
+		n++
+	}
+	return n
+}

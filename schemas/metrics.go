@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -11,28 +12,43 @@ type MetricKind string
 
 // Metric kinds.
 const (
-	RawMetrics      MetricKind = "raw"
+	// RawMetrics are the collector's samples.
+	RawMetrics MetricKind = "raw"
+	// ProgressMetrics are the processor's progress messages.
 	ProgressMetrics MetricKind = "progress"
+	// DeadMetrics are raw samples the processor could not read, kept as
+	// dead letters (reason malformed) beside the job's metrics rather than
+	// on pace.dead.<job>, whose count is the job's dead items.
+	DeadMetrics MetricKind = "dead"
 )
 
 // Sample is a collector's snapshot of one job's queue, on pace.metrics.<job>.raw.
+// Counts come from the JetStream API at time At; see docs/monitoring.md.
 type Sample struct {
 	Job string    `json:"job"`
 	At  time.Time `json:"at"`
+	// Mode and State are the job's, from its record.
+	Mode  JobMode  `json:"mode,omitempty"`
+	State JobState `json:"state,omitempty"`
 	// Total is the number of items of a batch job (0 for streaming jobs).
 	Total int `json:"total,omitempty"`
 	// Pending items wait in the main queue; InFlight are delivered, not acked.
 	Pending  int `json:"pending"`
 	InFlight int `json:"in_flight"`
 	// Done counts results; Dead counts dead letters.
-	Done        int `json:"done"`
-	Dead        int `json:"dead"`
+	Done int `json:"done"`
+	Dead int `json:"dead"`
+	// Redelivered counts unacknowledged items delivered more than once.
 	Redelivered int `json:"redelivered"`
-	Replicas    int `json:"replicas"`
-	// Published counts items ever published to the job (streaming input).
-	Published int       `json:"published,omitempty"`
+	// Replicas is the number of live workers of the job.
+	Replicas int `json:"replicas"`
+	// Published counts items ever queued for the job: Pending + InFlight + Done + Dead.
+	Published int `json:"published,omitempty"`
+	// StartedAt is when the job started; Deadline when a batch job is due (zero: none).
 	StartedAt time.Time `json:"started_at,omitzero"`
-	Deadline  Duration  `json:"deadline,omitempty"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	// Oldest is when the oldest unfinished item was queued (zero: none or unknown).
+	Oldest time.Time `json:"oldest,omitzero"`
 }
 
 // Schema implements Message.
@@ -44,37 +60,61 @@ func (s *Sample) Validate() field.ErrorList {
 	if s.At.IsZero() {
 		errs = append(errs, field.Required(field.NewPath("at"), ""))
 	}
-	for name, v := range map[string]int{"total": s.Total, "pending": s.Pending, "in_flight": s.InFlight,
-		"done": s.Done, "dead": s.Dead, "redelivered": s.Redelivered, "replicas": s.Replicas, "published": s.Published} {
-		errs = nonNegative(errs, field.NewPath(name), v)
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"total", s.Total}, {"pending", s.Pending}, {"in_flight", s.InFlight}, {"done", s.Done}, {"dead", s.Dead},
+		{"redelivered", s.Redelivered}, {"replicas", s.Replicas}, {"published", s.Published}} {
+		errs = nonNegative(errs, field.NewPath(c.name), c.v)
+	}
+	if s.State != "" {
+		errs = validateState(errs, field.NewPath("state"), s.State)
+	}
+	if s.Mode != "" && s.Mode != Batch && s.Mode != Streaming {
+		errs = append(errs, field.NotSupported(field.NewPath("mode"), s.Mode, []JobMode{Batch, Streaming}))
+	}
+	if !s.Deadline.IsZero() && !s.StartedAt.IsZero() && !s.Deadline.After(s.StartedAt) {
+		errs = append(errs, field.Invalid(field.NewPath("deadline"), s.Deadline, "must be after started_at"))
 	}
 	return errs
 }
 
 // Progress is the processor's view of a job, on pace.metrics.<job>.progress.
 // Error = JobProgress - TimeProgress: negative means late (Asperathos' sign).
+// Every field's formula is in docs/monitoring.md.
 type Progress struct {
-	Job          string    `json:"job"`
-	At           time.Time `json:"at"`
-	JobProgress  float64   `json:"job_progress"`
-	TimeProgress float64   `json:"time_progress"`
-	Error        float64   `json:"error"`
-	Replicas     int       `json:"replicas"`
-	// Throughput is items per second, smoothed; PerReplica divides it by Replicas.
+	Job   string    `json:"job"`
+	At    time.Time `json:"at"`
+	Mode  JobMode   `json:"mode,omitempty"`
+	State JobState  `json:"state,omitempty"`
+	// JobProgress is finished (done + dead) items / total, in [0, 1].
+	JobProgress float64 `json:"job_progress"`
+	// TimeProgress is elapsed / expected time; above 1 after the deadline.
+	TimeProgress float64 `json:"time_progress"`
+	// Error is JobProgress - TimeProgress for jobs with a deadline, and
+	// OutputRate - InputRate (items/s) for streaming jobs.
+	Error    float64 `json:"error"`
+	Replicas int     `json:"replicas"`
+	Total    int     `json:"total,omitempty"`
+	Done     int     `json:"done"`
+	// Throughput is finished items per second over the smoothing window;
+	// PerReplica divides it by Replicas.
 	Throughput float64 `json:"throughput"`
 	PerReplica float64 `json:"per_replica"`
-	// ETA is the estimated time left; 0 when unknown.
-	ETA            Duration `json:"eta,omitempty"`
-	ReplicasNeeded int      `json:"replicas_needed,omitempty"`
-	QueueLength    int      `json:"queue_length"`
-	InFlight       int      `json:"in_flight"`
-	Redeliveries   int      `json:"redeliveries"`
-	Dead           int      `json:"dead"`
-	// Streaming jobs: items/s in and out, and the backlog.
+	// ETA is the estimated time left at Throughput; absent when unknown.
+	ETA *Duration `json:"eta,omitempty"`
+	// ReplicasNeeded is how many replicas at PerReplica finish the rest by
+	// the deadline; 0 when unknown (no rate yet, no deadline, or past it).
+	ReplicasNeeded int `json:"replicas_needed,omitempty"`
+	QueueLength    int `json:"queue_length"`
+	InFlight       int `json:"in_flight"`
+	Redeliveries   int `json:"redeliveries"`
+	Dead           int `json:"dead"`
+	// Streaming jobs: items/s in and out, and the backlog (queued + in flight).
 	InputRate  float64 `json:"input_rate,omitempty"`
 	OutputRate float64 `json:"output_rate,omitempty"`
 	Backlog    int     `json:"backlog,omitempty"`
-	// Lag is how long the oldest waiting item has waited.
+	// Lag is how long the oldest unfinished item has waited.
 	Lag Duration `json:"lag,omitempty"`
 }
 
@@ -87,9 +127,25 @@ func (p *Progress) Validate() field.ErrorList {
 	if p.At.IsZero() {
 		errs = append(errs, field.Required(field.NewPath("at"), ""))
 	}
-	for name, v := range map[string]int{"replicas": p.Replicas, "replicas_needed": p.ReplicasNeeded,
-		"queue_length": p.QueueLength, "in_flight": p.InFlight, "redeliveries": p.Redeliveries, "dead": p.Dead, "backlog": p.Backlog} {
-		errs = nonNegative(errs, field.NewPath(name), v)
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"replicas", p.Replicas}, {"replicas_needed", p.ReplicasNeeded}, {"total", p.Total}, {"done", p.Done},
+		{"queue_length", p.QueueLength}, {"in_flight", p.InFlight}, {"redeliveries", p.Redeliveries},
+		{"dead", p.Dead}, {"backlog", p.Backlog}} {
+		errs = nonNegative(errs, field.NewPath(c.name), c.v)
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"job_progress", p.JobProgress}, {"time_progress", p.TimeProgress}, {"error", p.Error},
+		{"throughput", p.Throughput}, {"per_replica", p.PerReplica}, {"input_rate", p.InputRate}, {"output_rate", p.OutputRate}} {
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) {
+			errs = append(errs, field.Invalid(field.NewPath(c.name), c.v, "must be a finite number"))
+		}
+	}
+	if p.State != "" {
+		errs = validateState(errs, field.NewPath("state"), p.State)
 	}
 	return errs
 }

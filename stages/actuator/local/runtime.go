@@ -1,0 +1,316 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrStopped is returned by Scale after the runtime has shut down.
+var ErrStopped = errors.New("local runtime stopped")
+
+// Config configures a Runtime.
+type Config struct {
+	// Binary is the pace executable used for exec-style workers; empty
+	// means the running executable.
+	Binary string `json:"binary,omitempty"`
+	// NATSURL is given to every replica (--nats and PACE_NATS_URL).
+	NATSURL string `json:"nats_url"`
+	// Grace is how long a replica being scaled down may take to exit before
+	// it is killed. Zero means 30s.
+	Grace time.Duration `json:"grace,omitempty"`
+	// MaxReplicas bounds the replicas of one job on this machine. Zero means 64.
+	MaxReplicas int `json:"max_replicas,omitempty"`
+}
+
+func (c Config) withDefaults() Config {
+	if c.Grace == 0 {
+		c.Grace = 30 * time.Second
+	}
+	if c.MaxReplicas == 0 {
+		c.MaxReplicas = 64
+	}
+	return c
+}
+
+// Worker describes how to run one replica of a job.
+type Worker struct {
+	Job string
+	// Exec, when set, runs `pace worker Job --exec Exec`.
+	Exec string
+	// Command is the job's own worker program, used when Exec is empty.
+	Command []string
+	// Env is extra environment for the replica.
+	Env map[string]string
+}
+
+func (w Worker) validate() error {
+	switch {
+	case w.Job == "":
+		return errors.New("worker: job is required")
+	case w.Exec == "" && len(w.Command) == 0:
+		return errors.New("worker: exec or command is required")
+	}
+	return nil
+}
+
+// Runtime supervises the worker processes of every job. It is safe for
+// concurrent use. Run must be running for Scale to start processes.
+type Runtime struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	jobs    map[string]*pool // guarded by mu
+	stopped bool             // guarded by mu
+	wg      sync.WaitGroup   // one per replica supervisor
+}
+
+// New returns a Runtime.
+func New(cfg Config, log *slog.Logger) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("local runtime: find pace binary: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	if cfg.Grace < 0 || cfg.MaxReplicas < 0 {
+		return nil, errors.New("local runtime: grace and max replicas must not be negative")
+	}
+	return &Runtime{cfg: cfg, log: log.With("actuator", "local"), jobs: map[string]*pool{}}, nil
+}
+
+// pool is the replicas of one job, oldest first.
+type pool struct {
+	worker   Worker
+	replicas []*replica
+	next     int // sequence number of the next replica
+}
+
+// Scale sets the number of replicas of w.Job and returns it. New replicas
+// start at once; surplus ones (the newest) are stopped gracefully.
+func (r *Runtime) Scale(ctx context.Context, w Worker, replicas int) (int, error) {
+	if err := w.validate(); err != nil {
+		return 0, err
+	}
+	if replicas < 0 || replicas > r.cfg.MaxReplicas {
+		return 0, fmt.Errorf("replicas %d: must be in [0, %d]", replicas, r.cfg.MaxReplicas)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return 0, ErrStopped
+	}
+	p := r.jobs[w.Job]
+	if p == nil {
+		p = &pool{}
+		r.jobs[w.Job] = p
+	}
+	p.worker = w
+	for len(p.replicas) < replicas {
+		rep := &replica{id: w.Job + "-" + strconv.Itoa(p.next), stop: make(chan struct{})}
+		p.next++
+		p.replicas = append(p.replicas, rep)
+		r.wg.Go(func() { r.supervise(rep, w) })
+	}
+	for len(p.replicas) > replicas {
+		last := p.replicas[len(p.replicas)-1]
+		p.replicas = p.replicas[:len(p.replicas)-1]
+		last.requestStop(r.cfg.Grace)
+	}
+	if len(p.replicas) == 0 {
+		delete(r.jobs, w.Job)
+	}
+	r.log.Info("job scaled", "job", w.Job, "replicas", replicas)
+	return replicas, nil
+}
+
+// Replicas returns the number of replicas job should have running.
+func (r *Runtime) Replicas(job string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.jobs[job]; p != nil {
+		return len(p.replicas)
+	}
+	return 0
+}
+
+// Running returns the number of replica processes of job alive right now.
+func (r *Runtime) Running(job string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	if p := r.jobs[job]; p != nil {
+		for _, rep := range p.replicas {
+			if rep.alive() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Terminate kills every replica of job now, without grace.
+func (r *Runtime) Terminate(job string) {
+	r.mu.Lock()
+	p := r.jobs[job]
+	delete(r.jobs, job)
+	r.mu.Unlock()
+	if p == nil {
+		return
+	}
+	for _, rep := range p.replicas {
+		rep.requestStop(0)
+	}
+	r.log.Info("job terminated", "job", job, "killed", len(p.replicas))
+}
+
+// Jobs returns the jobs that have replicas, sorted.
+func (r *Runtime) Jobs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	jobs := make([]string, 0, len(r.jobs))
+	for j := range r.jobs {
+		jobs = append(jobs, j)
+	}
+	slices.Sort(jobs)
+	return jobs
+}
+
+// Run waits until ctx ends, then stops every replica gracefully (killing
+// those that outlive the grace period) and returns when all have exited.
+func (r *Runtime) Run(ctx context.Context) error {
+	<-ctx.Done()
+	r.mu.Lock()
+	r.stopped = true
+	jobs := r.jobs
+	r.jobs = map[string]*pool{}
+	r.mu.Unlock()
+	for _, p := range jobs {
+		for _, rep := range p.replicas {
+			rep.requestStop(r.cfg.Grace)
+		}
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// command builds the process of one replica.
+func (r *Runtime) command(w Worker, id string) *exec.Cmd {
+	var cmd *exec.Cmd
+	if w.Exec != "" {
+		cmd = exec.Command(r.cfg.Binary, "worker", w.Job, "--exec", w.Exec, "--nats", r.cfg.NATSURL,
+			"--id", id, "--grace", r.cfg.Grace.String(), "--connect-timeout", "0")
+	} else {
+		cmd = exec.Command(w.Command[0], w.Command[1:]...)
+	}
+	cmd.Env = append(os.Environ(), "PACE_NATS_URL="+r.cfg.NATSURL, "PACE_JOB="+w.Job, "PACE_WORKER_ID="+id)
+	for k, v := range w.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = procAttr()
+	return cmd
+}
+
+// replica is one supervised worker process, restarted when it exits on its own.
+type replica struct {
+	id   string
+	stop chan struct{} // closed when the replica must end
+
+	mu    sync.Mutex
+	proc  *os.Process   // current process; guarded by mu
+	grace time.Duration // grace given to the stop; guarded by mu
+	once  sync.Once
+}
+
+func (rep *replica) requestStop(grace time.Duration) {
+	rep.once.Do(func() {
+		rep.mu.Lock()
+		rep.grace = grace
+		rep.mu.Unlock()
+		close(rep.stop)
+	})
+}
+
+func (rep *replica) alive() bool {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	return rep.proc != nil
+}
+
+// supervise runs the replica's process until stopped, restarting it with
+// backoff when it exits on its own.
+func (r *Runtime) supervise(rep *replica, w Worker) {
+	log := r.log.With("job", w.Job, "replica", rep.id)
+	backoff := time.Second
+	for {
+		cmd := r.command(w, rep.id)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		started := time.Now()
+		if err := cmd.Start(); err != nil {
+			log.Error("replica did not start", "err", err)
+		} else {
+			rep.mu.Lock()
+			rep.proc = cmd.Process
+			rep.mu.Unlock()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				rep.mu.Lock()
+				rep.proc = nil
+				rep.mu.Unlock()
+				if time.Since(started) > 30*time.Second {
+					backoff = time.Second
+				}
+				log.Warn("replica exited, restarting", "err", err, "in", backoff)
+			case <-rep.stop:
+				rep.mu.Lock()
+				grace := rep.grace
+				rep.mu.Unlock()
+				terminate(cmd.Process, exited, grace, log)
+				rep.mu.Lock()
+				rep.proc = nil
+				rep.mu.Unlock()
+				return
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-rep.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// terminate sends SIGTERM (unless grace is 0) and SIGKILL after grace, to the
+// replica's whole process group, and waits for the exit.
+func terminate(p *os.Process, exited <-chan error, grace time.Duration, log *slog.Logger) {
+	if grace > 0 {
+		_ = signalGroup(p, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case err := <-exited:
+			log.Info("replica stopped", "err", err)
+			return
+		case <-t.C:
+			log.Warn("replica outlived its grace period, killing it", "grace", grace)
+		}
+	}
+	_ = signalGroup(p, syscall.SIGKILL)
+	log.Info("replica killed", "err", <-exited)
+}

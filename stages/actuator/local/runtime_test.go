@@ -1,0 +1,180 @@
+package local_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/stages/actuator/local"
+)
+
+// A replica that notes its start and its graceful stop in dir.
+const graceful = `echo $$ >> "$DIR/started"; echo $$ > "$DIR/$PACE_WORKER_ID"; trap 'echo $$ >> "$DIR/stopped"; exit 0' TERM; while :; do sleep 0.05; done`
+
+// A replica that ignores SIGTERM.
+const stubborn = `echo $$ >> "$DIR/started"; trap '' TERM; while :; do sleep 0.05; done`
+
+func newRuntime(t *testing.T, grace time.Duration) *local.Runtime {
+	t.Helper()
+	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Grace: grace}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+func shell(dir, script string) local.Worker {
+	return local.Worker{Job: "j1", Command: []string{"sh", "-c", script}, Env: map[string]string{"DIR": dir}}
+}
+
+func pids(t *testing.T, path string) []int {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for f := range strings.FieldsSeq(string(b)) {
+		n, _ := strconv.Atoi(f)
+		out = append(out, n)
+	}
+	return out
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestScaleUpAndDownGracefully(t *testing.T) {
+	dir := t.TempDir()
+	r := newRuntime(t, 5*time.Second)
+	w := shell(dir, graceful)
+	if _, err := r.Scale(context.Background(), w, 3); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "3 replicas started", func() bool { return len(pids(t, filepath.Join(dir, "started"))) == 3 })
+	if got := r.Replicas("j1"); got != 3 {
+		t.Errorf("replicas = %d, want 3", got)
+	}
+	if _, err := r.Scale(context.Background(), w, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "2 replicas stopped by SIGTERM", func() bool { return len(pids(t, filepath.Join(dir, "stopped"))) == 2 })
+	eventually(t, "1 replica running", func() bool { return r.Running("j1") == 1 })
+	for id, want := range map[string]bool{"j1-0": true, "j1-1": false, "j1-2": false} {
+		if pid := pids(t, filepath.Join(dir, id))[0]; alive(pid) != want {
+			t.Errorf("replica %s alive = %v, want %v: scale-down stops the newest", id, !want, want)
+		}
+	}
+}
+
+func TestCrashedReplicaIsRestarted(t *testing.T) {
+	dir := t.TempDir()
+	r := newRuntime(t, time.Second)
+	if _, err := r.Scale(context.Background(), shell(dir, `echo $$ >> "$DIR/started"; exit 1`), 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a restart after the crash", func() bool { return len(pids(t, filepath.Join(dir, "started"))) >= 2 })
+	if got := r.Replicas("j1"); got != 1 {
+		t.Errorf("replicas = %d, want 1 (a crash does not change the desired count)", got)
+	}
+}
+
+func TestTerminateKillsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	r := newRuntime(t, time.Hour) // terminate must not wait for the grace period
+	if _, err := r.Scale(context.Background(), shell(dir, stubborn), 2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "2 replicas started", func() bool { return len(pids(t, filepath.Join(dir, "started"))) == 2 })
+	r.Terminate("j1")
+	for _, pid := range pids(t, filepath.Join(dir, "started")) {
+		eventually(t, "replica "+strconv.Itoa(pid)+" killed", func() bool { return !alive(pid) })
+	}
+	if got := r.Replicas("j1"); got != 0 {
+		t.Errorf("replicas after terminate = %d, want 0", got)
+	}
+}
+
+func TestStubbornReplicaKilledAfterGrace(t *testing.T) {
+	dir := t.TempDir()
+	r := newRuntime(t, 200*time.Millisecond)
+	w := shell(dir, stubborn)
+	if _, err := r.Scale(context.Background(), w, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica started", func() bool { return len(pids(t, filepath.Join(dir, "started"))) == 1 })
+	if _, err := r.Scale(context.Background(), w, 0); err != nil {
+		t.Fatal(err)
+	}
+	pid := pids(t, filepath.Join(dir, "started"))[0]
+	eventually(t, "the stubborn replica killed after its grace", func() bool { return !alive(pid) })
+}
+
+func TestShutdownLeavesNoProcess(t *testing.T) {
+	dir := t.TempDir()
+	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Grace: 200 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	if _, err := r.Scale(ctx, shell(dir, graceful), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Scale(ctx, local.Worker{Job: "j2", Command: []string{"sh", "-c", stubborn}, Env: map[string]string{"DIR": dir}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "3 replicas started", func() bool { return len(pids(t, filepath.Join(dir, "started"))) == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids(t, filepath.Join(dir, "started")) {
+		if alive(pid) {
+			t.Errorf("replica %d outlived the runtime", pid)
+		}
+	}
+	if _, err := r.Scale(context.Background(), shell(dir, graceful), 1); err == nil {
+		t.Error("Scale after shutdown succeeded, want ErrStopped")
+	}
+}
+
+func TestScaleRejectsBadInput(t *testing.T) {
+	r := newRuntime(t, time.Second)
+	for _, tc := range []struct {
+		w        local.Worker
+		replicas int
+	}{
+		{local.Worker{Command: []string{"true"}}, 1},
+		{local.Worker{Job: "j"}, 1},
+		{local.Worker{Job: "j", Command: []string{"true"}}, -1},
+		{local.Worker{Job: "j", Command: []string{"true"}}, 1000},
+	} {
+		if _, err := r.Scale(context.Background(), tc.w, tc.replicas); err == nil {
+			t.Errorf("Scale(%+v, %d) succeeded, want an error", tc.w, tc.replicas)
+		}
+	}
+}

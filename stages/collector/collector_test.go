@@ -1,0 +1,208 @@
+package collector_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/collector"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type replicas map[string]int
+
+func (r replicas) Count(job string) int { return r[job] }
+
+// samples records the raw samples published on the bus, per job.
+type samples struct {
+	mu  sync.Mutex
+	got map[string][]schemas.Sample
+}
+
+func record(t *testing.T, c *bus.Client) *samples {
+	s := &samples{got: map[string][]schemas.Sample{}}
+	sub, err := c.Conn().Subscribe(c.Prefix().Metrics("*", schemas.RawMetrics), func(m *nats.Msg) {
+		v, err := bus.Decode[schemas.Sample](m.Data, m.Header)
+		if err != nil {
+			t.Errorf("sample: %v", err)
+			return
+		}
+		s.mu.Lock()
+		s.got[v.Job] = append(s.got[v.Job], *v)
+		s.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return s
+}
+
+func (s *samples) last(job string) (schemas.Sample, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.got[job])
+	if n == 0 {
+		return schemas.Sample{}, 0
+	}
+	return s.got[job][n-1], n
+}
+
+// waitFor waits until job's latest sample satisfies cond and returns it.
+func (s *samples) waitFor(t *testing.T, job, what string, cond func(schemas.Sample, int) bool) schemas.Sample {
+	t.Helper()
+	var got schemas.Sample
+	bustest.Eventually(t, 10*time.Second, job+": "+what, func() bool {
+		var n int
+		got, n = s.last(job)
+		return n > 0 && cond(got, n)
+	})
+	return got
+}
+
+func putRecord(t *testing.T, c *bus.Client, rec schemas.JobRecord) {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket("jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(rec)
+	if _, err := kv.Put(ctx, rec.ID, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func batchRecord(id string, total int) schemas.JobRecord {
+	spec := schemas.JobSpec{Mode: schemas.Batch, Workload: schemas.Workload{Items: []string{"x"}},
+		Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)}}.WithDefaults()
+	return schemas.JobRecord{ID: id, Spec: spec, State: schemas.Ongoing, Total: total, CreatedAt: t0, StartedAt: t0}
+}
+
+// TestCollectorKnownStates puts jobs in known queue states on a real
+// JetStream and checks every count of their samples, then follows queue
+// activity, the interval and the end of a job.
+func TestCollectorKnownStates(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bustest.Client(t, bustest.Server(t))
+	js := c.JetStream()
+	got := record(t, c)
+
+	// j1: batch of 10; 4 delivered of which 2 done; 1 dead letter; 6 queued.
+	putRecord(t, c, batchRecord("j1", 10))
+	items := bus.Items("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+	if err := c.PushItems(ctx, "j1", items); err != nil {
+		t.Fatal(err)
+	}
+	work, err := js.Consumer(ctx, c.Prefix().Stream("WORK"), "work-j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := work.Fetch(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []jetstream.Msg
+	for m := range batch.Messages() {
+		held = append(held, m)
+	}
+	if len(held) != 4 {
+		t.Fatalf("fetched %d items, want 4", len(held))
+	}
+	finish := func(m jetstream.Msg) {
+		t.Helper()
+		it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PublishResult(ctx, &schemas.Result{Job: "j1", ItemID: it.ID, Output: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish(held[0])
+	finish(held[1])
+	dl, err := bus.NewMsg(ctx, c.Prefix().Dead("j1"), &schemas.DeadLetter{Job: "j1", Reason: schemas.MaxDeliveries, At: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+
+	// j2: streaming with 3 items queued; j3: completed before the collector ran.
+	if err := c.PushItems(ctx, "j2", bus.Items("x", "y", "z")); err != nil {
+		t.Fatal(err)
+	}
+	done := batchRecord("j3", 1)
+	done.State = schemas.Completed
+	putRecord(t, c, done)
+
+	clk := testingclock.NewFakeClock(t0.Add(30 * time.Second))
+	col, err := collector.New(c, collector.Config{Interval: time.Second}, replicas{"j1": 2}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- col.Run(ctx) }()
+
+	s1 := got.waitFor(t, "j1", "first sample", func(schemas.Sample, int) bool { return true })
+	want := schemas.Sample{Job: "j1", At: clk.Now(), Mode: schemas.Batch, State: schemas.Ongoing, Total: 10,
+		Pending: 6, InFlight: 2, Done: 2, Dead: 1, Replicas: 2, Published: 11, StartedAt: t0, Deadline: t0.Add(100 * time.Second)}
+	if diff := cmp.Diff(want, s1); diff != "" {
+		t.Errorf("j1 sample (-want +got):\n%s", diff)
+	}
+	s2 := got.waitFor(t, "j2", "first sample", func(schemas.Sample, int) bool { return true })
+	if s2.Pending != 3 || s2.Mode != schemas.Streaming || s2.Oldest.IsZero() || s2.Total != 0 {
+		t.Errorf("j2 sample = %+v, want 3 pending, streaming, oldest set", s2)
+	}
+	if _, n := got.last("j3"); n != 0 {
+		t.Errorf("j3 (completed) sampled %d times, want 0", n)
+	}
+
+	// Queue activity: a third result makes j1 due within the activity gap.
+	finish(held[2])
+	_, n1 := got.last("j1")
+	clk.Step(200 * time.Millisecond)
+	got.waitFor(t, "j1", "sample after activity", func(s schemas.Sample, n int) bool { return n > n1 && s.Done == 3 })
+
+	// The interval samples every running job, idle ones too.
+	_, n2 := got.last("j2")
+	clk.Step(time.Second)
+	got.waitFor(t, "j2", "interval sample", func(_ schemas.Sample, n int) bool { return n > n2 })
+
+	// The end of a job: one final sample, then its counting consumers go.
+	end := batchRecord("j1", 10)
+	end.State = schemas.Completed
+	putRecord(t, c, end)
+	got.waitFor(t, "j1", "final sample", func(s schemas.Sample, _ int) bool { return s.State == schemas.Completed })
+	bustest.Eventually(t, 10*time.Second, "counting consumers of j1 deleted", func() bool {
+		_, err := js.Consumer(ctx, c.Prefix().Stream("RESULTS"), "count-j1")
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	})
+	_, nEnd := got.last("j1")
+	clk.Step(time.Second)
+	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool { return n > n2+1 })
+	if _, n := got.last("j1"); n != nEnd {
+		t.Errorf("j1 sampled %d times after its final sample", n-nEnd)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v, want nil on cancel", err)
+	}
+}

@@ -1,0 +1,44 @@
+package collector
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Config are the collector's settings.
+type Config struct {
+	// Interval between two samples of every running job; 0 means 1s.
+	Interval time.Duration `json:"interval,omitempty"`
+	// ActivityGap is the shortest time between two samples of one job caused
+	// by queue activity; 0 means Interval/5, negative disables activity sampling.
+	ActivityGap time.Duration `json:"activity_gap,omitempty"`
+	// Concurrency is how many jobs are sampled at once; 0 means 32.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// Defaults returns c with zero fields set to their defaults.
+func (c Config) Defaults() Config {
+	if c.Interval == 0 {
+		c.Interval = time.Second
+	}
+	if c.ActivityGap == 0 {
+		c.ActivityGap = c.Interval / 5
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 32
+	}
+	return c
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.Interval < 10*time.Millisecond {
+		errs = append(errs, field.Invalid(field.NewPath("interval"), c.Interval.String(), "must be at least 10ms"))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be >= 1"))
+	}
+	return errs
+}

@@ -1,0 +1,27 @@
+// Package collector samples the queue state of every running job from the
+// JetStream API and publishes it as schemas.Sample on pace.metrics.<job>.raw.
+//
+// Which jobs run comes from the jobs key-value bucket (a watch, no polling).
+// A job is sampled:
+//   - every Interval (default 1 s);
+//   - at once on its lifecycle events, pace.jobs.<job>.* (start, scale, stop, …),
+//     and once more when its record reaches a final state;
+//   - on queue activity (an item pushed, a result or a dead letter stored),
+//     at most once per ActivityGap (default Interval/5), so a progress
+//     message follows a queue change well within one interval.
+//
+// One sample costs three JetStream API requests, issued by Concurrency
+// goroutines at once:
+//   - consumer info of work-<job> on the work stream: pending = NumPending,
+//     in flight = NumAckPending, redelivered = NumRedelivered;
+//   - consumer info of count-<job> on the results stream: a durable pull
+//     consumer filtered on pace.results.<job>.* that is never fetched, so its
+//     NumPending is the number of results (one subject per item, deduplicated);
+//   - the same, count-<job>, on the dead-letter stream for pace.dead.<job>.
+//
+// Streaming jobs with a backlog cost a fourth request: the first stored
+// message of pace.work.<job>, whose time is the oldest unfinished item's.
+// The counting consumers are created on a job's first sample and deleted
+// when the job ends or is deleted (and swept at start for jobs that ended
+// while no collector ran). Replicas come from worker presence (bus.Presence).
+package collector

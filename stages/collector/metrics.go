@@ -1,0 +1,40 @@
+package collector
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the collector's own Prometheus metrics.
+type Metrics struct {
+	samples prometheus.Counter
+	errors  prometheus.Counter
+	jobs    prometheus.Gauge
+	round   prometheus.Histogram
+}
+
+// NewMetrics returns unregistered collector metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_collector_samples_total",
+			Help: "Samples published on pace.metrics.<job>.raw."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_collector_errors_total",
+			Help: "Jobs whose sample could not be taken or published."}),
+		jobs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pace_monitor_collector_jobs",
+			Help: "Running jobs the collector samples."}),
+		round: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pace_monitor_collector_round_seconds",
+			Help:    "Time to sample and publish every due job once.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range []prometheus.Collector{m.samples, m.errors, m.jobs, m.round} {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range []prometheus.Collector{m.samples, m.errors, m.jobs, m.round} {
+		c.Collect(ch)
+	}
+}

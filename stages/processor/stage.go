@@ -1,0 +1,222 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// DefaultDurable is the name of the processor's durable consumer.
+const DefaultDurable = "processor"
+
+// Config are the processor stage's settings.
+type Config struct {
+	// Window is the smoothing window of rates; 0 means 10s.
+	Window time.Duration `json:"window,omitempty"`
+	// Durable names the consumer of raw samples; "" means "processor".
+	// Processors sharing a name share the work (one job's samples may then
+	// reach different instances, whose rates restart from the job's start).
+	Durable string `json:"durable,omitempty"`
+}
+
+// Defaults returns c with zero fields set to their defaults.
+func (c Config) Defaults() Config {
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	return c
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.Window < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("window"), c.Window.String(), "must not be negative"))
+	}
+	if strings.ContainsAny(c.Durable, ".*> ") {
+		errs = append(errs, field.Invalid(field.NewPath("durable"), c.Durable, "must not contain '.', '*', '>' or spaces"))
+	}
+	return errs
+}
+
+// Stage consumes raw samples and publishes progress. Create it with New.
+type Stage struct {
+	js      jetstream.JetStream
+	prefix  schemas.Prefix
+	cfg     Config
+	clk     clock.PassiveClock
+	log     *slog.Logger
+	metrics *Metrics
+
+	trackers map[string]*Tracker // per job; only the Run goroutine touches it
+}
+
+// New returns a processor stage on c; clk nil means the real clock.
+func New(c *bus.Client, cfg Config, clk clock.PassiveClock, log *slog.Logger) (*Stage, error) {
+	cfg = cfg.Defaults()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("processor config: %w", errs.ToAggregate())
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Stage{js: c.JetStream(), prefix: c.Prefix(), cfg: cfg, clk: clk, log: log.With("stage", "processor"),
+		metrics: NewMetrics(), trackers: map[string]*Tracker{}}, nil
+}
+
+// Metrics returns the stage's Prometheus metrics.
+func (s *Stage) Metrics() *Metrics { return s.metrics }
+
+// Process is the stage's handler: the progress of the sample's job, or
+// none for a stale sample. A sample of a job in a final state ends the
+// job's tracker.
+func (s *Stage) Process(_ context.Context, in *schemas.Sample) ([]*schemas.Progress, error) {
+	tr := s.trackers[in.Job]
+	if tr == nil {
+		tr = NewTracker(s.cfg.Window)
+		s.trackers[in.Job] = tr
+	}
+	p, err := tr.Observe(in)
+	if in.State.Final() && in.State != "" {
+		delete(s.trackers, in.Job)
+	}
+	if errors.Is(err, ErrStale) {
+		s.metrics.stale.Inc()
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []*schemas.Progress{p}, nil
+}
+
+// pendingAck is a consumed sample waiting for its progress to be stored.
+type pendingAck struct {
+	msg jetstream.Msg
+	pub jetstream.PubAckFuture
+}
+
+// Run consumes pace.metrics.*.raw until ctx ends; cancellation returns nil.
+func (s *Stage) Run(ctx context.Context) error {
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.prefix.Stream("METRICS"), jetstream.ConsumerConfig{
+		Durable: s.cfg.Durable, Description: "processor: raw samples to progress",
+		FilterSubject: s.prefix.Metrics("*", schemas.RawMetrics), AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 10000,
+	})
+	if err != nil {
+		return fmt.Errorf("processor consumer: %w", err)
+	}
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return fmt.Errorf("consume raw samples: %w", err)
+	}
+	acks := make(chan pendingAck, 4096)
+	acked := make(chan struct{})
+	go func() { // acknowledges each sample once its progress is stored, in order
+		defer close(acked)
+		for p := range acks {
+			select {
+			case <-p.pub.Ok():
+				_ = p.msg.Ack()
+			case err := <-p.pub.Err():
+				s.metrics.errors.Inc()
+				s.log.Warn("progress not stored, sample will be redelivered", "subject", p.msg.Subject(), "err", err)
+				_ = p.msg.Nak()
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, msgs.Stop)
+	defer stop()
+	s.log.Info("processor started", "window", s.cfg.Window)
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			close(acks)
+			<-acked
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("consume raw samples: %w", err)
+		}
+		s.handle(ctx, msg, acks)
+	}
+}
+
+// handle decodes one raw sample, processes it and publishes its progress.
+func (s *Stage) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendingAck) {
+	in, err := bus.Decode[schemas.Sample](msg.Data(), msg.Headers())
+	if err != nil {
+		s.deadLetter(ctx, msg, err)
+		return
+	}
+	s.metrics.age.Observe(s.clk.Since(in.At).Seconds())
+	out, err := s.Process(ctx, in)
+	if err != nil {
+		s.deadLetter(ctx, msg, err)
+		return
+	}
+	if len(out) == 0 {
+		_ = msg.Ack()
+		return
+	}
+	for _, p := range out {
+		pm, err := bus.NewMsg(bus.MessageContext(ctx, msg.Headers()), s.prefix.Metrics(p.Job, schemas.ProgressMetrics), p)
+		if err != nil {
+			s.deadLetter(ctx, msg, err)
+			return
+		}
+		pm.Header.Set(schemas.HeaderMsgID, p.Job+"/"+strconv.FormatInt(p.At.UnixNano(), 10))
+		f, err := s.js.PublishMsgAsync(pm)
+		if err != nil {
+			s.metrics.errors.Inc()
+			s.log.Warn("progress not published, sample will be redelivered", "job", p.Job, "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		s.metrics.processed.Inc()
+		acks <- pendingAck{msg: msg, pub: f}
+	}
+}
+
+// deadLetter keeps an unreadable sample on pace.metrics.<job>.dead and
+// terminates it; it is counted either way.
+func (s *Stage) deadLetter(ctx context.Context, msg jetstream.Msg, cause error) {
+	s.metrics.malformed.Inc()
+	job := "unknown"
+	if tokens := strings.Split(msg.Subject(), "."); len(tokens) > 2 && schemas.ValidToken(tokens[2]) {
+		job = tokens[2]
+	}
+	d := &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, LastError: cause.Error(),
+		Payload: string(msg.Data()), At: s.clk.Now()}
+	if md, err := msg.Metadata(); err == nil {
+		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
+	}
+	log := s.log.With("job", job, "subject", msg.Subject(), "err", cause)
+	dm, err := bus.NewMsg(ctx, s.prefix.Metrics(job, schemas.DeadMetrics), d)
+	if err == nil {
+		_, err = s.js.PublishMsg(ctx, dm)
+	}
+	if err != nil {
+		log.Error("malformed sample dropped", "dead_letter_err", err)
+	} else {
+		log.Warn("malformed sample dead-lettered")
+	}
+	_ = msg.Term()
+}

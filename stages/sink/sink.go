@@ -1,0 +1,123 @@
+// Package sink delivers progress messages (pace.metrics.<job>.progress) to
+// metric stores: InfluxDB (package influx), Prometheus (package prom), and
+// the bus itself, whose progress stream is the history the manager's report
+// and the web UI read when no InfluxDB is configured.
+//
+// A Sink must never block: it buffers up to a bound and drops (counting)
+// beyond it, so that a slow or absent store never stalls the pipeline.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Sink receives progress messages.
+type Sink interface {
+	// Write hands over one progress message; it must not block.
+	Write(p *schemas.Progress)
+	// Forget drops what the sink holds of a deleted job.
+	Forget(job string)
+}
+
+// Start selects where a Stage starts reading.
+type Start int
+
+// Start positions.
+const (
+	// Durable resumes a durable consumer named "sink-<name>" (new messages
+	// only when it is first created): nothing is skipped across restarts.
+	Durable Start = iota
+	// Latest reads the latest progress of every job first, then follows;
+	// for sinks that hold current values only, such as Prometheus.
+	Latest
+)
+
+// Stage feeds one Sink from the bus. Create it with New.
+type Stage struct {
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	prefix schemas.Prefix
+	name   string
+	sink   Sink
+	start  Start
+	log    *slog.Logger
+}
+
+// New returns a stage feeding s; name identifies it in logs and consumer names.
+func New(c *bus.Client, name string, s Sink, start Start, log *slog.Logger) *Stage {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Stage{js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), name: name, sink: s, start: start,
+		log: log.With("stage", "sink", "sink", name)}
+}
+
+// Run delivers progress to the sink until ctx ends; cancellation returns nil.
+// Deleted and cleaned jobs are forgotten.
+func (st *Stage) Run(ctx context.Context) error {
+	for _, ev := range []schemas.JobEventType{schemas.EventDeleted, schemas.EventCleaned} {
+		sub, err := st.nc.Subscribe(st.prefix.Jobs("*", ev), func(m *nats.Msg) {
+			if tokens := strings.Split(m.Subject, "."); len(tokens) > 2 {
+				st.sink.Forget(tokens[2])
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe job events: %w", err)
+		}
+		defer sub.Unsubscribe() //nolint:errcheck // ending a subscription
+	}
+	filter := st.prefix.Metrics("*", schemas.ProgressMetrics)
+	var cons jetstream.Consumer
+	var err error
+	switch st.start {
+	case Latest:
+		cons, err = st.js.OrderedConsumer(ctx, st.prefix.Stream("METRICS"), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		})
+	default:
+		cons, err = st.js.CreateOrUpdateConsumer(ctx, st.prefix.Stream("METRICS"), jetstream.ConsumerConfig{
+			Durable: "sink-" + st.name, Description: "progress to the " + st.name + " sink",
+			FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
+			AckWait: 30 * time.Second, MaxAckPending: 10000,
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("%s sink consumer: %w", st.name, err)
+	}
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return fmt.Errorf("%s sink: %w", st.name, err)
+	}
+	stop := context.AfterFunc(ctx, msgs.Stop)
+	defer stop()
+	st.log.Info("sink started")
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("%s sink: %w", st.name, err)
+		}
+		p, err := bus.Decode[schemas.Progress](msg.Data(), msg.Headers())
+		if err != nil {
+			st.log.Warn("unreadable progress skipped", "subject", msg.Subject(), "err", err)
+		} else {
+			st.sink.Write(p)
+		}
+		if st.start == Durable {
+			_ = msg.Ack()
+		}
+	}
+}

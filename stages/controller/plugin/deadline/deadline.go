@@ -1,0 +1,246 @@
+package deadline
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+)
+
+// Name is the plugin's registry name.
+const Name = "deadline"
+
+// Point is one timed recommendation.
+type Point struct {
+	At       time.Time `json:"at"`
+	Replicas float64   `json:"replicas"`
+}
+
+// Mark is the part of a sample the rate estimate differentiates.
+type Mark struct {
+	At       time.Time `json:"at"`
+	Finished int       `json:"finished"`
+	Busy     int       `json:"busy"`
+}
+
+// State is what the controller remembers between samples.
+type State struct {
+	LastAt time.Time `json:"last_at,omitzero"`
+	// Replicas is the count last asked for; 0 before any.
+	Replicas int `json:"replicas,omitempty"`
+	// Prev is the previous fresh sample; Items and Busy the decayed sums of
+	// finished items and busy replica-seconds.
+	Prev  *Mark   `json:"prev,omitempty"`
+	Items float64 `json:"items"`
+	Busy  float64 `json:"busy"`
+	// LastUpAt is when replicas were last added.
+	LastUpAt time.Time `json:"last_up_at,omitzero"`
+	// Recommendations within the longer stabilization window, oldest first.
+	Recommendations []Point `json:"recommendations,omitempty"`
+}
+
+// Controller is the deadline controller of one job.
+type Controller struct {
+	job   plugin.Job
+	cfg   Config
+	state State
+}
+
+var _ plugin.Controller = (*Controller)(nil)
+
+// New builds a deadline controller; params is a JSON Config.
+func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
+	var cfg Config
+	if err := plugin.Decode(params, &cfg); err != nil {
+		return nil, err
+	}
+	cfg.Defaults()
+	errs := append(cfg.Validate(), job.Validate()...)
+	if err := plugin.Invalid(errs); err != nil {
+		return nil, err
+	}
+	return &Controller{job: job, cfg: cfg, state: State{Replicas: job.Initial}}, nil
+}
+
+// observe updates the decayed throughput sums with p.
+func (c *Controller) observe(p schemas.Progress) {
+	s := &c.state
+	now := Mark{At: p.At, Finished: p.Done + p.Dead, Busy: min(p.Replicas, p.InFlight)}
+	if s.Prev != nil {
+		dt := p.At.Sub(s.Prev.At).Seconds()
+		decay := math.Exp(-dt / c.cfg.RateWindow.D().Seconds())
+		s.Items = s.Items*decay + float64(max(0, now.Finished-s.Prev.Finished))
+		s.Busy = s.Busy*decay + dt*float64(s.Prev.Busy+now.Busy)/2
+	}
+	s.Prev = &now
+}
+
+// rate is the per-replica throughput estimate and where it came from.
+func (c *Controller) rate(p schemas.Progress) (float64, string) {
+	switch {
+	case c.state.Items > 0 && c.state.Busy > 0:
+		return c.state.Items / c.state.Busy, "measured"
+	case p.PerReplica > 0:
+		return p.PerReplica, "processor's per_replica"
+	case c.cfg.PriorRate > 0:
+		return c.cfg.PriorRate, "prior_rate"
+	}
+	return 0, ""
+}
+
+// plan is a recommendation before smoothing.
+type plan struct {
+	want   float64 // replicas, real-valued
+	why    string
+	urgent bool // skip windows, dead-bands and limits
+}
+
+// Decide implements plugin.Controller.
+func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
+	s := &c.state
+	if !plugin.Fresh(p, s.LastAt) {
+		return schemas.Decision{}, plugin.ErrStale
+	}
+	s.LastAt = p.At
+	c.observe(p)
+	r := s.Replicas
+	if r == 0 {
+		r = p.Replicas
+	}
+	mu, src := c.rate(p)
+	in := map[string]float64{"rate": mu, "error": p.Error, "live": float64(p.Replicas)}
+	var pl plan
+	if c.job.Expected > 0 && p.Total > 0 {
+		pl = c.batch(p, r, mu, src, in)
+	} else {
+		pl = c.streaming(p, r, mu, src, in)
+	}
+	n, why := c.smooth(p.At, r, pl)
+	if plugin.Remaining(p) > 0 || p.Backlog > 0 {
+		n = max(n, 1)
+	}
+	n = c.job.Clamp(n)
+	if n > r {
+		s.LastUpAt = p.At
+	}
+	s.Replicas = n
+	return schemas.Decision{
+		Job: c.job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
+		Reason: fmt.Sprintf("%s; %s: %d", pl.why, why, n), Inputs: in,
+	}, nil
+}
+
+func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in map[string]float64) plan {
+	rem := plugin.Remaining(p)
+	left := plugin.TimeLeft(p, c.job.Expected).Seconds()
+	in["remaining"], in["time_left"] = float64(rem), left
+	switch {
+	case rem == 0:
+		return plan{want: float64(c.job.Min), why: "all items finished", urgent: true}
+	case p.QueueLength == 0:
+		busy := max(1, min(r, p.InFlight))
+		return plan{want: float64(busy), urgent: true,
+			why: fmt.Sprintf("queue empty, %d in flight: keep the busy replicas, release the idle ones", p.InFlight)}
+	case mu <= 0:
+		return plan{want: float64(r), why: fmt.Sprintf("%d items left, no throughput measured yet: hold", rem)}
+	}
+	slack := *c.cfg.Margin + min(*c.cfg.MaxCorrection, *c.cfg.LatenessGain*max(0, -p.Error))
+	t := left*(1-slack) - 1/mu
+	need := float64(rem) / mu
+	d := c.cfg.StartupDelay.D().Seconds()
+	live := float64(p.Replicas)
+	starting := float64(max(0, r-p.Replicas))
+	startLeft := math.Max(0, c.state.LastUpAt.Add(c.cfg.StartupDelay.D()).Sub(p.At).Seconds())
+	in["slack"], in["need"], in["starting"] = slack, need, starting
+	head := fmt.Sprintf("%d items left at %.3g items/s per replica (%s), %.1fs to deadline, slack %.0f%%", rem, mu, src, left, slack*100)
+	switch {
+	case t <= 0:
+		return plan{want: float64(c.job.Max), urgent: true, why: head + ": deadline reached, finish as fast as possible"}
+	case live*t >= need:
+		return plan{want: need / t, why: head + fmt.Sprintf(": %.1f replica-seconds of work fit %.2f replicas", need, need/t)}
+	case t <= d:
+		return plan{want: float64(c.job.Max), urgent: true,
+			why: head + fmt.Sprintf(": new replicas need %.0fs to start, too late for the deadline; finish as fast as possible", d)}
+	}
+	extra := (need - live*t - starting*math.Max(0, t-startLeft)) / (t - d)
+	return plan{want: live + starting + math.Max(0, extra),
+		why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting, new ones lose %.0fs to start-up", need, live, starting, d)}
+}
+
+func (c *Controller) streaming(p schemas.Progress, r int, mu float64, src string, in map[string]float64) plan {
+	in["input_rate"], in["backlog"] = p.InputRate, float64(p.Backlog)
+	if mu <= 0 {
+		return plan{want: float64(r), why: "streaming, no throughput measured yet: hold"}
+	}
+	catch := c.cfg.CatchUp.D().Seconds()
+	want := (p.InputRate + float64(p.Backlog)/catch) / mu
+	return plan{want: want, why: fmt.Sprintf("streaming: (%.3g items/s in + %d backlog / %.0fs) / %.3g items/s per replica (%s) = %.2f",
+		p.InputRate, p.Backlog, catch, mu, src, want)}
+}
+
+// smooth applies the stabilization windows, dead-bands and rate limits.
+func (c *Controller) smooth(at time.Time, r int, pl plan) (int, string) {
+	s := &c.state
+	s.Recommendations = append(s.Recommendations, Point{at, pl.want})
+	keep := max(c.cfg.ScaleUpWindow.D(), c.cfg.ScaleDownWindow.D())
+	for len(s.Recommendations) > 1 && at.Sub(s.Recommendations[0].At) > keep {
+		s.Recommendations = s.Recommendations[1:]
+	}
+	want := ceil(pl.want)
+	if pl.urgent {
+		return want, "now"
+	}
+	rf := float64(r)
+	switch {
+	case want > r:
+		up := pl.want
+		for _, rec := range s.Recommendations {
+			if at.Sub(rec.At) <= c.cfg.ScaleUpWindow.D() {
+				up = math.Min(up, rec.Replicas)
+			}
+		}
+		if up-rf <= *c.cfg.ToleranceUp*rf || ceil(up) <= r {
+			return r, "within the scale-up dead-band or window: hold"
+		}
+		limit := r + max(c.cfg.MaxUpPods, ceil(rf*c.cfg.MaxUpPercent/100))
+		if ceil(up) > limit {
+			return limit, fmt.Sprintf("scale up, limited to +%d", limit-r)
+		}
+		return ceil(up), "scale up"
+	case want < r:
+		down := pl.want
+		for _, rec := range s.Recommendations {
+			if at.Sub(rec.At) <= c.cfg.ScaleDownWindow.D() {
+				down = math.Max(down, rec.Replicas)
+			}
+		}
+		if rf-down < *c.cfg.ToleranceDown*rf || ceil(down) >= r {
+			return r, fmt.Sprintf("scale-down within the dead-band or the %s window: hold", c.cfg.ScaleDownWindow.D())
+		}
+		limit := r - max(1, ceil(rf*c.cfg.MaxDownPercent/100))
+		if ceil(down) < limit {
+			return limit, fmt.Sprintf("scale down, limited to -%d", r-limit)
+		}
+		return ceil(down), "scale down"
+	}
+	return r, "hold"
+}
+
+// ceil rounds up, ignoring float noise below 1e-9.
+func ceil(x float64) int { return int(math.Ceil(x - 1e-9)) }
+
+// State implements plugin.Controller.
+func (c *Controller) State() (json.RawMessage, error) { return json.Marshal(c.state) }
+
+// Restore implements plugin.Controller.
+func (c *Controller) Restore(state json.RawMessage) error {
+	var s State
+	if err := json.Unmarshal(state, &s); err != nil {
+		return fmt.Errorf("restore deadline state: %w", err)
+	}
+	c.state = s
+	return nil
+}

@@ -1,0 +1,157 @@
+package deadline_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+	"github.com/pace-platform/pace/stages/controller/plugin/deadline"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// batch is a progress message of a 110-item job due 100 s after t0.
+func batch(sec, done, replicas, inFlight, queue int) schemas.Progress {
+	return schemas.Progress{
+		Job: "j", At: t0.Add(time.Duration(sec) * time.Second), Total: 110, Done: done,
+		Replicas: replicas, InFlight: inFlight, QueueLength: queue, TimeProgress: float64(sec) / 100,
+	}
+}
+
+var job = plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 1}
+
+func TestRecordedSequences(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		job     plugin.Job
+		params  string
+		samples []schemas.Progress
+		want    []int
+		reason  string // in the last decision's reason
+	}{
+		{
+			name:    "no throughput yet: hold",
+			job:     job,
+			samples: []schemas.Progress{batch(2, 0, 0, 0, 110)},
+			want:    []int{1},
+			reason:  "no throughput measured yet",
+		},
+		{
+			// μ = 10 items / 10 busy replica-seconds = 1/s; T' = 90·0.95 − 1 = 84.5 s;
+			// 100 s of work: 1 live does 84.5, one new replica does 74.5: 1 + 15.5/74.5 → 2.
+			name:    "feed-forward with start-up delay",
+			job:     job,
+			samples: []schemas.Progress{batch(0, 0, 1, 1, 109), batch(10, 10, 1, 1, 99)},
+			want:    []int{1, 2},
+			reason:  "new ones lose 10s to start-up",
+		},
+		{
+			// 30 s left: T' = 27.5 s, 100 s of work: 1 + (100 − 27.5)/17.5 = 5.14 → 6,
+			// limited to +4.
+			name:    "late job, rate-limited scale-up",
+			job:     job,
+			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99)},
+			want:    []int{1, 5},
+			reason:  "scale up, limited to +4",
+		},
+		{
+			name:    "tail releases idle replicas at once",
+			job:     plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 6},
+			samples: []schemas.Progress{batch(50, 100, 6, 6, 4), batch(52, 107, 6, 3, 0)},
+			want:    []int{6, 3},
+			reason:  "release the idle ones",
+		},
+		{
+			name:    "deadline reached: finish as fast as possible",
+			job:     job,
+			samples: []schemas.Progress{batch(90, 0, 1, 1, 109), batch(99, 10, 1, 1, 99)},
+			want:    []int{1, 10},
+			reason:  "too late for the deadline; finish as fast as possible",
+		},
+		{
+			// At 10 s the work needs far fewer than 8 replicas, but the 10 s down window
+			// still holds the recommendation of 8 made at 0 s; at 21 s it has passed,
+			// and the scale-down is limited to half the replicas.
+			name: "scale-down stabilization and limit",
+			job:  plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8},
+			samples: []schemas.Progress{
+				batch(0, 0, 8, 8, 100), batch(10, 80, 8, 8, 20), batch(21, 100, 8, 8, 2),
+			},
+			want:   []int{8, 8, 4},
+			reason: "scale down",
+		},
+		{
+			// (10/s in + 60 backlog / 30 s) / 2 per replica = 6.
+			name:   "streaming: arrival rate plus catch-up",
+			job:    plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 2},
+			params: `{"prior_rate": 2}`,
+			samples: []schemas.Progress{
+				{Job: "j", At: t0, Mode: schemas.Streaming, Replicas: 2, InputRate: 10, Backlog: 60},
+			},
+			want:   []int{6},
+			reason: "streaming",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := deadline.New(tc.job, json.RawMessage(tc.params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			var last schemas.Decision
+			for _, p := range tc.samples {
+				last, err = c.Decide(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, last.Replicas)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("replicas (-want +got):\n%s\nlast reason: %s", diff, last.Reason)
+			}
+			if !strings.Contains(last.Reason, tc.reason) {
+				t.Errorf("reason %q does not contain %q", last.Reason, tc.reason)
+			}
+		})
+	}
+}
+
+func TestStaleAndResume(t *testing.T) {
+	a, err := deadline.New(job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Decide(batch(0, 0, 1, 1, 109)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Decide(batch(0, 5, 1, 1, 104)); !errors.Is(err, plugin.ErrStale) {
+		t.Fatalf("err = %v, want ErrStale", err)
+	}
+	st, err := a.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := deadline.New(job, nil)
+	if err := b.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	da, _ := a.Decide(batch(10, 10, 1, 1, 99))
+	db, _ := b.Decide(batch(10, 10, 1, 1, 99))
+	if diff := cmp.Diff(da, db); diff != "" {
+		t.Errorf("restored controller decides differently (-orig +restored):\n%s", diff)
+	}
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for _, params := range []string{`{"margin": -1}`, `{"startup": "1s"}`, `{"margin": 0.5, "max_correction": 0.5}`} {
+		if _, err := deadline.New(job, json.RawMessage(params)); !errors.Is(err, plugin.ErrInvalidConfig) {
+			t.Errorf("New(%s) err = %v, want ErrInvalidConfig", params, err)
+		}
+	}
+}

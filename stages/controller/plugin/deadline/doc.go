@@ -1,0 +1,61 @@
+// Package deadline is Pace's own controller, the default for native job specs:
+// it sizes the worker pool from the measured per-replica throughput so that a
+// batch job finishes by its deadline (or a streaming job keeps up with its
+// arrivals), then smooths the result the way the HPA does (docs/control.md).
+//
+// # Throughput model
+//
+// The per-replica rate μ (items/s) is a ratio of exponentially decayed sums
+// over the fresh samples, with time constant rate_window τ:
+//
+//	items ← items·e^(−Δt/τ) + Δfinished
+//	busy  ← busy·e^(−Δt/τ)  + Δt·(b₀ + b₁)/2,   b = min(replicas, in_flight)
+//	μ = items / busy
+//
+// b counts busy workers, so idle replicas at the tail or under light streaming
+// load do not dilute the rate; the ratio of sums is robust to heavy-tailed item
+// times. Before anything has finished μ is prior_rate, or the processor's
+// per_replica, or unknown (then the controller holds the current count).
+//
+// # Batch: feed-forward
+//
+// With R items unfinished, T = expected·(1 − time_progress) the time left,
+// c live replicas, k replicas asked for but not yet live, d the start-up delay:
+//
+//	slack = margin + min(max_correction, lateness_gain·max(0, −error))
+//	T'    = T·(1 − slack) − 1/μ             (the last item must also finish)
+//	need  = R/μ  replica-seconds
+//	n     = ceil(need/T')                                if c·T' ≥ need
+//	n     = c + k + ceil((need − c·T' − k·(T' − d)) / (T' − d))   otherwise
+//
+// New replicas only work T' − d, so the start-up delay is paid for explicitly.
+// The lateness correction is the bounded integral-like term: the later the job
+// already is (error < 0, Asperathos' sign), the more slack is planned. When
+// T' ≤ d new replicas would arrive too late; when T' ≤ 0 the deadline is lost:
+// in both cases the controller asks for max (least lateness) and says so.
+//
+// # Streaming: feed-forward (Flink/DS2)
+//
+//	n = ceil((input_rate + backlog/catch_up) / μ)
+//
+// # Smoothing (HPA idioms)
+//
+//   - stabilization windows per direction: a scale-up follows the minimum of the
+//     recommendations within scale_up_window (0: at once), a scale-down the
+//     maximum within scale_down_window;
+//   - dead-band: a scale-down saving less than tolerance_down of the replicas is
+//     skipped (scale-ups have no dead-band by default: they protect the deadline);
+//   - rate limits per decision: up by at most max(max_up_pods, r·max_up_percent),
+//     down by at most ceil(r·max_down_percent).
+//
+// # The tail never strands items
+//
+// Once the queue is empty only in-flight items remain; replicas beyond them are
+// idle, so the controller asks for max(1, min(r, in_flight)) at once (no
+// window, no limit): idle replicas are released, busy ones never. While items
+// remain the controller never asks for fewer than one replica.
+//
+// State (serializable): the last sample acted on, the decayed sums, the last
+// scale-up time (to know how far the starting replicas are) and the recent
+// recommendations.
+package deadline

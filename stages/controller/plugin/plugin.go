@@ -1,0 +1,135 @@
+// Package plugin defines what a controller strategy implements and how the
+// built-in ones are looked up by name.
+//
+// A controller is pure computation: it receives a job's progress messages in
+// time order (time arrives in Progress.At, never from a clock), returns one
+// decision per fresh message, and keeps everything it remembers in a state
+// that serializes to JSON, so that the controller stage can store it in a KV
+// bucket and a restarted controller resumes where it stopped.
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// ErrStale is returned by Controller.Decide for a progress message not newer
+// than the last one acted on (Asperathos' "could not acquire more recent
+// metrics"): no decision is taken and the state is unchanged.
+var ErrStale = errors.New("progress not newer than the last one acted on")
+
+// ErrInvalidConfig wraps the field errors of a plugin's parameters; returned
+// by Registry.New and by each plugin's New.
+var ErrInvalidConfig = errors.New("invalid controller parameters")
+
+// Controller turns a job's progress into a decision. No I/O; time arrives in
+// p.At. A Controller is not safe for concurrent use: the stage keeps one per job.
+type Controller interface {
+	// Decide returns the decision for p, or ErrStale for a stale p.
+	Decide(p schemas.Progress) (schemas.Decision, error)
+	// State returns the controller's memory as JSON.
+	State() (json.RawMessage, error)
+	// Restore replaces the controller's memory with one returned by State.
+	Restore(state json.RawMessage) error
+}
+
+// Job is what a controller knows of its job besides its parameters.
+type Job struct {
+	// Name is the job's name, copied into decisions.
+	Name string
+	// Expected is the time from the job's start to its deadline; zero for a
+	// job without a deadline (streaming).
+	Expected time.Duration
+	// Min, Max and Initial bound the worker count (the job spec's replicas).
+	Min, Max, Initial int
+}
+
+// Validate checks the replica bounds.
+func (j Job) Validate() field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("replicas")
+	if j.Min < 0 {
+		errs = append(errs, field.Invalid(p.Child("min"), j.Min, "must be >= 0"))
+	}
+	if j.Max < 1 || j.Max < j.Min {
+		errs = append(errs, field.Invalid(p.Child("max"), j.Max, "must be >= 1 and >= min"))
+	}
+	if j.Expected < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("deadline"), j.Expected.String(), "must not be negative"))
+	}
+	return errs
+}
+
+// Clamp returns n bounded by [j.Min, j.Max].
+func (j Job) Clamp(n int) int { return min(max(n, j.Min), j.Max) }
+
+// Factory builds a controller for job from its JSON parameters (nil or empty
+// means all defaults). Errors wrap ErrInvalidConfig.
+type Factory func(job Job, params json.RawMessage) (Controller, error)
+
+// Registry maps plugin names to factories. The built-in registry is a map
+// literal in stages/controller/builtin.go; tests build their own.
+type Registry map[string]Factory
+
+// Names returns the registered names, sorted.
+func (r Registry) Names() []string {
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// New builds the controller called name. An unknown name is a field error
+// listing the known ones.
+func (r Registry) New(name string, job Job, params json.RawMessage) (Controller, error) {
+	f, ok := r[name]
+	if !ok {
+		err := field.NotSupported(field.NewPath("controller", "name"), name, r.Names())
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return f(job, params)
+}
+
+// Decode reads params strictly (unknown fields are errors) into cfg.
+func Decode(params json.RawMessage, cfg any) error {
+	if len(strings.TrimSpace(string(params))) == 0 || string(params) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(params)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// Invalid turns a non-empty field.ErrorList into an error wrapping ErrInvalidConfig.
+func Invalid(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errs.ToAggregate())
+}
+
+// Fresh reports whether p is newer than the last message acted on, last
+// (Asperathos acts only when timestamp > last_acted_timestamp).
+func Fresh(p schemas.Progress, last time.Time) bool { return p.At.After(last) }
+
+// Remaining is the number of unfinished items of a batch job: total − done − dead.
+func Remaining(p schemas.Progress) int { return max(0, p.Total-p.Done-p.Dead) }
+
+// TimeLeft is the time to the deadline derived from the time progress:
+// expected × (1 − time_progress); negative after the deadline.
+func TimeLeft(p schemas.Progress, expected time.Duration) time.Duration {
+	return time.Duration(float64(expected) * (1 - p.TimeProgress))
+}

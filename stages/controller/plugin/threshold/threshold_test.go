@@ -1,0 +1,142 @@
+package threshold_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+	"github.com/pace-platform/pace/stages/controller/plugin/threshold"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func sample(sec int, e float64) schemas.Progress {
+	return schemas.Progress{Job: "j", At: t0.Add(time.Duration(sec) * time.Second), Error: e, Replicas: 1}
+}
+
+func mustNew(t *testing.T, job plugin.Job, params string) plugin.Controller {
+	t.Helper()
+	c, err := threshold.New(job, json.RawMessage(params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestScale(t *testing.T) {
+	cfg := threshold.Config{TriggerUp: 0.1, TriggerDown: 0.2, ActuationSize: 2, MinRep: 1, MaxRep: 10}
+	zero := threshold.Config{ActuationSize: 2, MinRep: 1, MaxRep: 10}
+	for _, tc := range []struct {
+		name    string
+		cfg     threshold.Config
+		r       int
+		e       float64
+		want    int
+		wantAct bool
+	}{
+		{"error -2 with triggers 0 raises", zero, 1, -2, 3, true},
+		{"error +2 with triggers 0 lowers to min", zero, 2, 2, 1, true},
+		{"error 0 with triggers 0 does nothing", zero, 4, 0, 4, false},
+		{"late beyond trigger_up", cfg, 9, -0.1, 10, true},
+		{"late within trigger_up", cfg, 4, -0.09, 4, false},
+		{"early at trigger_down", cfg, 4, 0.2, 2, true},
+		{"early within trigger_down", cfg, 4, 0.19, 4, false},
+		{"capped at max_rep", cfg, 10, -0.5, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, act := tc.cfg.Scale(tc.r, tc.e)
+			if got != tc.want || act != tc.wantAct {
+				t.Errorf("Scale(%d, %g) = %d, %v; want %d, %v", tc.r, tc.e, got, act, tc.want, tc.wantAct)
+			}
+		})
+	}
+}
+
+// TestRecordedSequence replays Asperathos' simulator setup (actuation_size 2,
+// triggers 0, min 1 max 10) on a recorded error sequence with a stale repeat.
+func TestRecordedSequence(t *testing.T) {
+	c := mustNew(t, plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, `{"actuation_size": 2, "trigger_up": 0, "trigger_down": 0}`)
+	steps := []struct {
+		p     schemas.Progress
+		want  int
+		stale bool
+	}{
+		{sample(2, 0), 1, false},
+		{sample(4, -0.05), 3, false},
+		{sample(4, -0.05), 0, true}, // same timestamp: not acted on
+		{sample(3, -0.5), 0, true},  // older: not acted on
+		{sample(6, -0.1), 5, false},
+		{sample(8, -0.2), 7, false},
+		{sample(10, -0.3), 9, false},
+		{sample(12, -0.1), 10, false},
+		{sample(14, 0.05), 8, false},
+		{sample(16, 0.3), 6, false},
+	}
+	var got, want []int
+	for _, s := range steps {
+		d, err := c.Decide(s.p)
+		if s.stale {
+			if !errors.Is(err, plugin.ErrStale) {
+				t.Fatalf("at %v: err = %v, want ErrStale", s.p.At, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Reason == "" || d.Controller != threshold.Name || !d.At.Equal(s.p.At) {
+			t.Errorf("decision %+v lacks reason, controller or time", d)
+		}
+		got, want = append(got, d.Replicas), append(want, s.want)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+}
+
+func TestStateResumes(t *testing.T) {
+	job := plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}
+	a := mustNew(t, job, `{"actuation_size": 2}`)
+	if _, err := a.Decide(sample(2, -1)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := mustNew(t, job, `{"actuation_size": 2}`)
+	if err := b.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Decide(sample(2, -1)); !errors.Is(err, plugin.ErrStale) {
+		t.Errorf("restored controller acted on an old sample: err = %v", err)
+	}
+	da, _ := a.Decide(sample(4, -1))
+	db, _ := b.Decide(sample(4, -1))
+	if diff := cmp.Diff(da, db); diff != "" {
+		t.Errorf("restored decision differs (-orig +restored):\n%s", diff)
+	}
+	if da.Replicas != 5 {
+		t.Errorf("replicas = %d, want 5 (1 → 3 → 5)", da.Replicas)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct{ name, params string }{
+		{"unknown field", `{"trigger": 1}`},
+		{"negative trigger", `{"trigger_up": -1}`},
+		{"max below min", `{"min_rep": 5, "max_rep": 2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := threshold.New(plugin.Job{Name: "j", Min: 1, Max: 10}, json.RawMessage(tc.params))
+			if !errors.Is(err, plugin.ErrInvalidConfig) {
+				t.Errorf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}

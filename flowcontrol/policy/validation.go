@@ -110,11 +110,9 @@ func validateSubject(s flowcontrolv1.Subject, p *field.Path) field.ErrorList {
 	}
 	switch s.Kind {
 	case flowcontrolv1.SubjectKindServiceAccount:
-		sa := s.ServiceAccount
-		switch {
-		case sa == nil:
+		if sa := s.ServiceAccount; sa == nil {
 			errs = append(errs, field.Required(p.Child("serviceAccount"), "serviceAccount is required when subject kind is 'ServiceAccount'"))
-		default:
+		} else {
 			if sa.Name == "" {
 				errs = append(errs, field.Required(p.Child("serviceAccount", "name"), ""))
 			} else if sa.Name != flowcontrolv1.NameAll {

@@ -7,12 +7,6 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
 
-const fsHead = `apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: %s}
-spec:
-`
-
 func TestLoadRejects(t *testing.T) {
 	tests := []struct {
 		name string

@@ -1,0 +1,157 @@
+package apf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+)
+
+// The response headers naming the classification, as kube-apiserver sets them.
+const (
+	HeaderFlowSchemaUID    = "X-Kubernetes-PF-FlowSchema-UID"
+	HeaderPriorityLevelUID = "X-Kubernetes-PF-PriorityLevel-UID"
+)
+
+// Middleware returns the APF HTTP filter. It reads the caller from
+// auth.FromContext (put there by auth.Middleware, which must run first; no
+// identity means system:anonymous), resolves the request with resolve,
+// classifies and queues it, and either runs next once dispatched or answers
+// 429 Too Many Requests with Retry-After and the JSON envelope
+//
+//	{"error_code":429,"error_name":"TooManyRequests","error_message":"..."}
+//
+// Long-running requests other than watches bypass it; a watch holds its seat
+// until its response starts (kube's watch initialization). With APF disabled
+// (Config.Disabled) it applies the two max-inflight limits instead.
+//
+//	handler := auth.Middleware(authn)(gate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
+func (g *Gate) Middleware(resolve Resolver) func(http.Handler) http.Handler {
+	if g.cfg.Disabled {
+		return g.maxInflight(resolve)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ri := resolve(r)
+			if ri.LongRunning && !ri.IsWatch() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			attrs := Attributes(r, ri)
+			kind := "regular"
+			if ri.IsWatch() {
+				kind = "watch"
+			}
+			g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, 1)
+			adm, err := g.Admit(r.Context(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, kind)
+			g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, -1)
+			if err != nil {
+				var rej *flowcontrol.RejectedError
+				if errors.As(err, &rej) {
+					c := g.Classify(attrs)
+					setClassificationHeaders(w, c)
+					TooManyRequests(w, rej.RetryAfter.Seconds(), rej.Error())
+					return
+				}
+				writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
+				return
+			}
+			setClassificationHeaders(w, adm.Classification)
+			g.metrics.requestKind(ri.IsReadOnly(), executingPhase, 1)
+			defer g.metrics.requestKind(ri.IsReadOnly(), executingPhase, -1)
+			if !ri.IsWatch() {
+				adm.Finish(func() { next.ServeHTTP(w, r) })
+				return
+			}
+			serveWatch(adm, next, w, r)
+		})
+	}
+}
+
+// Attributes combines the caller from ctx (anonymous if none) with ri.
+func Attributes(r *http.Request, ri RequestInfo) policy.Attributes {
+	u, ok := auth.FromContext(r.Context())
+	if !ok || u.Name == "" {
+		u = auth.AnonymousUser()
+	}
+	return policy.Attributes{User: u.Name, Groups: u.Groups, IsResourceRequest: ri.IsResourceRequest, Verb: ri.Verb,
+		APIGroup: ri.APIGroup, APIVersion: ri.APIVersion, Resource: ri.Resource, Subresource: ri.Subresource,
+		Namespace: ri.Namespace, Name: ri.Name, Path: ri.Path}
+}
+
+func setClassificationHeaders(w http.ResponseWriter, c policy.Classification) {
+	w.Header().Set(HeaderFlowSchemaUID, UID("FlowSchema", c.FlowSchema.Name, string(c.FlowSchema.UID)))
+	w.Header().Set(HeaderPriorityLevelUID, UID("PriorityLevelConfiguration", c.PriorityLevel.Name, string(c.PriorityLevel.UID)))
+}
+
+// TooManyRequests answers 429 with Retry-After (whole seconds, at least 1)
+// and Pace's JSON error envelope.
+func TooManyRequests(w http.ResponseWriter, retryAfterSeconds float64, msg string) {
+	w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(retryAfterSeconds)))))
+	writeError(w, http.StatusTooManyRequests, "TooManyRequests", msg)
+}
+
+func writeError(w http.ResponseWriter, code int, name, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(struct {
+		Code    int    `json:"error_code"`
+		Name    string `json:"error_name"`
+		Message string `json:"error_message"`
+	}{code, name, msg})
+}
+
+// serveWatch runs a watch: its execution (and seat) ends when the handler
+// starts the response or returns, while the handler goes on streaming.
+func serveWatch(adm *Admission, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	sw := &startWriter{ResponseWriter: w, started: make(chan struct{})}
+	done := make(chan any, 1)
+	adm.Finish(func() {
+		go func() {
+			defer func() { done <- recover() }()
+			next.ServeHTTP(sw, r)
+		}()
+		select {
+		case <-sw.started:
+		case p := <-done:
+			done <- p // keep it for below
+		}
+	})
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}
+
+// startWriter closes started on the first WriteHeader, Write or Flush.
+type startWriter struct {
+	http.ResponseWriter
+	once    sync.Once
+	started chan struct{}
+}
+
+func (s *startWriter) start() { s.once.Do(func() { close(s.started) }) }
+
+func (s *startWriter) WriteHeader(code int) { s.ResponseWriter.WriteHeader(code); s.start() }
+
+func (s *startWriter) Write(b []byte) (int, error) {
+	n, err := s.ResponseWriter.Write(b)
+	s.start()
+	return n, err
+}
+
+// Flush implements http.Flusher.
+func (s *startWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	s.start()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *startWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

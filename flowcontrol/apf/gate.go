@@ -1,0 +1,275 @@
+package apf
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+)
+
+// Config holds the server-wide settings of a Gate, with kube-apiserver's
+// flag names and defaults.
+type Config struct {
+	// MaxRequestsInflight (--max-requests-inflight, 400) and
+	// MaxMutatingRequestsInflight (--max-mutating-requests-inflight, 200) sum
+	// to the server concurrency limit shared by the priority levels. With APF
+	// disabled they are the two plain limits for read-only and mutating requests.
+	MaxRequestsInflight         int `json:"maxRequestsInflight"`
+	MaxMutatingRequestsInflight int `json:"maxMutatingRequestsInflight"`
+	// Disabled turns APF off (--enable-priority-and-fairness=false).
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// DefaultConfig returns kube-apiserver's defaults: 400 + 200, APF enabled.
+func DefaultConfig() Config {
+	return Config{MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200}
+}
+
+// Validate checks the limits.
+func (c Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.MaxRequestsInflight < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxRequestsInflight"), c.MaxRequestsInflight, "must not be negative"))
+	}
+	if c.MaxMutatingRequestsInflight < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxMutatingRequestsInflight"), c.MaxMutatingRequestsInflight, "must not be negative"))
+	}
+	if !c.Disabled && c.MaxRequestsInflight+c.MaxMutatingRequestsInflight <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxRequestsInflight"), c.MaxRequestsInflight, "the two limits must sum to a positive number"))
+	}
+	return errs
+}
+
+// ServerConcurrencyLimit is the seat total of the priority levels.
+func (c Config) ServerConcurrencyLimit() int {
+	return c.MaxRequestsInflight + c.MaxMutatingRequestsInflight
+}
+
+// Gate admits requests by API Priority and Fairness under a live policy.
+type Gate struct {
+	clk     eventclock.Interface
+	cfg     Config
+	metrics *Metrics
+
+	mu  sync.RWMutex // guards cur
+	cur *generation
+}
+
+// generation is one policy and the engine built for it.
+type generation struct {
+	digest *policy.Digest
+	ctl    *flowcontrol.Controller
+	cancel context.CancelFunc // stops ctl's borrowing loop
+}
+
+// New builds a Gate for cfg and objs (normally policy.Overlay(policy.Defaults(), file)).
+// Invalid objects are ignored as kube-apiserver ignores them (see policy.Compile).
+// metrics may be nil.
+func New(clk eventclock.Interface, cfg Config, objs policy.Objects, metrics *Metrics) (*Gate, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	g := &Gate{clk: clk, cfg: cfg, metrics: metrics}
+	gen, err := g.build(objs)
+	if err != nil {
+		return nil, err
+	}
+	g.cur = gen
+	metrics.attach(g)
+	return g, nil
+}
+
+func (g *Gate) build(objs policy.Objects) (*generation, error) {
+	d := policy.Compile(objs)
+	cfg := flowcontrol.Config{ServerConcurrencyLimit: max(1, g.cfg.ServerConcurrencyLimit())}
+	for _, pl := range d.PriorityLevels() {
+		cfg.Levels = append(cfg.Levels, engineLevel(pl))
+	}
+	ctl, err := flowcontrol.New(g.clk, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("flowcontrol engine: %w", err)
+	}
+	return &generation{digest: d, ctl: ctl, cancel: func() {}}, nil
+}
+
+func engineLevel(pl *flowcontrolv1.PriorityLevelConfiguration) flowcontrol.PriorityLevel {
+	l := flowcontrol.PriorityLevel{Name: pl.Name}
+	switch {
+	case pl.Spec.Type == flowcontrolv1.PriorityLevelEnablementExempt:
+		l.Exempt = true
+		if e := pl.Spec.Exempt; e != nil {
+			l.NominalConcurrencyShares = int(deref(e.NominalConcurrencyShares))
+			l.LendablePercent = int(deref(e.LendablePercent))
+		}
+	case pl.Spec.Limited != nil:
+		lim := pl.Spec.Limited
+		l.NominalConcurrencyShares = int(deref(lim.NominalConcurrencyShares))
+		l.LendablePercent = int(deref(lim.LendablePercent))
+		if lim.BorrowingLimitPercent != nil {
+			b := int(*lim.BorrowingLimitPercent)
+			l.BorrowingLimitPercent = &b
+		}
+		if q := lim.LimitResponse.Queuing; lim.LimitResponse.Type == flowcontrolv1.LimitResponseTypeQueue && q != nil {
+			l.Queues, l.HandSize, l.QueueLengthLimit = int(q.Queues), int(q.HandSize), int(q.QueueLengthLimit)
+		} else {
+			l.Reject = true
+		}
+	}
+	return l
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// Config returns the server-wide settings.
+func (g *Gate) Config() Config { return g.cfg }
+
+func (g *Gate) current() *generation {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.cur
+}
+
+// Digest returns the policy in force.
+func (g *Gate) Digest() *policy.Digest { return g.current().digest }
+
+// Reconfigure installs a new policy. Requests queued or executing under the
+// old one finish there; new requests use the new one.
+func (g *Gate) Reconfigure(ctx context.Context, objs policy.Objects) error {
+	gen, err := g.build(objs)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	stopOld := g.cur.cancel
+	g.cur = gen
+	g.mu.Unlock()
+	if ctx != nil {
+		g.startBorrowing(ctx, gen)
+	}
+	stopOld()
+	return nil
+}
+
+// Run runs the borrowing adjustment of the engine in force (every 10 s of the
+// gate's clock) and publishes the last-second peaks of the request-kind
+// metrics, until ctx ends; it returns nil.
+func (g *Gate) Run(ctx context.Context) error {
+	g.startBorrowing(ctx, g.current())
+	tick := make(chan struct{}, 1)
+	var schedule func(time.Time)
+	schedule = func(time.Time) {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+		if ctx.Err() == nil {
+			g.clk.EventAfterDuration(schedule, time.Second)
+		}
+	}
+	g.clk.EventAfterDuration(schedule, time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			g.metrics.tick()
+		}
+	}
+}
+
+func (g *Gate) startBorrowing(ctx context.Context, gen *generation) {
+	runCtx, cancel := context.WithCancel(ctx)
+	g.mu.Lock()
+	gen.cancel = cancel
+	g.mu.Unlock()
+	go func() { _ = gen.ctl.Run(runCtx) }() // ends with runCtx, which Reconfigure or ctx cancels
+}
+
+// Classify classifies a without admitting it.
+func (g *Gate) Classify(a policy.Attributes) policy.Classification {
+	return g.current().digest.Classify(a)
+}
+
+// Admission is an admitted request. Call Finish exactly once.
+type Admission struct {
+	Classification policy.Classification
+	Wait           time.Duration // time spent queued
+	req            *flowcontrol.Request
+	gate           *Gate
+	start          time.Time
+	kind           string
+}
+
+// Finish runs fn as the request's execution and frees its seats afterwards,
+// even if fn panics.
+func (a *Admission) Finish(fn func()) {
+	pl, fs := a.Classification.PriorityLevel.Name, a.Classification.FlowSchema.Name
+	a.gate.metrics.executing(pl, fs, a.req.Estimate().MaxSeats(), 1)
+	defer func() {
+		a.gate.metrics.executing(pl, fs, a.req.Estimate().MaxSeats(), -1)
+		a.gate.metrics.executed(pl, fs, a.kind, a.gate.clk.Now().Sub(a.start))
+	}()
+	a.req.Finish(fn)
+}
+
+// Admit classifies a and waits for its priority level to dispatch it. The
+// wait is bounded as kube-apiserver bounds it: a quarter of ctx's deadline,
+// or 15 s, and at most a minute. It returns the admission, or a
+// *flowcontrol.RejectedError (queue-full, concurrency-limit, time-out).
+// kind is "watch" for watches and "" otherwise (metrics only).
+func (g *Gate) Admit(ctx context.Context, a policy.Attributes, est flowcontrol.WorkEstimate, kind string) (*Admission, error) {
+	gen := g.current()
+	c := gen.digest.Classify(a)
+	pl, fs := c.PriorityLevel.Name, c.FlowSchema.Name
+	if est.InitialSeats < 1 {
+		est.InitialSeats = 1
+	}
+	if m := gen.ctl.MaxSeats(pl); m > 0 {
+		est.InitialSeats, est.FinalSeats = min(est.InitialSeats, m), min(est.FinalSeats, m)
+	}
+	g.metrics.estimated(pl, fs, est.MaxSeats())
+	waitCtx, cancel := gen.ctl.WithWaitLimit(ctx)
+	defer cancel()
+	arrive := g.clk.Now()
+	g.metrics.queued(pl, fs, est.MaxSeats(), 1)
+	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User)
+	g.metrics.queued(pl, fs, est.MaxSeats(), -1)
+	wait := g.clk.Now().Sub(arrive)
+	if err != nil {
+		g.metrics.rejected(pl, fs, err, wait)
+		return nil, err
+	}
+	g.metrics.dispatched(pl, fs, wait)
+	if kind == "" {
+		kind = "regular"
+	}
+	return &Admission{Classification: c, Wait: wait, req: req, gate: g, start: g.clk.Now(), kind: kind}, nil
+}
+
+// Dump returns the engine's per-level state.
+func (g *Gate) Dump() []flowcontrol.LevelDump { return g.current().ctl.Dump() }
+
+// UID returns the UID of an object, or a stable one derived from its kind and
+// name when it has none (objects read from files).
+func UID(kind, name, uid string) string {
+	if uid != "" {
+		return uid
+	}
+	sum := sha256.Sum256([]byte(kind + "/" + name))
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

@@ -1,0 +1,64 @@
+package apf
+
+import (
+	"net/http"
+
+	"github.com/pace-platform/pace/auth"
+)
+
+// maxInflight is kube-apiserver's filter without APF: two non-blocking
+// limits, one for read-only and one for mutating requests; long-running
+// requests and system:masters are not limited; excess gets 429 with
+// Retry-After 1. A zero limit means unlimited.
+func (g *Gate) maxInflight(resolve Resolver) func(http.Handler) http.Handler {
+	readOnly := newSemaphore(g.cfg.MaxRequestsInflight)
+	mutating := newSemaphore(g.cfg.MaxMutatingRequestsInflight)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ri := resolve(r)
+			if u, _ := auth.FromContext(r.Context()); ri.LongRunning || u.InGroup(auth.Masters) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			sem := mutating
+			if ri.IsReadOnly() {
+				sem = readOnly
+			}
+			if !sem.tryAcquire() {
+				TooManyRequests(w, 1, "too many requests, please try again later")
+				return
+			}
+			defer sem.release()
+			g.metrics.requestKind(ri.IsReadOnly(), executingPhase, 1)
+			defer g.metrics.requestKind(ri.IsReadOnly(), executingPhase, -1)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+type semaphore chan struct{}
+
+func newSemaphore(n int) semaphore {
+	if n <= 0 {
+		return nil
+	}
+	return make(semaphore, n)
+}
+
+func (s semaphore) tryAcquire() bool {
+	if s == nil {
+		return true
+	}
+	select {
+	case s <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s semaphore) release() {
+	if s != nil {
+		<-s
+	}
+}

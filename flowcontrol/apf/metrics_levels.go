@@ -1,0 +1,90 @@
+package apf
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func levelDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, labels, nil)
+}
+
+var (
+	descNominal      = levelDesc("nominal_limit_seats", "Nominal number of execution seats configured for each priority level", "priority_level")
+	descLower        = levelDesc("lower_limit_seats", "Configured lower bound on number of execution seats available to each priority level", "priority_level")
+	descUpper        = levelDesc("upper_limit_seats", "Configured upper bound on number of execution seats available to each priority level", "priority_level")
+	descCurrent      = levelDesc("current_limit_seats", "current derived number of execution seats available to each priority level", "priority_level")
+	descHighWater    = levelDesc("demand_seats_high_watermark", "High watermark, over last adjustment period, of demand_seats", "priority_level")
+	descAverage      = levelDesc("demand_seats_average", "Time-weighted average, over last adjustment period, of demand_seats", "priority_level")
+	descStdev        = levelDesc("demand_seats_stdev", "Time-weighted standard deviation, over last adjustment period, of demand_seats", "priority_level")
+	descSmoothed     = levelDesc("demand_seats_smoothed", "Smoothed seat demands", "priority_level")
+	descCurrentR     = levelDesc("current_r", "R(time of last change)", "priority_level")
+	descNextS        = levelDesc("next_s_bounds", "min and max, over queues, of S(oldest waiting request in queue)", "priority_level", "bound")
+	descNextDiscount = levelDesc("next_discounted_s_bounds", "min and max, over queues, of S(oldest waiting request in queue) - estimated work in progress", "priority_level", "bound")
+	descEpoch        = levelDesc("epoch_advance_total", "Number of times the queueset's progress meter jumped backward", "priority_level", "success")
+)
+
+// levelCollector reads each priority level's limits, demand and virtual
+// time from the gate's engine at scrape time.
+type levelCollector struct {
+	mu   sync.Mutex // guards gate
+	gate *Gate
+}
+
+func (c *levelCollector) set(g *Gate) {
+	c.mu.Lock()
+	c.gate = g
+	c.mu.Unlock()
+}
+
+func (c *levelCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descNominal, descLower, descUpper, descCurrent, descHighWater, descAverage, descStdev,
+		descSmoothed, descCurrentR, descNextS, descNextDiscount, descEpoch} {
+		ch <- d
+	}
+}
+
+const estimatedServiceTime = 0.003 // G, seconds
+
+func (c *levelCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	g := c.gate
+	c.mu.Unlock()
+	if g == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, l := range g.Dump() {
+		gauge(descNominal, float64(l.Limits.Nominal), l.Name)
+		gauge(descLower, float64(l.Limits.Min), l.Name)
+		gauge(descUpper, float64(l.Limits.Max), l.Name)
+		gauge(descCurrent, float64(l.CurrentLimit), l.Name)
+		gauge(descHighWater, float64(l.Demand.HighWatermark), l.Name)
+		gauge(descAverage, l.Demand.Average, l.Name)
+		gauge(descStdev, l.Demand.StdDev, l.Name)
+		gauge(descSmoothed, l.Demand.Smoothed, l.Name)
+		gauge(descCurrentR, l.QueueSet.CurrentR.Float(), l.Name)
+		var lo, hi, dlo, dhi float64
+		first := true
+		for _, q := range l.QueueSet.Queues {
+			if len(q.Waiting) == 0 {
+				continue
+			}
+			s := q.NextDispatchR.Float()
+			ds := s - float64(q.SeatsInUse)*estimatedServiceTime
+			if first {
+				lo, hi, dlo, dhi, first = s, s, ds, ds, false
+			}
+			lo, hi, dlo, dhi = min(lo, s), max(hi, s), min(dlo, ds), max(dhi, ds)
+		}
+		gauge(descNextS, lo, l.Name, "min")
+		gauge(descNextS, hi, l.Name, "max")
+		gauge(descNextDiscount, dlo, l.Name, "min")
+		gauge(descNextDiscount, dhi, l.Name, "max")
+		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvances), l.Name, "true")
+		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvanceFailure), l.Name, "false")
+	}
+}

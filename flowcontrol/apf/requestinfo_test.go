@@ -1,0 +1,65 @@
+package apf_test
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pace-platform/pace/flowcontrol/apf"
+)
+
+func TestKubeResolver(t *testing.T) {
+	tests := []struct {
+		method, url string
+		want        apf.RequestInfo
+	}{
+		{"GET", "/api/v1/namespaces/default/pods", apf.RequestInfo{IsResourceRequest: true, Verb: "list", APIVersion: "v1", Resource: "pods", Namespace: "default"}},
+		{"GET", "/api/v1/namespaces/default/pods/web-0", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "pods", Namespace: "default", Name: "web-0"}},
+		{"GET", "/api/v1/pods?watch=true", apf.RequestInfo{IsResourceRequest: true, Verb: "watch", APIVersion: "v1", Resource: "pods", LongRunning: true}},
+		{"GET", "/api/v1/watch/namespaces/x/pods", apf.RequestInfo{IsResourceRequest: true, Verb: "watch", APIVersion: "v1", Resource: "pods", Namespace: "x", LongRunning: true}},
+		{"POST", "/apis/apps/v1/namespaces/x/deployments", apf.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: "apps", APIVersion: "v1", Resource: "deployments", Namespace: "x"}},
+		{"PUT", "/apis/apps/v1/namespaces/x/deployments/d/scale", apf.RequestInfo{IsResourceRequest: true, Verb: "update", APIGroup: "apps", APIVersion: "v1", Resource: "deployments", Subresource: "scale", Namespace: "x", Name: "d"}},
+		{"PATCH", "/api/v1/nodes/n1/status", apf.RequestInfo{IsResourceRequest: true, Verb: "patch", APIVersion: "v1", Resource: "nodes", Subresource: "status", Name: "n1"}},
+		{"DELETE", "/api/v1/namespaces/x/pods", apf.RequestInfo{IsResourceRequest: true, Verb: "deletecollection", APIVersion: "v1", Resource: "pods", Namespace: "x"}},
+		{"GET", "/api/v1/namespaces/x", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "namespaces", Namespace: "x", Name: "x"}},
+		{"PUT", "/api/v1/namespaces/x/finalize", apf.RequestInfo{IsResourceRequest: true, Verb: "update", APIVersion: "v1", Resource: "namespaces", Subresource: "finalize", Namespace: "x", Name: "x"}},
+		{"POST", "/api/v1/namespaces/x/pods/p/exec", apf.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "pods", Subresource: "exec", Namespace: "x", Name: "p", LongRunning: true}},
+		{"GET", "/api/v1/namespaces/x/pods/p/log", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIVersion: "v1", Resource: "pods", Subresource: "log", Namespace: "x", Name: "p", LongRunning: true}},
+		{"GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kcm", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: "kube-system", Name: "kcm"}},
+		{"GET", "/healthz/etcd", apf.RequestInfo{Verb: "get"}},
+		{"GET", "/api", apf.RequestInfo{Verb: "get"}},
+		{"GET", "/apis/apps/v1", apf.RequestInfo{Verb: "get"}},
+		{"HEAD", "/readyz", apf.RequestInfo{Verb: "head"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.url, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.url, nil)
+			tt.want.Path = r.URL.Path
+			if diff := cmp.Diff(tt.want, apf.KubeResolver(r)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestResources(t *testing.T) {
+	resolve := apf.Resources(apf.PaceGroup, "submissions")
+	tests := []struct {
+		method, url string
+		want        apf.RequestInfo
+	}{
+		{"POST", "/submissions", apf.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: apf.PaceGroup, Resource: "submissions"}},
+		{"GET", "/submissions", apf.RequestInfo{IsResourceRequest: true, Verb: "list", APIGroup: apf.PaceGroup, Resource: "submissions"}},
+		{"GET", "/submissions/j1/log", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "log"}},
+		{"PUT", "/submissions/j1/stop", apf.RequestInfo{IsResourceRequest: true, Verb: "update", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "stop"}},
+		{"GET", "/healthz", apf.RequestInfo{Verb: "get"}},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(tt.method, tt.url, nil)
+		tt.want.Path = r.URL.Path
+		if diff := cmp.Diff(tt.want, resolve(r)); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", tt.method, tt.url, diff)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+)
+
+// Controllers are the plugins pace sim compare runs, in table order.
+var Controllers = []string{"default", "pid", "hpa", "deadline"}
+
+// Summary is one controller's headline figures over a suite.
+type Summary struct {
+	// FeasibleDeadlinesMet is the fraction of feasible batch scenarios whose
+	// deadline was met.
+	FeasibleDeadlinesMet float64 `json:"feasible_deadlines_met"`
+	// CostVsOracle is the geometric mean of replica-seconds ÷ oracle over the
+	// feasible batch scenarios.
+	CostVsOracle float64 `json:"cost_vs_oracle"`
+	// ScalingActions is the mean number of decisions that changed the replicas.
+	ScalingActions float64 `json:"scaling_actions"`
+	// StreamingLatencyMet is the fraction of streaming scenarios meeting their p99 target.
+	StreamingLatencyMet float64 `json:"streaming_latency_met"`
+}
+
+// ScenarioReport is one scenario's results, by controller.
+type ScenarioReport struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Mode        schemas.JobMode   `json:"mode"`
+	Feasible    bool              `json:"feasible"`
+	Oracle      float64           `json:"oracle_replica_seconds,omitempty"`
+	Results     map[string]Result `json:"results"`
+	Calibration []CalibrationRow  `json:"calibration,omitempty"`
+}
+
+// CalibrationRow is one step of a step experiment.
+type CalibrationRow struct {
+	Replicas  int     `json:"replicas"`
+	Simulated float64 `json:"simulated_s"`
+	Measured  float64 `json:"measured_s,omitempty"`
+}
+
+// Report is the output of pace sim compare.
+type Report struct {
+	Controllers map[string]Summary `json:"controllers"`
+	Scenarios   []ScenarioReport   `json:"scenarios"`
+}
+
+// LoadDir loads every *.yaml scenario in dir, in file-name order.
+func LoadDir(dir string) ([]Scenario, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no *.yaml scenarios in %s: %w", dir, os.ErrNotExist)
+	}
+	slices.Sort(paths)
+	out := make([]Scenario, 0, len(paths))
+	for _, p := range paths {
+		s, err := Load(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Compare runs every scenario with every controller in names. Results keep
+// their series when series is true (for plots), else drop them.
+func Compare(scenarios []Scenario, reg plugin.Registry, names []string, series bool) (Report, error) {
+	rep := Report{Controllers: map[string]Summary{}}
+	for _, s := range scenarios {
+		sr := ScenarioReport{Name: s.Name, Description: s.Description, Mode: s.Mode, Feasible: true, Results: map[string]Result{}}
+		for _, name := range names {
+			r, err := Run(s, reg, name)
+			if err != nil {
+				return Report{}, err
+			}
+			if !series {
+				r.Series, r.Decisions = nil, nil
+			}
+			sr.Feasible, sr.Oracle = r.Feasible, r.Oracle
+			sr.Results[name] = r
+		}
+		if c := s.Calibration; c != nil {
+			for i, n := range c.Replicas {
+				r, err := RunStatic(s, n)
+				if err != nil {
+					return Report{}, err
+				}
+				row := CalibrationRow{Replicas: n, Simulated: r.Finish}
+				if i < len(c.Measured) {
+					row.Measured = c.Measured[i]
+				}
+				sr.Calibration = append(sr.Calibration, row)
+			}
+		}
+		rep.Scenarios = append(rep.Scenarios, sr)
+	}
+	for _, name := range names {
+		var feasible, met, streams, streamMet, actions int
+		logSum := 0.0
+		for _, sr := range rep.Scenarios {
+			r := sr.Results[name]
+			actions += r.ScalingActions
+			switch {
+			case sr.Mode == schemas.Streaming:
+				streams++
+				if r.Met {
+					streamMet++
+				}
+			case sr.Feasible:
+				feasible++
+				if r.Met {
+					met++
+				}
+				logSum += math.Log(r.CostVsOracle)
+			}
+		}
+		var sum Summary
+		if feasible > 0 {
+			sum.FeasibleDeadlinesMet = round6(float64(met) / float64(feasible))
+			sum.CostVsOracle = round6(math.Exp(logSum / float64(feasible)))
+		}
+		if streams > 0 {
+			sum.StreamingLatencyMet = round6(float64(streamMet) / float64(streams))
+		}
+		if n := len(rep.Scenarios); n > 0 {
+			sum.ScalingActions = round6(float64(actions) / float64(n))
+		}
+		rep.Controllers[name] = sum
+	}
+	return rep, nil
+}

@@ -1,0 +1,160 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+)
+
+// Point is one monitor sample of a run.
+type Point struct {
+	T            float64 `json:"t"`
+	JobProgress  float64 `json:"job_progress"`
+	TimeProgress float64 `json:"time_progress"`
+	Error        float64 `json:"error"`
+	// Replicas are live workers; Desired the count last asked for.
+	Replicas int `json:"replicas"`
+	Desired  int `json:"desired"`
+	Done     int `json:"done"`
+	Queue    int `json:"queue"`
+}
+
+// DecisionPoint is a decision that changed the desired replicas.
+type DecisionPoint struct {
+	T        float64 `json:"t"`
+	Replicas int     `json:"replicas"`
+	Reason   string  `json:"reason"`
+}
+
+// Result summarizes one scenario run with one controller. Times are seconds.
+type Result struct {
+	Scenario   string          `json:"scenario"`
+	Controller string          `json:"controller"`
+	Mode       schemas.JobMode `json:"mode"`
+	// Finished is true when every batch item was done within the horizon.
+	Finished bool    `json:"finished"`
+	Finish   float64 `json:"finish_s,omitempty"`
+	Deadline float64 `json:"deadline_s,omitempty"`
+	// Met: the deadline (batch) or the p99 latency target (streaming) was met.
+	Met      bool    `json:"met"`
+	Lateness float64 `json:"lateness_s"`
+	// ReplicaSeconds is the sum of every replica's lifetime, start-up included.
+	ReplicaSeconds float64 `json:"replica_seconds"`
+	// Oracle is the least replica-seconds meeting the deadline with perfect
+	// knowledge (batch); Feasible whether that deadline can be met at all.
+	Oracle         float64 `json:"oracle_replica_seconds,omitempty"`
+	Feasible       bool    `json:"feasible"`
+	CostVsOracle   float64 `json:"cost_vs_oracle,omitempty"`
+	ScalingActions int     `json:"scaling_actions"`
+	PeakReplicas   int     `json:"peak_replicas"`
+	Redeliveries   int     `json:"redeliveries"`
+	// LatencyP99 is the items' p99 time from arrival to done (streaming).
+	LatencyP99 float64         `json:"latency_p99_s,omitempty"`
+	Series     []Point         `json:"series,omitempty"`
+	Decisions  []DecisionPoint `json:"decisions,omitempty"`
+}
+
+// Run simulates s with the controller called name from reg, its parameters
+// taken from s.Controllers[name]. With s.Repeat > 1 the job runs that many
+// times (seeds Seed, Seed+1, …): costs and actions add up, the deadline is met
+// only if every run met it, lateness is the worst; the series is the first run's.
+func Run(s Scenario, reg plugin.Registry, name string) (Result, error) {
+	res := Result{Scenario: s.Name, Controller: name, Mode: s.Mode, Met: true, Finished: true, Feasible: true}
+	for i := range s.Repeat {
+		seed := s.Seed + uint64(i)
+		ctrl, err := reg.New(name, job(s), s.Controllers[name])
+		if err != nil {
+			return Result{}, fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		one, err := runOnce(s, ctrl, seed)
+		if err != nil {
+			return Result{}, fmt.Errorf("scenario %s, controller %s: %w", s.Name, name, err)
+		}
+		res.merge(one, i == 0)
+	}
+	if res.Oracle > 0 {
+		res.CostVsOracle = round6(res.ReplicaSeconds / res.Oracle)
+	}
+	return res, nil
+}
+
+// RunStatic simulates s at a fixed replica count (a step experiment).
+func RunStatic(s Scenario, replicas int) (Result, error) {
+	s.Replicas = schemas.Replicas{Min: replicas, Max: replicas, Initial: replicas}
+	s.Repeat = 1
+	one, err := runOnce(s, static(replicas), s.Seed)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Scenario: s.Name, Controller: fmt.Sprintf("static-%d", replicas), Mode: s.Mode, Met: true, Finished: true, Feasible: true}
+	res.merge(one, true)
+	return res, nil
+}
+
+func job(s Scenario) plugin.Job {
+	j := plugin.Job{Name: "sim", Min: s.Replicas.Min, Max: s.Replicas.Max, Initial: s.Replicas.Initial}
+	if s.Mode == schemas.Batch {
+		j.Expected = s.Deadline.D()
+	}
+	return j
+}
+
+func runOnce(s Scenario, ctrl plugin.Controller, seed uint64) (Result, error) {
+	e := newEngine(s, ctrl, seed)
+	if err := e.run(); err != nil {
+		return Result{}, err
+	}
+	r := Result{
+		ReplicaSeconds: e.replicaTime.Seconds(), ScalingActions: e.actions, PeakReplicas: e.peak,
+		Redeliveries: e.redelivered, Series: e.series, Decisions: e.decisions, Finished: true, Feasible: true,
+	}
+	if s.Mode == schemas.Batch {
+		r.Deadline = s.Deadline.D().Seconds()
+		r.Finished = e.done == len(e.svc)
+		r.Finish = e.now.Seconds()
+		r.Lateness = math.Max(0, r.Finish-r.Deadline)
+		r.Met = r.Finished && r.Lateness == 0
+		o := oracle(s, itemTimes(s, seed), seed)
+		r.Oracle, r.Feasible = o.ReplicaSeconds, o.Feasible
+		return r, nil
+	}
+	lat := e.latencies
+	for _, i := range e.queue {
+		lat = append(lat, (e.now - e.arrived[i]).Seconds())
+	}
+	r.LatencyP99 = p99(lat)
+	r.Met = r.LatencyP99 <= s.LatencyTarget.D().Seconds()
+	r.Lateness = math.Max(0, r.LatencyP99-s.LatencyTarget.D().Seconds())
+	return r, nil
+}
+
+func (r *Result) merge(o Result, first bool) {
+	if first {
+		r.Series, r.Decisions, r.Finish, r.Deadline, r.LatencyP99 = o.Series, o.Decisions, o.Finish, o.Deadline, o.LatencyP99
+	}
+	r.Finished = r.Finished && o.Finished
+	r.Met = r.Met && o.Met
+	r.Feasible = r.Feasible && o.Feasible
+	r.Lateness = math.Max(r.Lateness, o.Lateness)
+	r.LatencyP99 = math.Max(r.LatencyP99, o.LatencyP99)
+	r.ReplicaSeconds = round6(r.ReplicaSeconds + o.ReplicaSeconds)
+	r.Oracle = round6(r.Oracle + o.Oracle)
+	r.ScalingActions += o.ScalingActions
+	r.PeakReplicas = max(r.PeakReplicas, o.PeakReplicas)
+	r.Redeliveries += o.Redeliveries
+	r.Finish, r.Lateness = round6(r.Finish), round6(r.Lateness)
+}
+
+// staticCtrl always asks for the same count.
+type staticCtrl int
+
+func static(n int) plugin.Controller { return staticCtrl(n) }
+
+func (c staticCtrl) Decide(p schemas.Progress) (schemas.Decision, error) {
+	return schemas.Decision{Job: p.Job, At: p.At, Replicas: int(c), Current: p.Replicas, Reason: "static"}, nil
+}
+func (staticCtrl) State() (json.RawMessage, error)   { return json.RawMessage("{}"), nil }
+func (staticCtrl) Restore(json.RawMessage) error     { return nil }

@@ -60,9 +60,10 @@ type paceUp struct {
 	waitDone chan error
 }
 
-func startUp(t *testing.T, dataDir string) *paceUp {
+func startUp(t *testing.T, dataDir string, extra ...string) *paceUp {
 	t.Helper()
-	cmd := exec.Command(paceBin, "up", "--data", dataDir, "--http", freeAddr(t), "--nats-listen", freeAddr(t), "--log-format", "json")
+	args := append([]string{"up", "--data", dataDir, "--http", freeAddr(t), "--nats-listen", freeAddr(t), "--log-format", "json"}, extra...)
+	cmd := exec.Command(paceBin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

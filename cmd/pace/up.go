@@ -27,6 +27,7 @@ type upOptions struct {
 	maxStore   byteSize
 	syncAlways bool
 	prefix     string
+	monitor    monitorFlags
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -36,13 +37,17 @@ func newUpCmd(a *app) *cobra.Command {
 		Short: "Start Pace on this machine",
 		Long: `Up starts Pace in one process: an embedded NATS server with JetStream
 (its store in --data), every stream Pace needs, the dead-letter mover, and
-an HTTP server with /healthz, /livez, /readyz and /metrics.
+an HTTP server with /healthz, /livez, /readyz and /metrics, and the monitor:
+collector, processor and sinks (every job's progress as pace_job_* on /metrics,
+and in InfluxDB with --influx-url; see docs/monitoring.md).
 
 When ready it prints the NATS URL that workers and clients connect to and
 the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 		Example: `  pace up
   pace up --data /var/lib/pace --http :8080 --nats-listen 0.0.0.0:4222
-  pace up --nats-listen ""   # in-process NATS only, no TCP port`,
+  pace up --nats-listen ""   # in-process NATS only, no TCP port
+  pace up --influx-url http://localhost:8086 --influx-bucket pace/autogen   # InfluxDB 1.8 db/rp
+  PACE_INFLUX_TOKEN=… pace up --influx-url https://influx.example --influx-org acme --influx-bucket pace`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
 	}
@@ -54,6 +59,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	f.Var(&o.maxStore, "max-store", "JetStream disk limit, e.g. 10GiB")
 	f.BoolVar(&o.syncAlways, "sync-always", false, "flush every write to disk before acknowledging it (slower, survives power loss)")
 	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
+	o.monitor.add(f)
 	return cmd
 }
 
@@ -68,6 +74,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		if _, _, err := net.SplitHostPort(o.natsListen); err != nil {
 			return usageError("--nats-listen %q: want host:port, or \"\" for in-process only", o.natsListen)
 		}
+	}
+	if err := o.monitor.validate(); err != nil {
+		return err
 	}
 	data, err := filepath.Abs(o.data)
 	if err != nil {
@@ -87,7 +96,11 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer closeClient(c)
-	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+	if err := c.Provision(ctx, o.monitor.limits()); err != nil {
+		return err
+	}
+	mon, err := o.monitor.build(c, a.log)
+	if err != nil {
 		return err
 	}
 
@@ -95,10 +108,11 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", o.http, err)
 	}
-	httpSrv := &http.Server{Handler: opsHandler(c), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: opsHandler(c, mon.collectors...), ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.DeadLetters(gctx) })
+	mon.start(gctx, g)
 	g.Go(func() error {
 		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
@@ -125,11 +139,13 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	return err
 }
 
-// opsHandler serves the health probes and Prometheus metrics.
-func opsHandler(c *bus.Client) http.Handler {
+// opsHandler serves the health probes and Prometheus metrics, with extra
+// collectors (the monitor's pace_job_* and pace_monitor_* metrics).
+func opsHandler(c *bus.Client, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		bus.NewStreamCollector(c))
+	reg.MustRegister(extra...)
 	ready := func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

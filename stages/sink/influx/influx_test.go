@@ -10,6 +10,7 @@ import (
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/sink"
 	"github.com/pace-platform/pace/stages/sink/influx"
+	"github.com/pace-platform/pace/stages/sink/influx/influxtest"
 )
 
 var _ sink.Sink = (*influx.Sink)(nil)
@@ -44,7 +45,7 @@ func runSink(t *testing.T, cfg influx.Config) *influx.Sink {
 // TestRoundTrip writes progress through the sink into a real InfluxDB 1.8
 // and reads Asperathos' four measurements back with InfluxQL.
 func TestRoundTrip(t *testing.T) {
-	db := startInfluxd(t)
+	db := influxtest.Start(t)
 	s := runSink(t, influx.Config{URL: db.URL, Bucket: "pace/autogen", FlushInterval: 50 * time.Millisecond})
 	const n = 5 // 300ms apart: several share a second, as Asperathos' points could not
 	for i := range n {
@@ -85,7 +86,7 @@ func TestRoundTrip(t *testing.T) {
 // TestOutageRecovery stops InfluxDB while progress keeps coming, checks the
 // sink never blocks, then starts InfluxDB again and checks every point arrives.
 func TestOutageRecovery(t *testing.T) {
-	db := startInfluxd(t)
+	db := influxtest.Start(t)
 	s := runSink(t, influx.Config{URL: db.URL, Bucket: "pace", FlushInterval: 20 * time.Millisecond, BatchSize: 8,
 		RetryInterval: 50 * time.Millisecond, MaxRetryInterval: 200 * time.Millisecond, Timeout: time.Second, MaxRetries: 50})
 	i := 0

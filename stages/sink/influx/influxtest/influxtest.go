@@ -1,4 +1,9 @@
-package influx_test
+// Package influxtest starts a real InfluxDB 1.8.10 for tests: built from the
+// Go module proxy by scripts/ensure-influxd.sh (once per machine, about two
+// minutes), on free loopback ports with its data in a temporary directory,
+// Flux off for a fast start, so reads use InfluxQL over /query. A failed
+// build fails the test; it never skips.
+package influxtest
 
 import (
 	"context"
@@ -16,10 +21,8 @@ import (
 	"time"
 )
 
-// influxd is a real InfluxDB 1.8.10 built from the Go module proxy by
-// scripts/ensure-influxd.sh, on free loopback ports with its data in a
-// temporary directory; Flux is off (fast start), so reads use InfluxQL.
-type influxd struct {
+// Server is a running influxd with a database named "pace".
+type Server struct {
 	t             testing.TB
 	bin, dir      string
 	httpAddr, rpc string
@@ -46,9 +49,9 @@ func repoRoot(t testing.TB) string {
 	}
 }
 
-// influxdBinary builds influxd once per machine (about 2 minutes) or reuses
+// Binary builds influxd once per machine (about 2 minutes) or reuses
 // it; a failed build fails the test, it never skips.
-func influxdBinary(t testing.TB) string {
+func Binary(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -72,10 +75,10 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-// startInfluxd starts a server with database "pace" and stops it when the test ends.
-func startInfluxd(t testing.TB) *influxd {
+// Start starts a server with database "pace" and stops it when the test ends.
+func Start(t testing.TB) *Server {
 	t.Helper()
-	d := &influxd{t: t, bin: influxdBinary(t), dir: t.TempDir(), httpAddr: freeAddr(t), rpc: freeAddr(t)}
+	d := &Server{t: t, bin: Binary(t), dir: t.TempDir(), httpAddr: freeAddr(t), rpc: freeAddr(t)}
 	d.URL = "http://" + d.httpAddr
 	d.Start()
 	t.Cleanup(d.Stop)
@@ -84,7 +87,7 @@ func startInfluxd(t testing.TB) *influxd {
 }
 
 // Start runs the server (again, on the same ports and data) and waits for /ping.
-func (d *influxd) Start() {
+func (d *Server) Start() {
 	d.t.Helper()
 	log, err := os.OpenFile(filepath.Join(d.dir, "influxd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -130,7 +133,7 @@ func (d *influxd) Start() {
 }
 
 // Stop interrupts the server and waits for it to exit.
-func (d *influxd) Stop() {
+func (d *Server) Stop() {
 	if d.cmd == nil {
 		return
 	}
@@ -146,7 +149,7 @@ func (d *influxd) Stop() {
 
 // Query runs an InfluxQL statement on database pace and returns the rows of
 // its first series.
-func (d *influxd) Query(q string) [][]any {
+func (d *Server) Query(q string) [][]any {
 	d.t.Helper()
 	resp, err := http.PostForm(d.URL+"/query", url.Values{"db": {"pace"}, "q": {q}, "epoch": {"ns"}})
 	if err != nil {
@@ -179,7 +182,7 @@ func (d *influxd) Query(q string) [][]any {
 }
 
 // Count returns count(value) of a measurement for a job.
-func (d *influxd) Count(measurement, job string) int {
+func (d *Server) Count(measurement, job string) int {
 	d.t.Helper()
 	rows := d.Query(fmt.Sprintf(`SELECT count("value") FROM %q WHERE "job" = '%s'`, measurement, job))
 	if len(rows) == 0 {

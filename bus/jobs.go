@@ -1,0 +1,455 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// ErrJobNotFound is returned by Status, Job and UpdateJob for an unknown job.
+var ErrJobNotFound = errors.New("job not found")
+
+// defaultRequestTimeout bounds request/reply calls whose ctx has no deadline.
+const defaultRequestTimeout = 30 * time.Second
+
+// CallOption configures Submit, Stop and Terminate.
+type CallOption func(*nats.Msg) error
+
+// WithToken sends a bearer token that the manager checks against its token
+// file, as the HTTP API does.
+func WithToken(token string) CallOption {
+	return func(m *nats.Msg) error {
+		if token == "" {
+			return fmt.Errorf("%w: empty token", ErrInvalidOption)
+		}
+		m.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+// WithContentType names the submitted document's format, e.g.
+// "application/yaml"; the default is JSON.
+func WithContentType(ct string) CallOption {
+	return func(m *nats.Msg) error { m.Header.Set("Content-Type", ct); return nil }
+}
+
+// SubmitReply is the manager's answer to a submission or a job command.
+type SubmitReply struct {
+	JobID string `json:"job_id"`
+	State string `json:"status,omitempty"`
+}
+
+// Submit sends a job document (Pace's spec as JSON or YAML, or an
+// Asperathos kubejobs submission) to the manager on pace.submit and returns
+// the new job's id. A refused document returns a *schemas.APIError whose
+// Details name every invalid field, as the HTTP API does.
+func (c *Client) Submit(ctx context.Context, doc []byte, opts ...CallOption) (string, error) {
+	r, err := c.call(ctx, c.prefix.Submit(), doc, opts)
+	if err != nil {
+		return "", err
+	}
+	return r.JobID, nil
+}
+
+// Stop asks the manager to stop job: no new items are taken, items in
+// flight finish. It returns once the stop is recorded, not when it is done;
+// use WatchJob to wait. Errors are *schemas.APIError for refusals.
+func (c *Client) Stop(ctx context.Context, job string, opts ...CallOption) error {
+	_, err := c.call(ctx, c.prefix.Control("stop"), jobRef(job), opts)
+	return err
+}
+
+// Terminate asks the manager to end job at once and delete its workers.
+func (c *Client) Terminate(ctx context.Context, job string, opts ...CallOption) error {
+	_, err := c.call(ctx, c.prefix.Control("terminate"), jobRef(job), opts)
+	return err
+}
+
+func jobRef(job string) []byte {
+	b, _ := json.Marshal(SubmitReply{JobID: job})
+	return b
+}
+
+func (c *Client) call(ctx context.Context, subject string, data []byte, opts []CallOption) (*SubmitReply, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultRequestTimeout)
+		defer cancel()
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	for _, opt := range opts {
+		if err := opt(msg); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("%s: no manager is listening (is 'pace up' running?): %w", subject, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", subject, err)
+	}
+	var apiErr schemas.APIError
+	if json.Unmarshal(resp.Data, &apiErr) == nil && apiErr.Code != 0 {
+		return nil, &apiErr
+	}
+	var r SubmitReply
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("%s: unreadable reply: %w", subject, err)
+	}
+	return &r, nil
+}
+
+// Status returns job's current record. It returns ErrJobNotFound for an
+// unknown job.
+func (c *Client) Status(ctx context.Context, job string) (*schemas.JobRecord, error) {
+	rec, _, err := c.Job(ctx, job)
+	return rec, err
+}
+
+// Job returns job's record and its revision in the jobs bucket.
+func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint64, error) {
+	if !schemas.ValidToken(job) {
+		return nil, 0, fmt.Errorf("job %q: %w", job, ErrJobNotFound)
+	}
+	kv, err := c.jobsKV(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := kv.Get(ctx, job)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("job %s: %w", job, ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read job %s: %w", job, err)
+	}
+	var rec schemas.JobRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, 0, fmt.Errorf("decode job record %s: %w", job, err)
+	}
+	return &rec, e.Revision(), nil
+}
+
+// Jobs returns every job record, in no particular order.
+func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
+	kv, err := c.jobsKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	var out []*schemas.JobRecord
+	for key := range lister.Keys() {
+		rec, _, err := c.Job(ctx, key)
+		if errors.Is(err, ErrJobNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// UpdateJob applies fn to job's record and stores it with compare-and-set,
+// retrying on a concurrent update. A nil record is passed for a job that
+// does not exist; fn returning nil, nil leaves the bucket unchanged.
+func (c *Client) UpdateJob(ctx context.Context, job string, fn func(*schemas.JobRecord) (*schemas.JobRecord, error)) (*schemas.JobRecord, error) {
+	kv, err := c.jobsKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for ctx.Err() == nil {
+		cur, rev, err := c.Job(ctx, job)
+		if err != nil && !errors.Is(err, ErrJobNotFound) {
+			return nil, err
+		}
+		next, err := fn(cur)
+		if err != nil || next == nil {
+			return cur, err
+		}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return nil, fmt.Errorf("encode job %s: %w", job, err)
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, job, data)
+		} else {
+			_, err = kv.Update(ctx, job, data, rev)
+		}
+		var apiErr *jetstream.APIError
+		if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+			continue // a concurrent writer won; apply fn to its record
+		}
+		if err != nil {
+			return nil, fmt.Errorf("update job %s: %w", job, err)
+		}
+		return next, nil
+	}
+	return nil, fmt.Errorf("update job %s: %w", job, ctx.Err())
+}
+
+func (c *Client) jobsKV(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
+	if err != nil {
+		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
+	}
+	return kv, nil
+}
+
+// PublishJobEvent stores a lifecycle event on pace.jobs.<job>.<type> and
+// returns its stream sequence.
+func (c *Client) PublishJobEvent(ctx context.Context, ev *schemas.JobEvent) (uint64, error) {
+	msg, err := NewMsg(ctx, c.prefix.Jobs(ev.Job, ev.Type), ev)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return 0, fmt.Errorf("publish %s event of %s: %w", ev.Type, ev.Job, err)
+	}
+	return ack.Sequence, nil
+}
+
+// JobEvent is a stored lifecycle event and its stream sequence.
+type JobEvent struct {
+	*schemas.JobEvent
+	Seq uint64
+}
+
+// JobEvents iterates over the stored lifecycle events of job ("" for every
+// job) from the oldest, and ends when it has read them all unless follow is
+// set. Undecodable events are skipped.
+func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Seq2[JobEvent, error] {
+	filter := c.prefix.Jobs("*", "*")
+	if job != "" {
+		filter = c.prefix.Jobs(job, "*")
+	}
+	return func(yield func(JobEvent, error) bool) {
+		cons, err := c.js.OrderedConsumer(ctx, c.prefix.Stream(jobsFamily), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{filter},
+		})
+		if err != nil {
+			yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
+			return
+		}
+		if !follow {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
+				return
+			}
+			if info.NumPending == 0 {
+				return
+			}
+		}
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+			if err != nil {
+				yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
+				return
+			}
+			caughtUp := false
+			for msg := range batch.Messages() {
+				md, _ := msg.Metadata()
+				if md != nil {
+					caughtUp = md.NumPending == 0
+				}
+				ev, err := Decode[schemas.JobEvent](msg.Data(), msg.Headers())
+				if err != nil {
+					c.log.Warn("undecodable job event skipped", "subject", msg.Subject(), "err", err)
+					continue
+				}
+				var seq uint64
+				if md != nil {
+					seq = md.Sequence.Stream
+				}
+				if !yield(JobEvent{ev, seq}, nil) {
+					return
+				}
+			}
+			if err := ignoreWaitEnd(batch.Error()); err != nil {
+				yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
+				return
+			}
+			if caughtUp && !follow {
+				return
+			}
+		}
+	}
+}
+
+// WatchJob iterates over job's lifecycle events, the stored ones first,
+// and ends after the event that puts the job in a final state (or when ctx
+// ends, with ctx's error).
+func (c *Client) WatchJob(ctx context.Context, job string) iter.Seq2[*schemas.JobEvent, error] {
+	return func(yield func(*schemas.JobEvent, error) bool) {
+		for ev, err := range c.JobEvents(ctx, job, true) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(ev.JobEvent, nil) || ev.State.Final() {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			yield(nil, fmt.Errorf("watch %s: %w", job, ctx.Err()))
+		}
+	}
+}
+
+// WorkState counts a job's items by where they are.
+type WorkState struct {
+	// Pending items wait in the main queue; InFlight are delivered and
+	// not yet acknowledged (being processed or waiting for a retry).
+	Pending, InFlight int
+	// Results and Dead count items with a result and dead letters.
+	Results, Dead int
+}
+
+// JobWork returns where job's items are.
+func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
+	var ws WorkState
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
+		return ws, fmt.Errorf("work state of %s: %w", job, err)
+	default:
+		ci := cons.CachedInfo()
+		ws.Pending, ws.InFlight = int(ci.NumPending), ci.NumAckPending
+	}
+	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
+	if err != nil {
+		return ws, err
+	}
+	ws.Results = len(results)
+	dead, err := c.subjectCounts(ctx, deadFamily, c.prefix.Dead(job))
+	if err != nil {
+		return ws, err
+	}
+	ws.Dead = int(dead[c.prefix.Dead(job)])
+	return ws, nil
+}
+
+func (c *Client) subjectCounts(ctx context.Context, family, filter string) (map[string]uint64, error) {
+	st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", family, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s subjects %s: %w", family, filter, err)
+	}
+	return info.State.Subjects, nil
+}
+
+// EnsureWork creates or updates the job's work consumer from its record's
+// spec, so that pushed items wait for workers with the job's lease and
+// delivery limit.
+func (c *Client) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
+	_, err := c.ensureWorkConsumer(ctx, rec)
+	return err
+}
+
+// DropQueued takes job's items that wait in the main queue off it and
+// discards them, and returns how many. Items held by workers are not
+// touched: they finish (or fail) normally. It uses the job's own consumer,
+// so an item that a worker fetches meanwhile is processed, not dropped.
+func (c *Client) DropQueued(ctx context.Context, job string) (int, error) {
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("drop queued items of %s: %w", job, err)
+	}
+	dropped := 0
+	for {
+		batch, err := cons.FetchNoWait(1000)
+		if err != nil {
+			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			if err := msg.Ack(); err != nil {
+				return dropped, fmt.Errorf("drop queued item of %s: %w", job, err)
+			}
+		}
+		dropped += n
+		if err := ignoreWaitEnd(batch.Error()); err != nil {
+			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
+		}
+		if n == 0 {
+			return dropped, nil
+		}
+	}
+}
+
+// purgeWork removes every item of job from the work stream, held ones too.
+func (c *Client) purgeWork(ctx context.Context, job string) error {
+	st, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	if err != nil {
+		return fmt.Errorf("work stream: %w", err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.prefix.Work(job))); err != nil {
+		return fmt.Errorf("purge items of %s: %w", job, err)
+	}
+	return nil
+}
+
+// ReleaseWork removes all of job's items, held ones too, and deletes its
+// work consumer: workers of the job find nothing more to do.
+func (c *Client) ReleaseWork(ctx context.Context, job string) error {
+	if err := c.purgeWork(ctx, job); err != nil {
+		return err
+	}
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("delete work consumer of %s: %w", job, err)
+	}
+	return nil
+}
+
+// PurgeJob deletes everything stored about job: its items, results, dead
+// letters, metrics, decisions, logs, events and record.
+func (c *Client) PurgeJob(ctx context.Context, job string) error {
+	if err := c.ReleaseWork(ctx, job); err != nil {
+		return err
+	}
+	for family, subject := range map[string]string{
+		resultsFamily: c.prefix.JobResults(job), deadFamily: c.prefix.Dead(job),
+		metricsFamily: c.prefix.Metrics(job, "*"), decisionsFamily: c.prefix.Decisions(job),
+		logsFamily: c.prefix.Logs(job), jobsFamily: c.prefix.Jobs(job, "*"),
+	} {
+		st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", family, err)
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			return fmt.Errorf("purge %s: %w", subject, err)
+		}
+	}
+	kv, err := c.jobsKV(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, job); err != nil {
+		return fmt.Errorf("delete job record %s: %w", job, err)
+	}
+	return nil
+}

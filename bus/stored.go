@@ -1,0 +1,113 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// StoredResults returns the results of job stored so far, oldest first.
+func (c *Client) StoredResults(ctx context.Context, job string) ([]*schemas.Result, error) {
+	return collect(stored[schemas.Result](ctx, c, resultsFamily, c.prefix.JobResults(job), false))
+}
+
+// StoredDeadLetters returns the dead letters of job stored so far, oldest first.
+func (c *Client) StoredDeadLetters(ctx context.Context, job string) ([]*schemas.DeadLetter, error) {
+	return collect(stored[schemas.DeadLetter](ctx, c, deadFamily, c.prefix.Dead(job), false))
+}
+
+// StoredProgress returns the progress samples of job stored so far, oldest first.
+func (c *Client) StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error) {
+	return collect(stored[schemas.Progress](ctx, c, metricsFamily, c.prefix.Metrics(job, schemas.ProgressMetrics), false))
+}
+
+// PublishLog stores one line of a job's log on pace.logs.<job>.
+func (c *Client) PublishLog(ctx context.Context, l *schemas.LogLine) error {
+	msg, err := NewMsg(ctx, c.prefix.Logs(l.Job), l)
+	if err != nil {
+		return err
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish log of %s: %w", l.Job, err)
+	}
+	return nil
+}
+
+// Logs iterates over job's log lines, oldest first. Without follow it ends
+// after the last stored line; with follow it waits for new lines until ctx
+// ends (and then ends without an error).
+func (c *Client) Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error] {
+	return stored[schemas.LogLine](ctx, c, logsFamily, c.prefix.Logs(job), follow)
+}
+
+func collect[T any](seq iter.Seq2[*T, error]) ([]*T, error) {
+	var out []*T
+	for v, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// stored iterates over the decodable messages of one subject filter of a
+// stream; undecodable ones are skipped.
+func stored[T any, P interface {
+	*T
+	schemas.Message
+}](ctx context.Context, c *Client, family, filter string, follow bool) iter.Seq2[*T, error] {
+	return func(yield func(*T, error) bool) {
+		cons, err := c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{filter},
+		})
+		if err != nil {
+			yield(nil, fmt.Errorf("read %s: %w", filter, err))
+			return
+		}
+		if !follow {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				yield(nil, fmt.Errorf("read %s: %w", filter, err))
+				return
+			}
+			if info.NumPending == 0 {
+				return
+			}
+		}
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(nil, fmt.Errorf("read %s: %w", filter, err))
+				}
+				return
+			}
+			caughtUp := false
+			for msg := range batch.Messages() {
+				if md, err := msg.Metadata(); err == nil {
+					caughtUp = md.NumPending == 0
+				}
+				v, err := Decode[T, P](msg.Data(), msg.Headers())
+				if err != nil {
+					continue
+				}
+				if !yield(v, nil) {
+					return
+				}
+			}
+			if err := ignoreWaitEnd(batch.Error()); err != nil {
+				yield(nil, fmt.Errorf("read %s: %w", filter, err))
+				return
+			}
+			if caughtUp && !follow {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,287 @@
+package manager
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// asperathosDoc is an Asperathos kubejobs submission (reference §2.1–2.5).
+type asperathosDoc struct {
+	Plugin     string      `json:"plugin"`
+	PluginInfo *pluginInfo `json:"plugin_info"`
+	EnableAuth *bool       `json:"enable_auth"`
+	Username   string      `json:"username"`
+	Password   string      `json:"password"`
+}
+
+type pluginInfo struct {
+	Cmd                           []string            `json:"cmd"`
+	Img                           string              `json:"img"`
+	InitSize                      *int                `json:"init_size"`
+	RedisWorkload                 string              `json:"redis_workload"`
+	EnvVars                       map[string]string   `json:"env_vars"`
+	ControlPlugin                 string              `json:"control_plugin"`
+	ControlParameters             *controlParameters  `json:"control_parameters"`
+	MonitorPlugin                 string              `json:"monitor_plugin"`
+	MonitorInfo                   *monitorInfo        `json:"monitor_info"`
+	EnableVisualizer              *bool               `json:"enable_visualizer"`
+	VisualizerPlugin              string              `json:"visualizer_plugin"`
+	VisualizerInfo                *visualizerInfo     `json:"visualizer_info"`
+	Username                      string              `json:"username"`
+	Password                      string              `json:"password"`
+	ConfigID                      any                 `json:"config_id"`
+	JobResourcesLifetime          *int                `json:"job_resources_lifetime"`
+	EnableDetailedReport          *bool               `json:"enable_detailed_report"`
+	TerminationGracePeriodSeconds *int                `json:"termination_grace_period_seconds"`
+	Selectors                     []selector          `json:"selectors"`
+	K8sResourcesControl           *k8sResourceControl `json:"k8s_resources_control"`
+	Secrets                       []string            `json:"secrets"`
+	ClusterName                   string              `json:"cluster_name"`
+}
+
+type controlParameters struct {
+	ScheduleStrategy string            `json:"schedule_strategy"`
+	Actuator         string            `json:"actuator"`
+	CheckInterval    *int              `json:"check_interval"`
+	MetricSource     string            `json:"metric_source"`
+	MinRep           *int              `json:"min_rep"`
+	MaxRep           *int              `json:"max_rep"`
+	ActuationSize    *int              `json:"actuation_size"`
+	TriggerUp        *float64          `json:"trigger_up"`
+	TriggerDown      *float64          `json:"trigger_down"`
+	HeuristicOptions *heuristicOptions `json:"heuristic_options"`
+	MaxSize          *int              `json:"max_size"` // legacy, ignored
+}
+
+type heuristicOptions struct {
+	ProportionalGain *float64 `json:"proportional_gain"`
+	DerivativeGain   *float64 `json:"derivative_gain"`
+	IntegralGain     *float64 `json:"integral_gain"`
+}
+
+type monitorInfo struct {
+	ExpectedTime   *int     `json:"expected_time"`
+	ClusterInfoURL string   `json:"cluster_info_url"`
+	DesiredCost    *float64 `json:"desired_cost"`
+}
+
+type visualizerInfo struct {
+	DatasourceType string `json:"datasource_type"`
+	Theme          string `json:"theme"`
+}
+
+type selector struct {
+	Key   any `json:"key"`
+	Value any `json:"value"`
+}
+
+type k8sResourceControl struct {
+	Limits   map[string]any `json:"limits"`
+	Requests map[string]any `json:"requests"`
+}
+
+// controllerParams is what an Asperathos controller configuration becomes
+// in JobSpec.Controller.Params.
+type controllerParams struct {
+	ActuationSize    *int              `json:"actuation_size,omitempty"`
+	TriggerUp        *float64          `json:"trigger_up,omitempty"`
+	TriggerDown      *float64          `json:"trigger_down,omitempty"`
+	HeuristicOptions *heuristicOptions `json:"heuristic_options,omitempty"`
+	Actuator         string            `json:"actuator,omitempty"`
+	MetricSource     string            `json:"metric_source,omitempty"`
+}
+
+// Asperathos plugin names this manager accepts.
+var (
+	asperathosManagerPlugins    = []string{"kubejobs"}
+	asperathosControlPlugins    = []string{"kubejobs"}
+	asperathosMonitorPlugins    = []string{"kubejobs", "kubejobs_cost"}
+	asperathosVisualizerPlugins = []string{"k8s-grafana"}
+	asperathosStrategies        = []string{"default", "pid"}
+	asperathosActuators         = []string{"k8s_replicas", "nop"}
+	asperathosMetricSources     = []string{"redis", "nop"}
+)
+
+// asperathosSpec checks an Asperathos submission as its manager, monitor
+// and controller would together, but before anything runs, and maps it onto
+// Pace's spec. Errors carry Asperathos field paths.
+func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
+	var errs field.ErrorList
+	root := field.NewPath("plugin_info")
+	oneOf := func(p *field.Path, v string, allowed []string, required bool) {
+		switch {
+		case v == "" && required:
+			errs = append(errs, field.Required(p, ""))
+		case v != "" && !contains(allowed, v):
+			errs = append(errs, field.NotSupported(p, v, allowed))
+		}
+	}
+	oneOf(field.NewPath("plugin"), d.Plugin, asperathosManagerPlugins, true)
+	pi := d.PluginInfo
+	if pi == nil {
+		return schemas.JobSpec{}, append(errs, field.Required(root, "the kubejobs settings"))
+	}
+	if d.EnableAuth != nil && *d.EnableAuth && (d.Username == "" || d.Password == "") {
+		errs = append(errs, field.Required(field.NewPath("username"), "enable_auth needs username and password"))
+	}
+	if len(pi.Cmd) == 0 {
+		errs = append(errs, field.Required(root.Child("cmd"), ""))
+	}
+	if pi.Img == "" {
+		errs = append(errs, field.Required(root.Child("img"), ""))
+	}
+	if pi.InitSize == nil {
+		errs = append(errs, field.Required(root.Child("init_size"), ""))
+	} else if *pi.InitSize <= 0 {
+		errs = append(errs, field.Invalid(root.Child("init_size"), *pi.InitSize, "should be greater than 0"))
+	}
+	if pi.RedisWorkload == "" {
+		errs = append(errs, field.Required(root.Child("redis_workload"), "URL of the workload, one item per line"))
+	}
+	oneOf(root.Child("control_plugin"), pi.ControlPlugin, asperathosControlPlugins, true)
+	oneOf(root.Child("monitor_plugin"), pi.MonitorPlugin, asperathosMonitorPlugins, true)
+	if pi.EnableVisualizer != nil && *pi.EnableVisualizer {
+		oneOf(root.Child("visualizer_plugin"), pi.VisualizerPlugin, asperathosVisualizerPlugins, true)
+		if pi.VisualizerInfo == nil {
+			errs = append(errs, field.Required(root.Child("visualizer_info"), "enable_visualizer needs visualizer_info"))
+		}
+	} else {
+		oneOf(root.Child("visualizer_plugin"), pi.VisualizerPlugin, asperathosVisualizerPlugins, false)
+	}
+	mp := root.Child("monitor_info")
+	switch {
+	case pi.MonitorInfo == nil:
+		errs = append(errs, field.Required(mp, ""))
+	case pi.MonitorInfo.ExpectedTime == nil:
+		errs = append(errs, field.Required(mp.Child("expected_time"), "the deadline in seconds"))
+	case *pi.MonitorInfo.ExpectedTime <= 0:
+		errs = append(errs, field.Invalid(mp.Child("expected_time"), *pi.MonitorInfo.ExpectedTime, "must be greater than 0"))
+	}
+	if pi.MonitorPlugin == "kubejobs_cost" && pi.MonitorInfo != nil && (pi.MonitorInfo.ClusterInfoURL == "" || pi.MonitorInfo.DesiredCost == nil) {
+		errs = append(errs, field.Required(mp.Child("desired_cost"), "kubejobs_cost needs cluster_info_url and desired_cost"))
+	}
+	cp := root.Child("control_parameters")
+	c := pi.ControlParameters
+	if c == nil {
+		errs = append(errs, field.Required(cp, ""))
+		c = &controlParameters{}
+	}
+	strategy := c.ScheduleStrategy
+	if strategy == "" {
+		strategy = "default" // Asperathos' controller would refuse the job and run it unscaled
+	}
+	oneOf(cp.Child("schedule_strategy"), strategy, asperathosStrategies, true)
+	oneOf(cp.Child("actuator"), c.Actuator, asperathosActuators, false)
+	oneOf(cp.Child("metric_source"), c.MetricSource, asperathosMetricSources, false)
+	if c.MinRep == nil {
+		errs = append(errs, field.Required(cp.Child("min_rep"), ""))
+	} else if *c.MinRep < 1 {
+		errs = append(errs, field.Invalid(cp.Child("min_rep"), *c.MinRep, "must be greater than 0"))
+	}
+	if c.MaxRep == nil {
+		errs = append(errs, field.Required(cp.Child("max_rep"), ""))
+	} else if c.MinRep != nil && *c.MaxRep < *c.MinRep {
+		errs = append(errs, field.Invalid(cp.Child("max_rep"), *c.MaxRep, `must be greater or equal than "min_rep"`))
+	}
+	if c.CheckInterval != nil && *c.CheckInterval < 1 {
+		errs = append(errs, field.Invalid(cp.Child("check_interval"), *c.CheckInterval, "must be at least 1 second"))
+	}
+	if strategy == "pid" {
+		h := c.HeuristicOptions
+		if h == nil || h.ProportionalGain == nil || h.DerivativeGain == nil || h.IntegralGain == nil {
+			errs = append(errs, field.Required(cp.Child("heuristic_options"), "pid needs proportional_gain, derivative_gain and integral_gain"))
+		}
+	}
+	if pi.JobResourcesLifetime != nil && *pi.JobResourcesLifetime < 0 {
+		errs = append(errs, field.Invalid(root.Child("job_resources_lifetime"), *pi.JobResourcesLifetime, "must not be negative"))
+	}
+	if r := pi.K8sResourcesControl; r != nil && (r.Limits == nil || r.Requests == nil) {
+		errs = append(errs, field.Required(root.Child("k8s_resources_control"), "needs both limits and requests"))
+	}
+	if len(errs) > 0 {
+		return schemas.JobSpec{}, errs
+	}
+
+	params, _ := json.Marshal(controllerParams{ActuationSize: c.ActuationSize, TriggerUp: c.TriggerUp,
+		TriggerDown: c.TriggerDown, HeuristicOptions: c.HeuristicOptions, Actuator: c.Actuator, MetricSource: c.MetricSource})
+	spec := schemas.JobSpec{
+		Mode:     schemas.Batch,
+		Deadline: schemas.Deadline{After: schemas.Duration(time.Duration(*pi.MonitorInfo.ExpectedTime) * time.Second)},
+		Workload: schemas.Workload{URL: pi.RedisWorkload},
+		Worker: schemas.WorkerSpec{Image: pi.Img, Command: pi.Cmd, Env: map[string]string{},
+			ImagePullSecrets: pi.Secrets},
+		Replicas:   schemas.Replicas{Min: *c.MinRep, Max: *c.MaxRep, Initial: *pi.InitSize},
+		Controller: schemas.ControllerSpec{Name: strategy, Params: params},
+		Actuator:   schemas.ActuatorSpec{Cluster: pi.ClusterName},
+		Labels:     map[string]string{"asperathos/monitor_plugin": pi.MonitorPlugin},
+	}
+	if spec.Replicas.Initial > spec.Replicas.Max {
+		spec.Replicas.Max = spec.Replicas.Initial // Asperathos starts init_size pods whatever max_rep says
+	}
+	if c.CheckInterval != nil {
+		spec.Controller.CheckInterval = schemas.Duration(time.Duration(*c.CheckInterval) * time.Second)
+	}
+	for k, v := range pi.EnvVars {
+		spec.Worker.Env[k] = v
+	}
+	if pi.ConfigID != nil {
+		spec.Worker.Env["SCONE_CONFIG_ID"] = fmt.Sprint(pi.ConfigID)
+	}
+	if pi.JobResourcesLifetime != nil {
+		spec.ResourcesLifetime = schemas.Duration(time.Duration(*pi.JobResourcesLifetime) * time.Second)
+	}
+	if pi.TerminationGracePeriodSeconds != nil {
+		spec.Worker.TerminationGrace = schemas.Duration(time.Duration(*pi.TerminationGracePeriodSeconds) * time.Second)
+	}
+	if len(pi.Selectors) > 0 {
+		spec.Worker.NodeSelector = map[string]string{}
+		for _, s := range pi.Selectors {
+			spec.Worker.NodeSelector[strings.ToLower(fmt.Sprint(s.Key))] = fmt.Sprint(s.Value)
+		}
+	}
+	if r := pi.K8sResourcesControl; r != nil {
+		spec.Worker.Resources = &schemas.Resources{Limits: stringMap(r.Limits), Requests: stringMap(r.Requests)}
+	}
+	if pi.EnableVisualizer != nil && *pi.EnableVisualizer {
+		spec.Labels["asperathos/visualizer"] = pi.VisualizerPlugin
+	}
+	return spec, nil
+}
+
+// asperathosPaths maps Pace spec paths to the Asperathos fields they came from.
+var asperathosPaths = map[string]string{
+	"spec.deadline":                  "plugin_info.monitor_info.expected_time",
+	"spec.workload":                  "plugin_info.redis_workload",
+	"spec.workload.url":              "plugin_info.redis_workload",
+	"spec.replicas.min":              "plugin_info.control_parameters.min_rep",
+	"spec.replicas.max":              "plugin_info.control_parameters.max_rep",
+	"spec.replicas.initial":          "plugin_info.init_size",
+	"spec.controller.name":           "plugin_info.control_parameters.schedule_strategy",
+	"spec.controller.check_interval": "plugin_info.control_parameters.check_interval",
+	"spec.worker.image":              "plugin_info.img",
+	"spec.actuator.cluster":          "plugin_info.cluster_name",
+	"spec.resources_lifetime":        "plugin_info.job_resources_lifetime",
+}
+
+func stringMap(m map[string]any) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,66 @@
+package manager
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Config holds the manager's settings.
+type Config struct {
+	// MaxBodyBytes bounds a request body; 0 means 8 MiB.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// MaxWorkloadBytes bounds a downloaded or read workload; 0 means 64 MiB.
+	MaxWorkloadBytes int64 `json:"max_workload_bytes,omitempty"`
+	// WorkloadTimeout bounds a workload download; 0 means 30s.
+	WorkloadTimeout time.Duration `json:"workload_timeout,omitempty"`
+	// WorkloadDir is where workload.file paths are read from; empty
+	// refuses file workloads (clients send items inline).
+	WorkloadDir string `json:"workload_dir,omitempty"`
+	// RequestTimeout bounds every request but a followed log; 0 means 60s.
+	RequestTimeout time.Duration `json:"request_timeout,omitempty"`
+	// Interval is how often running jobs are checked for completion and
+	// finished ones for cleanup; 0 means 1s.
+	Interval time.Duration `json:"interval,omitempty"`
+	// Open runs the API without authentication: every caller may see and
+	// change every job. Without it anonymous callers are refused.
+	Open bool `json:"open,omitempty"`
+	// VisualizerURL is the base URL of the web UI; empty when there is none.
+	VisualizerURL string `json:"visualizer_url,omitempty"`
+}
+
+// Defaults returns c with zero fields set to their defaults.
+func (c Config) Defaults() Config {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 8 << 20
+	}
+	if c.MaxWorkloadBytes == 0 {
+		c.MaxWorkloadBytes = 64 << 20
+	}
+	if c.WorkloadTimeout == 0 {
+		c.WorkloadTimeout = 30 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 60 * time.Second
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Second
+	}
+	return c
+}
+
+// Validate reports every invalid setting of a defaulted Config.
+func (c Config) Validate() (errs field.ErrorList) {
+	for name, v := range map[string]int64{"max_body_bytes": c.MaxBodyBytes, "max_workload_bytes": c.MaxWorkloadBytes} {
+		if v <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath(name), v, "must be positive"))
+		}
+	}
+	for name, v := range map[string]time.Duration{"workload_timeout": c.WorkloadTimeout,
+		"request_timeout": c.RequestTimeout, "interval": c.Interval} {
+		if v <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath(name), v.String(), "must be positive"))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,347 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// emit publishes ev, then applies it to the job's record with
+// compare-and-set, and logs it on the job's log.
+func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
+	if ev.At.IsZero() {
+		ev.At = m.clock.Now()
+	}
+	seq, err := m.bus.PublishJobEvent(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := m.bus.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		return applyEvent(cur, ev, seq), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	line := string(ev.Type)
+	if ev.Reason != "" {
+		line += ": " + ev.Reason
+	}
+	if err := m.bus.PublishLog(ctx, &schemas.LogLine{Job: ev.Job, At: ev.At, Source: "manager", Line: line}); err != nil {
+		m.log.Warn("job log line lost", "job", ev.Job, "err", err)
+	}
+	return rec, nil
+}
+
+// applyEvent returns the record after ev (stream sequence seq), or nil when
+// ev changes nothing: it is older than the record, or a state change of a
+// finished job. It is deterministic, so replaying events rebuilds a record.
+func applyEvent(cur *schemas.JobRecord, ev *schemas.JobEvent, seq uint64) *schemas.JobRecord {
+	if cur == nil {
+		if ev.Type != schemas.EventCreated || ev.Spec == nil {
+			return nil
+		}
+		return &schemas.JobRecord{ID: ev.Job, Spec: *ev.Spec, State: schemas.Created, Format: ev.Format,
+			Total: ev.Total, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
+	}
+	if seq <= cur.Seq {
+		return nil
+	}
+	next := *cur
+	next.Seq = seq
+	switch ev.Type {
+	case schemas.EventCreated, schemas.EventDeleted:
+		return nil
+	case schemas.EventStarted:
+		if cur.State != schemas.Created {
+			return nil
+		}
+		next.State, next.StartedAt, next.Total, next.Replicas = schemas.Ongoing, ev.At, ev.Total, ev.Replicas
+	case schemas.EventScaled:
+		next.Replicas = ev.Replicas
+	case schemas.EventStopping:
+		if cur.State.Final() {
+			return nil
+		}
+		next.StopRequested = true
+		next.Reason = ev.Reason
+	case schemas.EventCleaned:
+		if !cur.State.Final() {
+			return nil
+		}
+		next.CleanedAt = ev.At
+	default: // completed, failed, stopped, terminated, error
+		if cur.State.Final() {
+			return nil
+		}
+		next.State, next.FinishedAt, next.Reason = ev.State, ev.At, ev.Reason
+	}
+	return &next
+}
+
+// Job returns a job the user may see.
+func (m *Manager) Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+	rec, err := m.bus.Status(ctx, id)
+	if errors.Is(err, bus.ErrJobNotFound) {
+		return nil, apiError(http.StatusNotFound, "job %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !m.callerOf(u).owns(rec) {
+		// Other users' jobs are not revealed, not even their existence.
+		return nil, apiError(http.StatusNotFound, "job %s not found", id)
+	}
+	return rec, nil
+}
+
+// Jobs returns the jobs the user may see.
+func (m *Manager) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error) {
+	all, err := m.bus.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	who := m.callerOf(u)
+	out := all[:0]
+	for _, rec := range all {
+		if who.owns(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// changer returns the job for a state-changing request, refusing anonymous
+// callers when the API is not open.
+func (m *Manager) changer(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+	if u.IsAnonymous() && !m.cfg.Open {
+		return nil, apiError(http.StatusUnauthorized, "changing a job needs credentials")
+	}
+	return m.Job(ctx, u, id)
+}
+
+// Stop stops a job: a batch job's queued items are dropped, a streaming job
+// takes no new items; items in flight finish, then the job is stopped.
+func (m *Manager) Stop(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+	rec, err := m.changer(ctx, u, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State.Final() {
+		return nil, apiError(http.StatusConflict, "job %s is already %s", id, rec.State)
+	}
+	if rec.StopRequested {
+		return rec, nil
+	}
+	rec, err = m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventStopping, State: rec.State,
+		Reason: "stop requested by " + u.Name})
+	if err != nil {
+		return nil, err
+	}
+	if rec.Spec.Mode == schemas.Batch {
+		if _, err := m.bus.DropQueued(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	m.log.Info("job stopping", "job", id, "by", u.Name)
+	return rec, nil
+}
+
+// Terminate ends a job at once: its queue is released and actuators
+// delete its workers on the terminated event.
+func (m *Manager) Terminate(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+	rec, err := m.changer(ctx, u, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State.Final() {
+		return nil, apiError(http.StatusConflict, "job %s is already %s", id, rec.State)
+	}
+	if err := m.bus.ReleaseWork(ctx, id); err != nil {
+		return nil, err
+	}
+	m.log.Info("job terminated", "job", id, "by", u.Name)
+	return m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated, State: schemas.Terminated,
+		Reason: "terminated by " + u.Name})
+}
+
+// Delete removes a finished job and everything stored about it. A job
+// that is not finished is refused with 409.
+func (m *Manager) Delete(ctx context.Context, u auth.User, id string) error {
+	rec, err := m.changer(ctx, u, id)
+	if err != nil {
+		return err
+	}
+	if !rec.State.Final() {
+		return apiError(http.StatusConflict, "job %s is %s: stop or terminate it before deleting it", id, rec.State)
+	}
+	if err := m.bus.PurgeJob(ctx, id); err != nil {
+		return err
+	}
+	if _, err := m.bus.PublishJobEvent(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventDeleted, State: rec.State,
+		At: m.clock.Now(), Reason: "deleted by " + u.Name}); err != nil {
+		m.log.Warn("deleted event lost", "job", id, "err", err)
+	}
+	m.log.Info("job deleted", "job", id, "by", u.Name)
+	return nil
+}
+
+// DeleteFinished deletes every finished job the user may change and
+// returns the ids deleted and those kept (still running).
+func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kept []string, err error) {
+	if u.IsAnonymous() && !m.cfg.Open {
+		return nil, nil, apiError(http.StatusUnauthorized, "deleting jobs needs credentials")
+	}
+	jobs, err := m.Jobs(ctx, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, rec := range jobs {
+		if !rec.State.Final() {
+			kept = append(kept, rec.ID)
+			continue
+		}
+		if err := m.Delete(ctx, u, rec.ID); err != nil {
+			return deleted, kept, err
+		}
+		deleted = append(deleted, rec.ID)
+	}
+	return deleted, kept, nil
+}
+
+// Run recovers the jobs' records from their events, serves submissions and
+// commands over NATS, and checks jobs every Config.Interval until ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	if err := m.Recover(ctx); err != nil {
+		return err
+	}
+	stopNATS, err := m.serveNATS(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	t := m.clock.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	m.Reconcile(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			m.Reconcile(ctx)
+		}
+	}
+}
+
+// Recover applies every stored event that a record has not seen yet, so
+// that records lost or behind (a crash between event and update) catch up.
+func (m *Manager) Recover(ctx context.Context) error {
+	applied := 0
+	for ev, err := range m.bus.JobEvents(ctx, "", false) {
+		if err != nil {
+			return fmt.Errorf("recover jobs: %w", err)
+		}
+		changed := false
+		_, err := m.bus.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+			if ev.Type == schemas.EventDeleted {
+				return nil, nil
+			}
+			next := applyEvent(cur, ev.JobEvent, ev.Seq)
+			changed = next != nil
+			return next, nil
+		})
+		if err != nil {
+			return fmt.Errorf("recover job %s: %w", ev.Job, err)
+		}
+		if changed {
+			applied++
+		}
+	}
+	m.log.Info("jobs recovered", "events_applied", applied)
+	return nil
+}
+
+// Reconcile checks every job once: running jobs for completion or a
+// drained stop, jobs interrupted while being created, and finished jobs
+// due for cleanup. Errors are logged; the next pass retries.
+func (m *Manager) Reconcile(ctx context.Context) {
+	m.reconciling.Lock()
+	defer m.reconciling.Unlock()
+	jobs, err := m.bus.Jobs(ctx)
+	if err != nil {
+		m.log.Warn("job check failed", "err", err)
+		return
+	}
+	for _, rec := range jobs {
+		if err := m.reconcileJob(ctx, rec); err != nil && ctx.Err() == nil {
+			m.log.Warn("job check failed", "job", rec.ID, "err", err)
+		}
+	}
+}
+
+func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error {
+	switch rec.State {
+	case schemas.Created:
+		m.mu.Lock()
+		busy := m.submitting[rec.ID]
+		m.mu.Unlock()
+		if !busy {
+			_, err := m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventError, State: schemas.Error,
+				Reason: "interrupted while its workload was being queued"})
+			return err
+		}
+		return nil
+	case schemas.Ongoing:
+		if rec.StopRequested && rec.Spec.Mode == schemas.Batch {
+			// Items a failed worker returned after the stop are dropped too.
+			if _, err := m.bus.DropQueued(ctx, rec.ID); err != nil {
+				return err
+			}
+		}
+		ws, err := m.bus.JobWork(ctx, rec.ID)
+		if err != nil {
+			return err
+		}
+		ev := finished(rec, ws)
+		if ev == nil {
+			return nil
+		}
+		ev.Job = rec.ID
+		_, err = m.emit(ctx, ev)
+		if err == nil {
+			m.log.Info("job finished", "job", rec.ID, "state", ev.State, "results", ws.Results, "dead", ws.Dead)
+		}
+		return err
+	}
+	if rec.CleanedAt.IsZero() && !m.clock.Now().Before(rec.FinishedAt.Add(rec.Spec.ResourcesLifetime.D())) {
+		if err := m.bus.ReleaseWork(ctx, rec.ID); err != nil {
+			return err
+		}
+		_, err := m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventCleaned, State: rec.State,
+			Reason: "resources released"})
+		return err
+	}
+	return nil
+}
+
+// finished returns the event that ends an ongoing job, or nil while it runs.
+func finished(rec *schemas.JobRecord, ws bus.WorkState) *schemas.JobEvent {
+	switch {
+	case rec.StopRequested && ws.InFlight == 0 && ws.Pending == 0:
+		return &schemas.JobEvent{Type: schemas.EventStopped, State: schemas.Stopped,
+			Reason: fmt.Sprintf("stopped: %d results, %d dead letters", ws.Results, ws.Dead)}
+	case rec.StopRequested || rec.Spec.Mode != schemas.Batch:
+		return nil
+	case ws.Results+ws.Dead < rec.Total:
+		return nil
+	case ws.Dead > 0:
+		return &schemas.JobEvent{Type: schemas.EventFailed, State: schemas.Failed,
+			Reason: fmt.Sprintf("%d of %d items dead-lettered", ws.Dead, rec.Total)}
+	}
+	return &schemas.JobEvent{Type: schemas.EventCompleted, State: schemas.Completed,
+		Reason: fmt.Sprintf("all %d items have a result", rec.Total)}
+}

@@ -1,0 +1,335 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Users checks the username/password pairs of Asperathos submissions
+// (enable_auth): the password is the user's bearer token.
+// *auth.TokenFile implements it.
+type Users interface {
+	Lookup(token string) (auth.User, bool)
+}
+
+// Manager runs the job lifecycle. Its methods are safe for concurrent use.
+type Manager struct {
+	bus        *bus.Client
+	cfg        Config
+	clock      clock.WithTicker
+	log        *slog.Logger
+	users      Users
+	authn      auth.Authenticator
+	httpClient *http.Client
+	random     io.Reader
+
+	// mu guards submitting: the jobs this process is creating.
+	mu         sync.Mutex
+	submitting map[string]bool
+
+	reconciling sync.Mutex // one reconcile pass at a time
+}
+
+// Option configures New.
+type Option func(*Manager) error
+
+// WithClock sets the clock (default: the real one).
+func WithClock(c clock.WithTicker) Option { return func(m *Manager) error { m.clock = c; return nil } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(m *Manager) error { m.log = l; return nil } }
+
+// WithUsers sets the user table of Asperathos enable_auth submissions.
+func WithUsers(u Users) Option { return func(m *Manager) error { m.users = u; return nil } }
+
+// WithAuthenticator sets who NATS requests come from (their Authorization
+// header); HTTP requests are authenticated by auth.Middleware.
+func WithAuthenticator(a auth.Authenticator) Option {
+	return func(m *Manager) error { m.authn = a; return nil }
+}
+
+// WithHTTPClient sets the client that downloads workloads.
+func WithHTTPClient(c *http.Client) Option {
+	return func(m *Manager) error { m.httpClient = c; return nil }
+}
+
+// WithRandom sets the source of job ids (default: crypto/rand).
+func WithRandom(r io.Reader) Option { return func(m *Manager) error { m.random = r; return nil } }
+
+// New returns a manager of the jobs on c's bus.
+func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
+	cfg = cfg.Defaults()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("manager config: %w", errs.ToAggregate())
+	}
+	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
+		httpClient: http.DefaultClient, random: rand.Reader, submitting: map[string]bool{}}
+	for _, opt := range opts {
+		if err := opt(m); err != nil {
+			return nil, err
+		}
+	}
+	m.log = m.log.With("stage", "manager")
+	return m, nil
+}
+
+// caller is who asks: the authenticated user and whether it may act on
+// every job.
+type caller struct {
+	user  auth.User
+	admin bool
+}
+
+func (m *Manager) callerOf(u auth.User) caller {
+	return caller{user: u, admin: m.cfg.Open || u.IsAdmin()}
+}
+
+func (c caller) owns(rec *schemas.JobRecord) bool { return c.admin || rec.Spec.Owner == c.user.Name }
+
+// submission is a parsed, validated job document.
+type submission struct {
+	spec   schemas.JobSpec
+	format string
+	items  []string
+	owner  caller
+}
+
+// Formats of submitted documents.
+const (
+	FormatPace       = "pace"
+	FormatAsperathos = "asperathos"
+)
+
+// Submit validates a job document (Pace's spec as JSON or YAML, or an
+// Asperathos kubejobs submission), loads its workload and creates the job.
+// A refused document returns a *schemas.APIError listing every invalid
+// field; nothing is written to the bus for it.
+func (m *Manager) Submit(ctx context.Context, u auth.User, doc []byte, contentType string) (*schemas.JobRecord, error) {
+	sub, err := m.parse(ctx, m.callerOf(u), doc, contentType)
+	if err != nil {
+		return nil, err
+	}
+	return m.create(ctx, sub)
+}
+
+// parse turns a document into a submission, or a *schemas.APIError.
+func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType string) (*submission, error) {
+	mt := "application/json"
+	if contentType != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
+			return nil, apiError(http.StatusUnsupportedMediaType, "content type %q: %v", contentType, err)
+		}
+	}
+	switch mt {
+	case "application/json":
+	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
+		j, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, invalid(field.ErrorList{field.Invalid(field.NewPath("body"), "", "invalid YAML: "+err.Error())})
+		}
+		doc = j
+	default:
+		return nil, apiError(http.StatusUnsupportedMediaType, "content type %q: send application/json or application/yaml", mt)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil {
+		return nil, invalid(field.ErrorList{field.Invalid(field.NewPath("body"), "", "invalid JSON: must be an object: "+err.Error())})
+	}
+	_, hasPlugin := top["plugin"]
+	_, hasInfo := top["plugin_info"]
+	sub := &submission{owner: who}
+	var errs field.ErrorList
+	if hasPlugin || hasInfo {
+		sub.format = FormatAsperathos
+		var d asperathosDoc
+		if errs = decodeStrict(doc, &d, nil); len(errs) > 0 {
+			return nil, invalid(errs)
+		}
+		if d.EnableAuth != nil && *d.EnableAuth && d.Username != "" {
+			u, ok := auth.User{}, false
+			if m.users != nil {
+				u, ok = m.users.Lookup(d.Password)
+			}
+			if !ok || u.Name != d.Username {
+				return nil, apiError(http.StatusUnauthorized, "username or password rejected")
+			}
+			sub.owner = m.callerOf(u)
+		}
+		sub.spec, errs = asperathosSpec(&d)
+		if len(errs) > 0 {
+			return nil, invalid(errs)
+		}
+	} else {
+		sub.format = FormatPace
+		if errs = decodeStrict(doc, &sub.spec, field.NewPath("spec")); len(errs) > 0 {
+			return nil, invalid(errs)
+		}
+	}
+	if sub.owner.user.IsAnonymous() && !m.cfg.Open {
+		return nil, apiError(http.StatusUnauthorized, "submitting a job needs credentials")
+	}
+	switch owner := sub.spec.Owner; {
+	case owner == "":
+		sub.spec.Owner = sub.owner.user.Name
+	case owner != sub.owner.user.Name && !sub.owner.admin:
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "owner"), "only admins submit jobs for other users"))
+	}
+	sub.spec = sub.spec.WithDefaults()
+	errs = append(errs, sub.spec.Validate()...)
+	errs = append(errs, m.checkPlugins(ctx, &sub.spec)...)
+	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
+	}
+	if len(errs) == 0 && sub.spec.Mode == schemas.Batch {
+		items, ferr := m.loadWorkload(ctx, sub.spec.Workload, field.NewPath("spec", "workload"))
+		if ferr != nil {
+			errs = append(errs, ferr)
+		}
+		sub.items = items
+	}
+	if len(errs) > 0 {
+		if sub.format == FormatAsperathos {
+			for _, e := range errs {
+				if p, ok := asperathosPaths[e.Field]; ok {
+					e.Field = p
+				}
+			}
+		}
+		return nil, invalid(errs)
+	}
+	return sub, nil
+}
+
+// create assigns an id and runs the job's first transitions.
+func (m *Manager) create(ctx context.Context, sub *submission) (*schemas.JobRecord, error) {
+	id := m.newID(sub)
+	m.mu.Lock()
+	m.submitting[id] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.submitting, id)
+		m.mu.Unlock()
+	}()
+	spec := sub.spec
+	spec.Workload.Items = nil // the items live on the queue, not in the record
+	rec, err := m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventCreated, State: schemas.Created,
+		Spec: &spec, Format: sub.format, Total: len(sub.items),
+		Reason: fmt.Sprintf("submitted by %s", sub.owner.user.Name)})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.bus.EnsureWork(ctx, rec); err != nil {
+		return nil, m.fail(ctx, id, err)
+	}
+	if len(sub.items) > 0 {
+		const chunk = 1000
+		for i := 0; i < len(sub.items); i += chunk {
+			items := bus.Items(sub.items[i:min(i+chunk, len(sub.items))]...)
+			for j := range items {
+				items[j].ID = fmt.Sprintf("%06d", i+j+1)
+			}
+			if err := m.bus.PushItems(ctx, id, items); err != nil {
+				return nil, m.fail(ctx, id, err)
+			}
+		}
+	}
+	rec, err = m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventStarted, State: schemas.Ongoing,
+		Total: len(sub.items), Replicas: spec.Replicas.Initial})
+	if err != nil {
+		return nil, m.fail(ctx, id, err)
+	}
+	m.log.Info("job submitted", "job", id, "format", sub.format, "owner", spec.Owner, "mode", spec.Mode, "items", len(sub.items))
+	return rec, nil
+}
+
+// fail puts a job that could not be created in the error state and returns err.
+func (m *Manager) fail(ctx context.Context, job string, err error) error {
+	if _, eerr := m.emit(context.WithoutCancel(ctx), &schemas.JobEvent{Job: job, Type: schemas.EventError,
+		State: schemas.Error, Reason: err.Error()}); eerr != nil {
+		m.log.Error("job error not recorded", "job", job, "err", eerr)
+	}
+	return fmt.Errorf("create job %s: %w", job, err)
+}
+
+func (m *Manager) newID(sub *submission) string {
+	var b [4]byte
+	_, _ = io.ReadFull(m.random, b[:])
+	suffix := hex.EncodeToString(b[:])[:7]
+	if sub.format == FormatAsperathos {
+		return "kj-" + suffix
+	}
+	if slug := slugify(sub.spec.Name); slug != "" {
+		return slug + "-" + suffix
+	}
+	return "job-" + suffix
+}
+
+// slugify keeps the token-safe characters of a job name, lower-cased.
+func slugify(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '_':
+			b.WriteRune(r)
+			dash = false
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+func invalid(errs field.ErrorList) *schemas.APIError {
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return &schemas.APIError{Code: http.StatusBadRequest, Name: errorName(http.StatusBadRequest),
+		Message: "invalid submission: " + strings.Join(msgs, "; "), Details: schemas.FieldErrors(errs)}
+}
+
+func apiError(code int, format string, args ...any) *schemas.APIError {
+	return &schemas.APIError{Code: code, Name: errorName(code), Message: fmt.Sprintf(format, args...)}
+}
+
+// errorName is the Asperathos-style error_name of a status code.
+func errorName(code int) string {
+	return strings.ReplaceAll(strings.ToUpper(http.StatusText(code)), " ", "_")
+}
+
+// asAPIError returns err as an APIError, a 500 for errors that are not.
+func asAPIError(err error) *schemas.APIError {
+	var apiErr *schemas.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	if errors.Is(err, bus.ErrJobNotFound) {
+		return apiError(http.StatusNotFound, "%v", err)
+	}
+	return apiError(http.StatusInternalServerError, "%v", err)
+}

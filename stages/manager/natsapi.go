@@ -1,0 +1,106 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// serveNATS answers submissions on pace.submit and commands on
+// pace.control.stop and pace.control.terminate, with the same code path
+// and errors as the HTTP API. The returned func unsubscribes and waits for
+// running handlers.
+func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
+	nc := m.bus.Conn()
+	p := m.bus.Prefix()
+	var wg sync.WaitGroup
+	handle := func(fn func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error)) nats.MsgHandler {
+		return func(msg *nats.Msg) {
+			wg.Go(func() {
+				rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+				defer cancel()
+				var reply any
+				u, err := m.natsUser(msg)
+				if err == nil {
+					reply, err = fn(rctx, u, msg)
+				}
+				if err != nil {
+					reply = asAPIError(err)
+				}
+				data, _ := json.Marshal(reply)
+				if err := msg.Respond(data); err != nil {
+					m.log.Warn("nats reply lost", "subject", msg.Subject, "err", err)
+				}
+			})
+		}
+	}
+	const queue = "pace-manager"
+	subs := make([]*nats.Subscription, 0, 3)
+	for subject, fn := range map[string]func(context.Context, auth.User, *nats.Msg) (any, error){
+		p.Submit(): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
+			rec, err := m.Submit(ctx, u, msg.Data, msg.Header.Get("Content-Type"))
+			if err != nil {
+				return nil, err
+			}
+			return bus.SubmitReply{JobID: rec.ID, State: string(rec.State)}, nil
+		},
+		p.Control("stop"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
+			return m.command(ctx, u, msg.Data, m.Stop)
+		},
+		p.Control("terminate"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
+			return m.command(ctx, u, msg.Data, m.Terminate)
+		},
+	} {
+		sub, err := nc.QueueSubscribe(subject, queue, handle(fn))
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return nil, err
+		}
+		subs = append(subs, sub)
+	}
+	return func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+		wg.Wait()
+	}, nil
+}
+
+func (m *Manager) command(ctx context.Context, u auth.User, data []byte,
+	fn func(context.Context, auth.User, string) (*schemas.JobRecord, error)) (any, error) {
+	var ref bus.SubmitReply
+	if err := json.Unmarshal(data, &ref); err != nil || ref.JobID == "" {
+		return nil, apiError(http.StatusBadRequest, `want {"job_id": "…"}`)
+	}
+	rec, err := fn(ctx, u, ref.JobID)
+	if err != nil {
+		return nil, err
+	}
+	return bus.SubmitReply{JobID: rec.ID, State: string(rec.State)}, nil
+}
+
+// natsUser authenticates a NATS request like an HTTP one, from its
+// Authorization header.
+func (m *Manager) natsUser(msg *nats.Msg) (auth.User, error) {
+	if m.authn == nil || msg.Header.Get("Authorization") == "" {
+		return auth.AnonymousUser(), nil
+	}
+	r := &http.Request{Header: http.Header{"Authorization": {msg.Header.Get("Authorization")}}}
+	u, ok, err := m.authn.Authenticate(r)
+	if err != nil {
+		return auth.User{}, apiError(http.StatusUnauthorized, "%v", err)
+	}
+	if !ok {
+		return auth.AnonymousUser(), nil
+	}
+	return u, nil
+}

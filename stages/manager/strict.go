@@ -1,0 +1,159 @@
+package manager
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// decodeStrict decodes the JSON document data into dst, a pointer to a
+// struct, and reports every unknown field and every mistyped value with
+// its path at once (encoding/json stops at the first).
+func decodeStrict(data []byte, dst any, root *field.Path) field.ErrorList {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return field.ErrorList{field.Invalid(docPath(root), "", "invalid JSON: "+err.Error())}
+	}
+	if dec.More() {
+		return field.ErrorList{field.Invalid(docPath(root), "", "invalid JSON: more than one document")}
+	}
+	errs := check(v, reflect.TypeOf(dst).Elem(), root)
+	if len(errs) > 0 {
+		return errs
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		return field.ErrorList{field.Invalid(docPath(root), "", err.Error())}
+	}
+	return nil
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// check reports where v, a decoded JSON value, does not fit type t.
+func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
+	if v == nil {
+		return nil // null leaves the zero value
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		b, _ := json.Marshal(v)
+		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+			return field.ErrorList{field.Invalid(p, short(v), err.Error())}
+		}
+		return nil
+	}
+	typeErr := func(want string) field.ErrorList {
+		return field.ErrorList{field.TypeInvalid(docPath(p), short(v), "must be "+want)}
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return typeErr("an object")
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(obj) {
+			f, ok := fields[k]
+			if !ok {
+				errs = append(errs, field.Forbidden(p.Child(k), "unknown field"))
+				continue
+			}
+			errs = append(errs, check(obj[k], f.Type, p.Child(k))...)
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return typeErr("an object")
+		}
+		for _, k := range sortedKeys(obj) {
+			errs = append(errs, check(obj[k], t.Elem(), p.Key(k))...)
+		}
+	case reflect.Slice:
+		arr, ok := v.([]any)
+		if !ok {
+			return typeErr("a list")
+		}
+		for i, e := range arr {
+			errs = append(errs, check(e, t.Elem(), p.Index(i))...)
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return typeErr("a string")
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return typeErr("true or false")
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, ok := v.(json.Number)
+		if !ok {
+			return typeErr("an integer")
+		}
+		if _, err := n.Int64(); err != nil {
+			return typeErr("an integer")
+		}
+	case reflect.Float64, reflect.Float32:
+		if _, ok := v.(json.Number); !ok {
+			return typeErr("a number")
+		}
+	}
+	return errs
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// short renders a bad value for an error message, truncated.
+func short(v any) string {
+	s := fmt.Sprint(v)
+	if b, err := json.Marshal(v); err == nil {
+		s = string(b)
+	}
+	if len(s) > 64 {
+		s = s[:61] + "..."
+	}
+	return s
+}
+
+// docPath names the whole document in errors: root, or "body" when the
+// document's fields are at the top level (root is nil).
+func docPath(root *field.Path) *field.Path {
+	if root == nil {
+		return field.NewPath("body")
+	}
+	return root
+}

@@ -63,6 +63,7 @@ const (
 	starting workerState = iota
 	idle
 	busy
+	draining // asked to stop while busy: finishes its item, then exits
 )
 
 type worker struct {
@@ -115,8 +116,8 @@ func newEngine(s Scenario, ctrl plugin.Controller, seed uint64) *engine {
 		s: s, ctrl: ctrl,
 		frng:    rand.New(rand.NewPCG(seed, 2)),
 		arng:    rand.New(rand.NewPCG(seed, 3)),
-		speeds:  s.Service.speeds(s.Replicas.Max, rand.New(rand.NewPCG(seed, 4))),
-		used:    make([]bool, s.Replicas.Max),
+		speeds:  s.Service.speeds(2*s.Replicas.Max, rand.New(rand.NewPCG(seed, 4))), // draining replicas keep their slot
+		used:    make([]bool, 2*s.Replicas.Max),
 		mon:     monitor{window: s.RateWindow.D()},
 		desired: s.Replicas.Initial,
 	}
@@ -186,6 +187,10 @@ func (e *engine) handle(ev event) error {
 			e.over, e.finishAt = true, e.now
 			return nil
 		}
+		if ev.w.state == draining {
+			e.exit(ev.w)
+			return nil
+		}
 		e.take(ev.w)
 	case evCrash:
 		if ev.w.gen != ev.gen {
@@ -193,6 +198,10 @@ func (e *engine) handle(ev event) error {
 		}
 		e.lost++
 		e.push(event{at: max(e.now, ev.w.takenAt+e.s.Workers.Lease.D()), kind: evLease, item: ev.item})
+		if ev.w.state == draining {
+			e.exit(ev.w)
+			return nil
+		}
 		ev.w.gen++
 		ev.w.state, ev.w.item = starting, -1
 		e.push(event{at: e.now + e.s.Workers.Startup.D(), kind: evReady, w: ev.w, gen: ev.w.gen})
@@ -279,11 +288,11 @@ func (e *engine) take(w *worker) {
 }
 
 // apply sets the number of replicas to n within [min, max]. A scale-down
-// removes starting replicas first, then idle ones, then busy ones, whose
-// items go back to the queue.
+// stops starting replicas first, then idle ones, then busy ones, which drain:
+// they finish their item (SIGTERM-graceful) and then exit.
 func (e *engine) apply(n int) {
 	n = min(max(n, e.s.Replicas.Min), e.s.Replicas.Max)
-	for len(e.workers) < n {
+	for e.pool() < n {
 		slot := slices.Index(e.used, false)
 		e.used[slot] = true
 		e.nextID++
@@ -292,7 +301,7 @@ func (e *engine) apply(n int) {
 		e.push(event{at: e.now + e.s.Workers.Startup.D(), kind: evReady, w: w, gen: w.gen})
 	}
 	e.peak = max(e.peak, len(e.workers))
-	for len(e.workers) > n {
+	for e.pool() > n {
 		victim := -1
 		for _, st := range []workerState{starting, idle, busy} {
 			for i := len(e.workers) - 1; i >= 0; i-- {
@@ -306,24 +315,41 @@ func (e *engine) apply(n int) {
 			}
 		}
 		w := e.workers[victim]
-		e.workers = slices.Delete(e.workers, victim, victim+1)
-		e.used[w.slot] = false
-		e.replicaTime += e.now - w.created
-		w.gen++
 		if w.state == busy {
-			e.redelivered++
-			e.requeue(w.item)
+			w.state = draining
+			continue
+		}
+		e.exit(w)
+	}
+}
+
+// pool is the number of workers not draining.
+func (e *engine) pool() int {
+	n := 0
+	for _, w := range e.workers {
+		if w.state != draining {
+			n++
 		}
 	}
+	return n
+}
+
+// exit removes w and accounts for its lifetime.
+func (e *engine) exit(w *worker) {
+	i := slices.Index(e.workers, w)
+	e.workers = slices.Delete(e.workers, i, i+1)
+	e.used[w.slot] = false
+	e.replicaTime += e.now - w.created
+	w.gen++
 }
 
 func (e *engine) sample() error {
 	live, inFlight := 0, e.lost
 	for _, w := range e.workers {
-		if w.state != starting {
+		if w.state == idle || w.state == busy {
 			live++
 		}
-		if w.state == busy {
+		if w.state == busy || w.state == draining {
 			inFlight++
 		}
 	}

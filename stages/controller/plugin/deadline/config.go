@@ -14,7 +14,7 @@ import (
 type Config struct {
 	// StartupDelay is how long a new worker takes to start; default 10s.
 	StartupDelay schemas.Duration `json:"startup_delay,omitempty"`
-	// RateWindow is the time constant of the throughput estimate; default 30s.
+	// RateWindow is the time constant of the throughput estimate; default 60s.
 	RateWindow schemas.Duration `json:"rate_window,omitempty"`
 	// PriorRate is the per-replica items/s assumed before any is measured; 0: unknown.
 	PriorRate float64 `json:"prior_rate,omitempty"`
@@ -31,7 +31,8 @@ type Config struct {
 	ScaleUpWindow   *schemas.Duration `json:"scale_up_window,omitempty"`
 	ScaleDownWindow *schemas.Duration `json:"scale_down_window,omitempty"`
 	// ToleranceUp and ToleranceDown are the dead-bands (fractions of the
-	// replicas); defaults 0 and 0.1.
+	// replicas); defaults 0 and 0.5. A batch job's work is the same whoever does
+	// it, so a scale-down before the tail saves little and may cost a start-up later.
 	ToleranceUp   *float64 `json:"tolerance_up,omitempty"`
 	ToleranceDown *float64 `json:"tolerance_down,omitempty"`
 	// MaxUpPods and MaxUpPercent limit a scale-up to max(pods, r·percent/100);
@@ -60,7 +61,7 @@ func (c *Config) Defaults() {
 		c.StartupDelay = schemas.Duration(10 * time.Second)
 	}
 	if c.RateWindow == 0 {
-		c.RateWindow = schemas.Duration(30 * time.Second)
+		c.RateWindow = schemas.Duration(60 * time.Second)
 	}
 	if c.CatchUp == 0 {
 		c.CatchUp = schemas.Duration(30 * time.Second)
@@ -69,7 +70,7 @@ func (c *Config) Defaults() {
 	orFloat(&c.LatenessGain, 1)
 	orFloat(&c.MaxCorrection, 0.2)
 	orFloat(&c.ToleranceUp, 0)
-	orFloat(&c.ToleranceDown, 0.1)
+	orFloat(&c.ToleranceDown, 0.5)
 	orDuration(&c.ScaleUpWindow, 0)
 	orDuration(&c.ScaleDownWindow, 10*time.Second)
 	if c.MaxUpPods == 0 {

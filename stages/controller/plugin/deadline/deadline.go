@@ -19,11 +19,21 @@ type Point struct {
 	Replicas float64   `json:"replicas"`
 }
 
+// ScaleUp is a scale-up from Base live replicas to Target, asked for At.
+type ScaleUp struct {
+	At       time.Time `json:"at"`
+	Base     int       `json:"base"`
+	Target   int       `json:"target"`
+	Measured bool      `json:"measured,omitempty"`
+}
+
 // Mark is the part of a sample the rate estimate differentiates.
 type Mark struct {
 	At       time.Time `json:"at"`
 	Finished int       `json:"finished"`
 	Busy     int       `json:"busy"`
+	Live     int       `json:"live"`
+	Steady   bool      `json:"steady,omitempty"`
 }
 
 // State is what the controller remembers between samples.
@@ -38,6 +48,10 @@ type State struct {
 	Busy  float64 `json:"busy"`
 	// LastUpAt is when replicas were last added.
 	LastUpAt time.Time `json:"last_up_at,omitzero"`
+	// Pending is the last scale-up not yet seen live (the job's start counts
+	// as one); Startup the start-up delay measured from them (0: none yet).
+	Pending *ScaleUp      `json:"pending,omitempty"`
+	Startup time.Duration `json:"startup,omitempty"`
 	// Recommendations within the longer stabilization window, oldest first.
 	Recommendations []Point `json:"recommendations,omitempty"`
 }
@@ -65,15 +79,64 @@ func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
 	return &Controller{job: job, cfg: cfg, state: State{Replicas: job.Initial}}, nil
 }
 
-// observe updates the decayed throughput sums with p.
-func (c *Controller) observe(p schemas.Progress) {
+// startup is the start-up delay to plan with: the measured one, else the configured one.
+func (c *Controller) startup() time.Duration {
+	if c.state.Startup > 0 {
+		return c.state.Startup
+	}
+	return c.cfg.StartupDelay.D()
+}
+
+// watchStartup measures the time from a scale-up to its first replica being
+// live. The scale-up stays pending until all its replicas are live, or for
+// three start-up delays (a crashed replica may never show up).
+func (c *Controller) watchStartup(p schemas.Progress) {
 	s := &c.state
-	now := Mark{At: p.At, Finished: p.Done + p.Dead, Busy: min(p.Replicas, p.InFlight)}
-	if s.Prev != nil {
-		dt := p.At.Sub(s.Prev.At).Seconds()
+	if s.Pending == nil && s.Prev == nil && p.Replicas < c.job.Initial {
+		start := p.At // the job's start: a scale-up from 0 to initial
+		if c.job.Expected > 0 {
+			start = p.At.Add(-time.Duration(p.TimeProgress * float64(c.job.Expected)))
+		}
+		s.Pending = &ScaleUp{At: start, Base: 0, Target: c.job.Initial}
+	}
+	up := s.Pending
+	if up == nil {
+		return
+	}
+	took := p.At.Sub(up.At)
+	if !up.Measured && p.Replicas > up.Base {
+		up.Measured = true
+		if s.Startup == 0 {
+			s.Startup = took
+		} else {
+			s.Startup = (s.Startup + took) / 2
+		}
+	}
+	if p.Replicas >= up.Target || (up.Measured && took > 3*c.startup()) {
+		s.Pending = nil
+	}
+}
+
+// observe updates the decayed throughput sums with p. Busy replicas are the
+// live ones holding an item; when no scale-up is pending, replicas missing
+// from the live count are restarting after a crash and count as busy too:
+// the rate is then per replica paid for. While a scale-up is pending, an
+// interval over which the live count changed is skipped, as replicas that
+// joined part-way would bias it.
+func (c *Controller) observe(p schemas.Progress, r int) {
+	s := &c.state
+	c.watchStartup(p)
+	busy := min(p.Replicas, p.InFlight)
+	steady := s.Pending == nil
+	if steady {
+		busy += max(0, r-p.Replicas)
+	}
+	now := Mark{At: p.At, Finished: p.Done + p.Dead, Busy: busy, Live: p.Replicas, Steady: steady}
+	if prev := s.Prev; prev != nil && (prev.Live == now.Live || (steady && prev.Steady)) {
+		dt := p.At.Sub(prev.At).Seconds()
 		decay := math.Exp(-dt / c.cfg.RateWindow.D().Seconds())
-		s.Items = s.Items*decay + float64(max(0, now.Finished-s.Prev.Finished))
-		s.Busy = s.Busy*decay + dt*float64(s.Prev.Busy+now.Busy)/2
+		s.Items = s.Items*decay + float64(max(0, now.Finished-prev.Finished))
+		s.Busy = s.Busy*decay + dt*float64(prev.Busy+now.Busy)/2
 	}
 	s.Prev = &now
 }
@@ -83,8 +146,6 @@ func (c *Controller) rate(p schemas.Progress) (float64, string) {
 	switch {
 	case c.state.Items > 0 && c.state.Busy > 0:
 		return c.state.Items / c.state.Busy, "measured"
-	case p.PerReplica > 0:
-		return p.PerReplica, "processor's per_replica"
 	case c.cfg.PriorRate > 0:
 		return c.cfg.PriorRate, "prior_rate"
 	}
@@ -105,11 +166,11 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
 	s.LastAt = p.At
-	c.observe(p)
 	r := s.Replicas
 	if r == 0 {
 		r = p.Replicas
 	}
+	c.observe(p, r)
 	mu, src := c.rate(p)
 	in := map[string]float64{"rate": mu, "error": p.Error, "live": float64(p.Replicas)}
 	var pl plan
@@ -125,6 +186,7 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	n = c.job.Clamp(n)
 	if n > r {
 		s.LastUpAt = p.At
+		s.Pending = &ScaleUp{At: p.At, Base: p.Replicas, Target: n}
 	}
 	s.Replicas = n
 	return schemas.Decision{
@@ -147,13 +209,15 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 	case mu <= 0:
 		return plan{want: float64(r), why: fmt.Sprintf("%d items left, no throughput measured yet: hold", rem)}
 	}
-	slack := *c.cfg.Margin + min(*c.cfg.MaxCorrection, *c.cfg.LatenessGain*max(0, -p.Error))
+	d := c.startup().Seconds()
+	// Lateness beyond what the start-up of the first replicas explains.
+	late := max(0, -p.Error-d/c.job.Expected.Seconds())
+	slack := *c.cfg.Margin + min(*c.cfg.MaxCorrection, *c.cfg.LatenessGain*late)
 	t := left*(1-slack) - 1/mu
 	need := float64(rem) / mu
-	d := c.cfg.StartupDelay.D().Seconds()
 	live := float64(p.Replicas)
 	starting := float64(max(0, r-p.Replicas))
-	startLeft := math.Max(0, c.state.LastUpAt.Add(c.cfg.StartupDelay.D()).Sub(p.At).Seconds())
+	startLeft := math.Max(0, c.state.LastUpAt.Add(c.startup()).Sub(p.At).Seconds())
 	in["slack"], in["need"], in["starting"] = slack, need, starting
 	head := fmt.Sprintf("%d items left at %.3g items/s per replica (%s), %.1fs to deadline, slack %.0f%%", rem, mu, src, left, slack*100)
 	switch {

@@ -12,17 +12,20 @@
 //	busy  ← busy·e^(−Δt/τ)  + Δt·(b₀ + b₁)/2,   b = min(replicas, in_flight)
 //	μ = items / busy
 //
-// b counts busy workers, so idle replicas at the tail or under light streaming
+// An interval over which the live replica count changed is skipped (replicas
+// that joined part-way would bias it). b counts busy workers, so idle replicas at the tail or under light streaming
 // load do not dilute the rate; the ratio of sums is robust to heavy-tailed item
-// times. Before anything has finished μ is prior_rate, or the processor's
-// per_replica, or unknown (then the controller holds the current count).
+// times. Before a steady interval has been measured μ is prior_rate, or
+// unknown (then the controller holds the current count): the processor's
+// per_replica is not used, as its window spans replicas still starting.
 //
 // # Batch: feed-forward
 //
 // With R items unfinished, T = expected·(1 − time_progress) the time left,
 // c live replicas, k replicas asked for but not yet live, d the start-up delay:
 //
-//	slack = margin + min(max_correction, lateness_gain·max(0, −error))
+//	late  = max(0, −error − startup_delay/expected)
+//	slack = margin + min(max_correction, lateness_gain·late)
 //	T'    = T·(1 − slack) − 1/μ             (the last item must also finish)
 //	need  = R/μ  replica-seconds
 //	n     = ceil(need/T')                                if c·T' ≥ need
@@ -30,7 +33,8 @@
 //
 // New replicas only work T' − d, so the start-up delay is paid for explicitly.
 // The lateness correction is the bounded integral-like term: the later the job
-// already is (error < 0, Asperathos' sign), the more slack is planned. When
+// already is (error < 0, Asperathos' sign) beyond what the first replicas'
+// start-up explains, the more slack is planned. When
 // T' ≤ d new replicas would arrive too late; when T' ≤ 0 the deadline is lost:
 // in both cases the controller asks for max (least lateness) and says so.
 //

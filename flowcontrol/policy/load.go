@@ -165,7 +165,18 @@ func splitDocuments(r io.Reader) ([][]byte, error) {
 func (o Objects) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
 	emit := func(v any) error {
-		b, err := yaml.Marshal(v)
+		js, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(js, &m); err != nil {
+			return err
+		}
+		if st, ok := m["status"].(map[string]any); ok && len(st) == 0 {
+			delete(m, "status") // objects read from files have none
+		}
+		b, err := yaml.Marshal(m)
 		if err != nil {
 			return err
 		}

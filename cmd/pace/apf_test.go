@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func runPace(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestAPFClassifyJSON(t *testing.T) {
+	out, errOut, code := runPace(t, "apf", "classify", "--user", "alice", "--verb", "get", "--resource", "pods", "--namespace", "default", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"flowSchema": "global-default", "priorityLevel": "global-default", "distinguisher": "alice",
+		"hash": 17644606172554983095.0, "hand": []any{55.0, 62.0, 126.0, 125.0, 105.0, 1.0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out, `"hash":17644606172554983095`) {
+		t.Errorf("hash not printed exactly: %s", out)
+	}
+}
+
+func TestAPFClassifySeedExample(t *testing.T) {
+	out, errOut, code := runPace(t, "apf", "classify", "--user", "system:serviceaccount:default:default", "--group", "system:serviceaccounts",
+		"--verb", "list", "--resource", "events", "--namespace", "default", "--config", "../../examples/flowcontrol/list-events-default-service-account.yaml", "-o", "json")
+	if code != exitOK || !strings.Contains(out, `"flowSchema":"list-events-default-service-account","priorityLevel":"catch-all"`) {
+		t.Errorf("exit %d, out %s, err %s", code, out, errOut)
+	}
+}
+
+func TestAPFValidate(t *testing.T) {
+	for _, f := range []string{"health-for-strangers.yaml", "list-events-default-service-account.yaml"} {
+		if _, errOut, code := runPace(t, "apf", "validate", "../../examples/flowcontrol/"+f); code != exitOK {
+			t.Errorf("%s: exit %d: %s", f, code, errOut)
+		}
+	}
+	bad := t.TempDir() + "/bad.yaml"
+	writeFile(t, bad, "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: p}\n"+
+		"spec: {type: Limited, limited: {limitResponse: {type: Queue, queuing: {queues: 4, handSize: 5}}}}\n")
+	out, _, code := runPace(t, "apf", "validate", bad)
+	if code != exitFailure || !strings.Contains(out, "priorityLevelConfigurations[p].spec.limited.limitResponse.queuing.handSize") {
+		t.Errorf("exit %d, out %q; want 1 and the field path", code, out)
+	}
+}
+
+func TestAPFShardingTable(t *testing.T) {
+	out, _, code := runPace(t, "apf", "sharding-table", "--hand", "8", "--queues", "64", "--elephants", "1,4,16")
+	want := "HandSize\tQueues\t1 elephant(s)\t4 elephant(s)\t16 elephant(s)\n8\t64\t2.25929199850899e-10\t0.0004886697053040446\t0.35935114681123076\n"
+	if code != exitOK || out != want {
+		t.Errorf("exit %d, out:\n%s\nwant:\n%s", code, out, want)
+	}
+}
+
+func TestAPFDefaultsRoundTrip(t *testing.T) {
+	out, _, code := runPace(t, "apf", "defaults")
+	if code != exitOK || strings.Count(out, "kind: FlowSchema") != 15 || strings.Count(out, "kind: PriorityLevelConfiguration") != 10 {
+		t.Fatalf("exit %d, %d schemas, %d levels", code, strings.Count(out, "kind: FlowSchema"), strings.Count(out, "kind: PriorityLevelConfiguration"))
+	}
+	f := t.TempDir() + "/d.yaml"
+	writeFile(t, f, out)
+	if _, errOut, code := runPace(t, "apf", "validate", f); code != exitOK {
+		t.Errorf("defaults do not validate: %s", errOut)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+)
+
+// flowcontrolFlags are the API Priority and Fairness flags of pace up and
+// pace gate proxy, with kube-apiserver's names and defaults.
+type flowcontrolFlags struct {
+	config      string
+	tokenFile   string
+	maxInflight int
+	maxMutating int
+	enabled     bool
+}
+
+// add registers the flags; configFlag names the policy file flag
+// ("flowcontrol-config" for pace up, "config" for the proxy).
+func (f *flowcontrolFlags) add(fs *pflag.FlagSet, configFlag string) {
+	fs.StringVar(&f.config, configFlag, "", "FlowSchema and PriorityLevelConfiguration YAML applied over the defaults")
+	fs.StringVar(&f.tokenFile, "token-file", "", `static tokens in kube's --token-auth-file CSV format: token,user,uid,"group1,group2" (none: everyone is system:anonymous)`)
+	fs.IntVar(&f.maxInflight, "max-requests-inflight", 400, "seats for read-only requests (with APF: added to the mutating ones to form the server concurrency limit)")
+	fs.IntVar(&f.maxMutating, "max-mutating-requests-inflight", 200, "seats for mutating requests")
+	fs.BoolVar(&f.enabled, "enable-priority-and-fairness", true, "queue requests by API Priority and Fairness; false: only the two max-inflight limits")
+}
+
+// policy reads the configured objects over the defaults; a bad file is
+// rejected input.
+func (f *flowcontrolFlags) policy() (policy.Objects, error) {
+	objs := policy.Defaults()
+	if f.config == "" {
+		return objs, nil
+	}
+	file, err := policy.LoadFile(f.config)
+	if err != nil {
+		return policy.Objects{}, rejected(err)
+	}
+	return policy.Overlay(objs, file), nil
+}
+
+// authenticator returns the token-file authenticator, or nil when none is
+// configured (everyone is anonymous).
+func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
+	if f.tokenFile == "" {
+		return nil, nil
+	}
+	tf, err := auth.LoadTokenFile(f.tokenFile)
+	if err != nil {
+		return nil, rejected(err)
+	}
+	return tf, nil
+}
+
+// gate builds the APF gate and registers its metrics on reg.
+func (f *flowcontrolFlags) gate(reg prometheus.Registerer) (*apf.Gate, error) {
+	cfg := apf.Config{MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating, Disabled: !f.enabled}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, usageError("flow control flags: %v", errs.ToAggregate())
+	}
+	objs, err := f.policy()
+	if err != nil {
+		return nil, err
+	}
+	m, err := apf.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("flowcontrol metrics: %w", err)
+	}
+	return apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, objs, m)
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// isolationConfig gives elephants and mice a priority level each, with equal
+// shares and neither lending nor borrowing (reference §8.7).
+const isolationConfig = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: elephant}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 100
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {type: Queue, queuing: {queues: 100, handSize: 1, queueLengthLimit: 50}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: mouse}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 100
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {type: Queue, queuing: {queues: 100, handSize: 1, queueLengthLimit: 50}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: elephant}
+spec:
+  matchingPrecedence: 200
+  priorityLevelConfiguration: {name: elephant}
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects: [{kind: User, user: {name: elephant}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: mouse}
+spec:
+  matchingPrecedence: 200
+  priorityLevelConfiguration: {name: mouse}
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects: [{kind: User, user: {name: mouse}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
+`
+
+// slowBackend takes latency per request and integrates each user's
+// concurrency over time.
+type slowBackend struct {
+	latency time.Duration
+	mu      sync.Mutex
+	last    time.Time
+	running map[string]int
+	area    map[string]time.Duration // Σ concurrency × time since reset
+}
+
+func (b *slowBackend) advanceLocked(now time.Time) {
+	for u, n := range b.running {
+		b.area[u] += time.Duration(n) * now.Sub(b.last)
+	}
+	b.last = now
+}
+
+func (b *slowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	user := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	b.mu.Lock()
+	b.advanceLocked(time.Now())
+	b.running[user]++
+	b.mu.Unlock()
+	time.Sleep(b.latency) // the backend's work, as the delaying authorizer of kube's test
+	b.mu.Lock()
+	b.advanceLocked(time.Now())
+	b.running[user]--
+	b.mu.Unlock()
+	_, _ = io.WriteString(w, `{"kind":"NamespaceList","items":[]}`)
+}
+
+// reset starts a measurement window; concurrency returns each user's mean
+// concurrency since then.
+func (b *slowBackend) reset() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.advanceLocked(now)
+	b.area = map[string]time.Duration{}
+	return now
+}
+
+func (b *slowBackend) concurrency(since time.Time) map[string]float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.advanceLocked(now)
+	out := map[string]float64{}
+	for u, a := range b.area {
+		out[u] = float64(a) / float64(now.Sub(since))
+	}
+	return out
+}
+
+func startProxy(t *testing.T, upstream string, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "apf.yaml")
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(cfg, []byte(isolationConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokens, []byte("elephant,elephant,1\nmouse,mouse,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(paceBin, append([]string{"gate", "proxy", "--upstream", upstream, "--listen", addr,
+		"--config", cfg, "--token-file", tokens, "--log-format", "json"}, args...)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("proxy stderr:\n%s", stderr.String())
+		}
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url + "/healthz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy not healthy: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestProxyConcurrencyIsolation replays kube's TestConcurrencyIsolation
+// through pace gate proxy: server limit 10+10, every request takes 200 ms,
+// 55 elephant clients and 3 mouse clients loop for 2 s of warm-up and 6 s of
+// measurement. The elephant level (5 seats: ceil(20×100/ΣNCS)) must stay
+// busy (utilization within 0.05 of 1), the mouse must get its 3 requests in
+// at all times (utilization within 0.05 of 3/5), and nothing is rejected.
+func TestProxyConcurrencyIsolation(t *testing.T) {
+	backend := &slowBackend{latency: 200 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
+	up := httptest.NewServer(backend)
+	defer up.Close()
+	url := startProxy(t, up.URL, "--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var rejected, failed atomic.Int64
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	loop := func(user string) {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, "GET", url+"/api/v1/namespaces", nil)
+			req.Header.Set("Authorization", "Bearer "+user)
+			resp, err := client.Do(req)
+			if err != nil {
+				if ctx.Err() == nil {
+					failed.Add(1)
+				}
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				rejected.Add(1)
+			} else if resp.StatusCode != 200 {
+				failed.Add(1)
+			}
+		}
+	}
+	for i := range 58 {
+		wg.Add(1)
+		if i < 55 {
+			go loop("elephant")
+		} else {
+			go loop("mouse")
+		}
+	}
+	time.Sleep(2 * time.Second) // warm-up; integration timing, not an algorithm test
+	since := backend.reset()
+	time.Sleep(6 * time.Second)
+	got := backend.concurrency(since)
+	cancel()
+	wg.Wait()
+
+	const seats = 5.0
+	elephantUtil, mouseUtil := got["elephant"]/seats, got["mouse"]/seats
+	t.Logf("elephant concurrency %.3f (utilization %.3f), mouse concurrency %.3f (utilization %.3f), rejected %d",
+		got["elephant"], elephantUtil, got["mouse"], mouseUtil, rejected.Load())
+	if math.Abs(elephantUtil-1) > 0.05 {
+		t.Errorf("elephant utilization %.3f, want 1 ± 0.05", elephantUtil)
+	}
+	if math.Abs(mouseUtil-3/seats) > 0.05 {
+		t.Errorf("mouse utilization %.3f, want %.2f ± 0.05", mouseUtil, 3/seats)
+	}
+	if rejected.Load() != 0 || failed.Load() != 0 {
+		t.Errorf("rejected %d, failed %d; want none", rejected.Load(), failed.Load())
+	}
+}

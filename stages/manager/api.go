@@ -296,7 +296,7 @@ func (a *API) readBody(r *http.Request, yamlOK bool) ([]byte, string, error) {
 	if ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		isYAML := mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" || mt == "text/x-yaml"
-		if err != nil || !(mt == "application/json" || (yamlOK && isYAML)) {
+		if err != nil || (mt != "application/json" && (!yamlOK || !isYAML)) {
 			want := "application/json"
 			if yamlOK {
 				want += " or application/yaml"

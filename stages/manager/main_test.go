@@ -62,7 +62,7 @@ func newEnvAt(t *testing.T, srv *bus.Server, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = manager.NewAPI(e.m).Handler()
+	h := manager.NewAPI(e.m).Handler()
 	if !cfg.Open {
 		h = auth.Middleware(tf)(h)
 	}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/stages/manager"
+)
+
+// managerFlags are pace up's flags of the job manager API.
+type managerFlags struct {
+	workloadDir      string
+	maxBody          byteSize
+	maxWorkload      byteSize
+	workloadTimeout  time.Duration
+	resourceInterval time.Duration
+}
+
+func (f *managerFlags) add(fs *pflag.FlagSet) {
+	f.maxBody, f.maxWorkload = 8<<20, 64<<20
+	fs.StringVar(&f.workloadDir, "workload-dir", "", "directory that job specs' workload.file paths are read from (none: refused)")
+	fs.Var(&f.maxBody, "max-body", "largest accepted API request body")
+	fs.Var(&f.maxWorkload, "max-workload", "largest workload downloaded or read for a job")
+	fs.DurationVar(&f.workloadTimeout, "workload-timeout", 30*time.Second, "time limit of a workload download")
+	fs.DurationVar(&f.resourceInterval, "job-check-interval", time.Second, "how often running jobs are checked for completion")
+}
+
+// build returns the manager and its API. authn is the --token-file
+// authenticator; without one the API is open, which is logged as a
+// warning (an error when not on loopback).
+func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr string, log *slog.Logger) (*manager.Manager, *manager.API, error) {
+	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
+		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil}
+	opts := []manager.Option{manager.WithLogger(log)}
+	if authn != nil {
+		opts = append(opts, manager.WithAuthenticator(authn))
+		if users, ok := authn.(manager.Users); ok { // Asperathos enable_auth: password = token
+			opts = append(opts, manager.WithUsers(users))
+		}
+	} else {
+		host, _, _ := net.SplitHostPort(httpAddr)
+		ip := net.ParseIP(host)
+		if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			log.Warn("job API is open: no --token-file, every caller may see and change every job", "http", httpAddr)
+		} else {
+			log.Error("job API is open on a non-loopback address: no --token-file, anyone who reaches it may see and change every job", "http", httpAddr)
+		}
+	}
+	m, err := manager.New(c, cfg, opts...)
+	if err != nil {
+		return nil, nil, usageError("%v", err)
+	}
+	return m, manager.NewAPI(m), nil
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type statusOptions struct {
+	api    apiFlags
+	output string
+}
+
+func newStatusCmd(a *app) *cobra.Command {
+	o := &statusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a job's state and progress",
+		Example: `  pace status kj-3898be2
+  pace status upper-1a2b3c4 -o json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },
+	}
+	o.api.add(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+func (o *statusOptions) run(ctx context.Context, a *app, id string) error {
+	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
+		return err
+	}
+	var raw map[string]any
+	c := o.api.client()
+	if err := c.call(ctx, "GET", "/submissions/"+id, nil, &raw); err != nil {
+		return err
+	}
+	if ok, err := printStructured(a.stdout, o.output, raw); ok {
+		return err
+	}
+	var v jobView
+	if err := c.call(ctx, "GET", "/submissions/"+id, nil, &v); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	row := func(k string, val any) { fmt.Fprintf(tw, "%s:\t%v\n", k, val) }
+	row("ID", v.ID)
+	row("Status", v.Status)
+	if v.StopRequested && !final(v.Status) {
+		row("Stop", "requested")
+	}
+	row("Mode", v.Mode)
+	row("Owner", v.Owner)
+	row("Items", fmt.Sprintf("%d done, %d dead, %d pending, %d in flight, %d total", v.Done, v.Dead, v.Pending, v.InFlight, v.Total))
+	row("Replicas", v.Replicas)
+	if !v.StartedAt.IsZero() {
+		row("Started", v.StartedAt.Format(time.RFC3339))
+	}
+	if !v.Deadline.IsZero() {
+		row("Deadline", v.Deadline.Format(time.RFC3339))
+	}
+	if !v.FinishedAt.IsZero() {
+		row("Finished", v.FinishedAt.Format(time.RFC3339))
+	}
+	if v.Reason != "" {
+		row("Reason", v.Reason)
+	}
+	return tw.Flush()
+}

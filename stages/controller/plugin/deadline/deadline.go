@@ -223,6 +223,10 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 	switch {
 	case t <= 0:
 		return plan{want: float64(c.job.Max), urgent: true, why: head + ": deadline reached, finish as fast as possible"}
+	case live*t >= need && ceil(need/t) < r:
+		// Busy replicas cost only the work they do, which is the same whoever
+		// does it: releasing them early saves nothing and risks a start-up later.
+		return plan{want: float64(r), why: head + fmt.Sprintf(": %.1f replica-seconds of work fit %.2f replicas, but busy replicas cost no more than their work: keep them until the queue drains", need, need/t)}
 	case live*t >= need:
 		return plan{want: need / t, why: head + fmt.Sprintf(": %.1f replica-seconds of work fit %.2f replicas", need, need/t)}
 	case t <= d:

@@ -75,16 +75,29 @@ func TestRecordedSequences(t *testing.T) {
 			reason:  "too late for the deadline; finish as fast as possible",
 		},
 		{
-			// At 10 s the work needs far fewer than 8 replicas, but the 10 s down window
-			// still holds the recommendation of 8 made at 0 s; at 21 s it has passed,
-			// and the scale-down is limited to half the replicas.
-			name: "scale-down stabilization and limit",
+			// The work soon needs far fewer than 8 replicas, but busy replicas of a
+			// batch job cost only their work: no scale-down before the queue drains.
+			name: "batch keeps busy replicas until the tail",
 			job:  plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8},
 			samples: []schemas.Progress{
 				batch(0, 0, 8, 8, 100), batch(10, 80, 8, 8, 20), batch(21, 100, 8, 8, 2),
 			},
-			want:   []int{8, 8, 4},
-			reason: "scale down",
+			want:   []int{8, 8, 8},
+			reason: "keep them until the queue drains",
+		},
+		{
+			// Streaming at 2 items/s per replica: 2/s in needs 1 replica; halving is the
+			// limit per decision (8 → 4 → 2); at 7/s in, 3.5 → 4 at once.
+			name:   "streaming scale-down limit, then scale-up",
+			job:    plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 8},
+			params: `{"prior_rate": 2}`,
+			samples: []schemas.Progress{
+				{Job: "j", At: t0, Mode: schemas.Streaming, Replicas: 8, InputRate: 2},
+				{Job: "j", At: t0.Add(5 * time.Second), Mode: schemas.Streaming, Replicas: 4, InputRate: 2},
+				{Job: "j", At: t0.Add(6 * time.Second), Mode: schemas.Streaming, Replicas: 2, InputRate: 7},
+			},
+			want:   []int{4, 2, 4},
+			reason: "scale up",
 		},
 		{
 			// (10/s in + 60 backlog / 30 s) / 2 per replica = 6.

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/sim"
+)
+
+func newSimCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate controllers on scenario files, without a cluster",
+		Long: `Sim runs the controller plugins against a deterministic discrete-event model
+of workers and a queue (stages/controller/sim). The same seed gives the same
+output, byte for byte.`,
+	}
+	cmd.AddCommand(newSimRunCmd(a), newSimCompareCmd(a))
+	return cmd
+}
+
+type simRunOptions struct {
+	controller string
+	output     string
+}
+
+func newSimRunCmd(a *app) *cobra.Command {
+	o := &simRunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Simulate one scenario with one controller",
+		Long: `Run simulates the scenario file with one controller and prints a summary
+(table), the summary with the sampled time series and the decisions (json),
+or the time series alone (csv).`,
+		Example: `  pace sim run examples/scenarios/04-tight.yaml
+  pace sim run examples/scenarios/01-asperathos-327.yaml --controller default -o json
+  pace sim run examples/scenarios/12-streaming-bursts.yaml -o csv > bursts.csv`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(a, args[0]) },
+	}
+	cmd.Flags().StringVar(&o.controller, "controller", controller.DefaultName, "controller plugin to simulate")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or csv")
+	return cmd
+}
+
+func (o *simRunOptions) run(a *app, path string) error {
+	if !slices.Contains([]string{"table", "json", "csv"}, o.output) {
+		return usageError("--output %q: want table, json or csv", o.output)
+	}
+	reg := controller.Builtin()
+	if _, ok := reg[o.controller]; !ok {
+		return usageError("--controller %q: want one of %v", o.controller, reg.Names())
+	}
+	s, err := sim.Load(path)
+	if err != nil {
+		return rejected(err)
+	}
+	r, err := sim.Run(s, reg, o.controller)
+	if err != nil {
+		return rejected(err)
+	}
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "csv":
+		cw := csv.NewWriter(a.stdout)
+		_ = cw.Write([]string{"t", "job_progress", "time_progress", "error", "replicas", "desired", "done", "queue"})
+		f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+		for _, p := range r.Series {
+			_ = cw.Write([]string{f(p.T), f(p.JobProgress), f(p.TimeProgress), f(p.Error),
+				strconv.Itoa(p.Replicas), strconv.Itoa(p.Desired), strconv.Itoa(p.Done), strconv.Itoa(p.Queue)})
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "scenario\t%s\n", r.Scenario)
+	fmt.Fprintf(tw, "controller\t%s\n", r.Controller)
+	if r.Mode == schemas.Batch {
+		verdict := "deadline met"
+		if !r.Met {
+			verdict = fmt.Sprintf("deadline missed by %.1fs", r.Lateness)
+		}
+		fmt.Fprintf(tw, "result\t%s (finished at %.1fs, deadline %.0fs)\n", verdict, r.Finish, r.Deadline)
+		fmt.Fprintf(tw, "replica-seconds\t%.1f (oracle %.1f, %.2fx)\n", r.ReplicaSeconds, r.Oracle, r.CostVsOracle)
+	} else {
+		fmt.Fprintf(tw, "p99 latency\t%.1fs (target met: %v)\n", r.LatencyP99, r.Met)
+		fmt.Fprintf(tw, "replica-seconds\t%.1f\n", r.ReplicaSeconds)
+	}
+	fmt.Fprintf(tw, "scaling actions\t%d (peak %d replicas, %d redeliveries)\n", r.ScalingActions, r.PeakReplicas, r.Redeliveries)
+	return tw.Flush()
+}
+
+type simCompareOptions struct {
+	scenarios string
+	output    string
+	docs      string
+}
+
+func newSimCompareCmd(a *app) *cobra.Command {
+	o := &simCompareOptions{}
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "Run every scenario with every controller and compare them",
+		Long: `Compare runs each scenario in --scenarios with the default, pid, hpa and
+deadline controllers and prints, per controller, the fraction of feasible
+deadlines met, the geometric mean of replica-seconds over the oracle's, and
+the mean number of scaling actions. With --docs DIR it also writes
+DIR/controllers.md and its SVG plots in DIR/controllers/.`,
+		Example: `  pace sim compare
+  pace sim compare --scenarios examples/scenarios -o json | jq .controllers
+  pace sim compare --docs docs`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(a) },
+	}
+	cmd.Flags().StringVar(&o.scenarios, "scenarios", "examples/scenarios", "directory of scenario YAML files")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVar(&o.docs, "docs", "", "also write controllers.md and plots into this directory")
+	return cmd
+}
+
+func (o *simCompareOptions) run(a *app) error {
+	if o.output != "table" && o.output != "json" {
+		return usageError("--output %q: want table or json", o.output)
+	}
+	scs, err := sim.LoadDir(o.scenarios)
+	if err != nil {
+		return rejected(err)
+	}
+	rep, err := sim.Compare(scs, controller.Builtin(), sim.Controllers, o.docs != "")
+	if err != nil {
+		return err
+	}
+	if o.docs != "" {
+		if err := writeSimDocs(o.docs, rep); err != nil {
+			return err
+		}
+	}
+	for i := range rep.Scenarios { // the printed report carries no series
+		for n, r := range rep.Scenarios[i].Results {
+			r.Series, r.Decisions = nil, nil
+			rep.Scenarios[i].Results[n] = r
+		}
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTROLLER\tFEASIBLE DEADLINES MET\tCOST VS ORACLE\tSCALING ACTIONS\tSTREAMING P99 MET")
+	for _, n := range sim.Controllers {
+		s := rep.Controllers[n]
+		fmt.Fprintf(tw, "%s\t%.0f%%\t%.3f\t%.1f\t%.0f%%\n", n, 100*s.FeasibleDeadlinesMet, s.CostVsOracle, s.ScalingActions, 100*s.StreamingLatencyMet)
+	}
+	return tw.Flush()
+}
+
+// writeSimDocs writes dir/controllers.md and dir/controllers/*.svg.
+func writeSimDocs(dir string, rep sim.Report) error {
+	img := filepath.Join(dir, "controllers")
+	if err := os.MkdirAll(img, 0o755); err != nil {
+		return err
+	}
+	for _, sr := range rep.Scenarios {
+		var b bytes.Buffer
+		sim.PlotScenario(&b, sr, sim.Controllers)
+		if err := os.WriteFile(filepath.Join(img, sr.Name+".svg"), b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		if len(sr.Calibration) > 0 {
+			b.Reset()
+			sim.PlotCalibration(&b, sr)
+			if err := os.WriteFile(filepath.Join(img, sr.Name+"-calibration.svg"), b.Bytes(), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	var b bytes.Buffer
+	sim.Markdown(&b, rep, sim.Controllers, "controllers")
+	return os.WriteFile(filepath.Join(dir, "controllers.md"), b.Bytes(), 0o644)
+}

@@ -15,7 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -28,6 +30,8 @@ type upOptions struct {
 	syncAlways bool
 	prefix     string
 	monitor    monitorFlags
+	fc         flowcontrolFlags
+	manager    managerFlags
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -37,7 +41,8 @@ func newUpCmd(a *app) *cobra.Command {
 		Short: "Start Pace on this machine",
 		Long: `Up starts Pace in one process: an embedded NATS server with JetStream
 (its store in --data), every stream Pace needs, the dead-letter mover, and
-an HTTP server with /healthz, /livez, /readyz and /metrics, and the monitor:
+an HTTP server with /healthz, /livez, /readyz, /metrics and the job API
+(/submissions, /plugins, /openapi.json; see docs/api.md), and the monitor:
 collector, processor and sinks (every job's progress as pace_job_* on /metrics,
 and in InfluxDB with --influx-url; see docs/monitoring.md).
 
@@ -60,6 +65,8 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	f.BoolVar(&o.syncAlways, "sync-always", false, "flush every write to disk before acknowledging it (slower, survives power loss)")
 	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
 	o.monitor.add(f)
+	o.fc.add(f, "flowcontrol-config")
+	o.manager.add(f)
 	return cmd
 }
 
@@ -76,6 +83,15 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		}
 	}
 	if err := o.monitor.validate(); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	gate, err := o.fc.gate(reg) // API Priority and Fairness in front of the HTTP API
+	if err != nil {
+		return err
+	}
+	authn, err := o.fc.authenticator()
+	if err != nil {
 		return err
 	}
 	data, err := filepath.Abs(o.data)
@@ -108,10 +124,20 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", o.http, err)
 	}
-	httpSrv := &http.Server{Handler: opsHandler(c, mon.collectors...), ReadHeaderTimeout: 10 * time.Second}
+	mux := opsHandler(c, reg, mon.collectors...) // other routes are added to mux
+	mgr, api, err := o.manager.build(c, authn, ln.Addr().String(), a.log)
+	if err != nil {
+		return err
+	}
+	api.Register(mux)
+	mux.Handle(apf.DebugPrefix, gate.DebugHandler())
+	handler := auth.Middleware(authn)(gate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.DeadLetters(gctx) })
+	g.Go(func() error { return gate.Run(gctx) })
+	g.Go(func() error { return mgr.Run(gctx) })
 	mon.start(gctx, g)
 	g.Go(func() error {
 		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -139,10 +165,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	return err
 }
 
-// opsHandler serves the health probes and Prometheus metrics, with extra
-// collectors (the monitor's pace_job_* and pace_monitor_* metrics).
-func opsHandler(c *bus.Client, extra ...prometheus.Collector) http.Handler {
-	reg := prometheus.NewRegistry()
+// opsHandler serves the health probes and Prometheus metrics of reg, with
+// extra collectors (the monitor's pace_job_* and pace_monitor_* metrics).
+func opsHandler(c *bus.Client, reg *prometheus.Registry, extra ...prometheus.Collector) *http.ServeMux {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		bus.NewStreamCollector(c))
 	reg.MustRegister(extra...)

@@ -135,7 +135,8 @@ const PaceGroup = "pace.dev"
 //	/{resource}[/{name}[/{subresource}]]
 //
 // (verbs as in KubeResolver: GET without a name is list, or watch with
-// ?watch=true); every other path is a non-resource request (probes,
+// ?watch=true; subresources log, exec, attach, proxy and portforward are
+// long-running and bypass APF); every other path is a non-resource request (probes,
 // /metrics, /debug/...). Pace's manager API uses
 // apf.Resources(apf.PaceGroup, "submissions", "jobs").
 func Resources(group string, resources ...string) Resolver {
@@ -151,6 +152,7 @@ func Resources(group string, resources ...string) Resolver {
 		if len(parts) >= 3 {
 			ri.Subresource = parts[2]
 		}
+		ri.LongRunning = slices.Contains(longRunningSubresources, ri.Subresource)
 		if ri.Name == "" {
 			switch ri.Verb {
 			case "get":

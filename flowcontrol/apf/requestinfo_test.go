@@ -51,7 +51,7 @@ func TestResources(t *testing.T) {
 	}{
 		{"POST", "/submissions", apf.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: apf.PaceGroup, Resource: "submissions"}},
 		{"GET", "/submissions", apf.RequestInfo{IsResourceRequest: true, Verb: "list", APIGroup: apf.PaceGroup, Resource: "submissions"}},
-		{"GET", "/submissions/j1/log", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "log"}},
+		{"GET", "/submissions/j1/log", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "log", LongRunning: true}},
 		{"PUT", "/submissions/j1/stop", apf.RequestInfo{IsResourceRequest: true, Verb: "update", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "stop"}},
 		{"GET", "/healthz", apf.RequestInfo{Verb: "get"}},
 	}

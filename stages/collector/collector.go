@@ -239,12 +239,24 @@ func (c *Collector) round(ctx context.Context) {
 		return
 	}
 	start := c.clk.Now()
+	dead, err := c.deadCounts(ctx, c.prefix.Dead("*"))
+	if err != nil {
+		c.metrics.errors.Add(float64(len(batch)))
+		c.log.Warn("round skipped", "err", err)
+		return
+	}
 	ids := make(chan *job)
+	var mu sync.Mutex
+	var futures []jetstream.PubAckFuture
 	var wg sync.WaitGroup
 	for range min(c.cfg.Concurrency, len(batch)) {
 		wg.Go(func() {
 			for j := range ids {
-				c.collect(ctx, j)
+				if f := c.collect(ctx, j, dead); f != nil {
+					mu.Lock()
+					futures = append(futures, f)
+					mu.Unlock()
+				}
 			}
 		})
 	}
@@ -253,6 +265,17 @@ func (c *Collector) round(ctx context.Context) {
 	}
 	close(ids)
 	wg.Wait()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+			c.metrics.samples.Inc()
+		case err := <-f.Err():
+			c.metrics.errors.Inc()
+			c.log.Warn("sample not stored", "subject", f.Msg().Subject, "err", err)
+		case <-ctx.Done():
+			return
+		}
+	}
 	c.metrics.round.Observe(c.clk.Since(start).Seconds())
 
 	var ended []string
@@ -273,29 +296,22 @@ func (c *Collector) round(ctx context.Context) {
 	}
 }
 
-// collect samples one job and publishes the sample.
-func (c *Collector) collect(ctx context.Context, j *job) {
-	s, err := c.Sample(ctx, &j.rec)
+// collect samples one job and publishes the sample asynchronously.
+func (c *Collector) collect(ctx context.Context, j *job, dead map[string]uint64) jetstream.PubAckFuture {
+	s, err := c.sample(ctx, &j.rec, dead)
+	var f jetstream.PubAckFuture
 	if err == nil {
-		err = c.publish(ctx, s)
+		var msg *nats.Msg
+		if msg, err = bus.NewMsg(ctx, c.prefix.Metrics(s.Job, schemas.RawMetrics), s); err == nil {
+			f, err = c.js.PublishMsgAsync(msg)
+		}
 	}
 	if err != nil {
 		c.metrics.errors.Inc()
 		if ctx.Err() == nil {
 			c.log.Warn("job not sampled", "job", j.rec.ID, "err", err)
 		}
-		return
+		return nil
 	}
-	c.metrics.samples.Inc()
-}
-
-func (c *Collector) publish(ctx context.Context, s *schemas.Sample) error {
-	msg, err := bus.NewMsg(ctx, c.prefix.Metrics(s.Job, schemas.RawMetrics), s)
-	if err != nil {
-		return err
-	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publish sample: %w", err)
-	}
-	return nil
+	return f
 }

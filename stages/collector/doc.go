@@ -10,18 +10,20 @@
 //     at most once per ActivityGap (default Interval/5), so a progress
 //     message follows a queue change well within one interval.
 //
-// One sample costs three JetStream API requests, issued by Concurrency
-// goroutines at once:
+// A round costs one JetStream API request for all its jobs, the dead-letter
+// stream's info filtered on pace.dead.* (one subject per job, so its
+// per-subject counts are every job's dead letters), then two requests per
+// job, issued by Concurrency goroutines at once, and an asynchronous publish:
 //   - consumer info of work-<job> on the work stream: pending = NumPending,
 //     in flight = NumAckPending, redelivered = NumRedelivered;
 //   - consumer info of count-<job> on the results stream: a durable pull
 //     consumer filtered on pace.results.<job>.* that is never fetched, so its
-//     NumPending is the number of results (one subject per item, deduplicated);
-//   - the same, count-<job>, on the dead-letter stream for pace.dead.<job>.
+//     NumPending is the number of results (one subject per item, deduplicated,
+//     which a subject-filtered stream info would list one by one).
 //
-// Streaming jobs with a backlog cost a fourth request: the first stored
+// Streaming jobs with a backlog cost a third request: the first stored
 // message of pace.work.<job>, whose time is the oldest unfinished item's.
-// The counting consumers are created on a job's first sample and deleted
-// when the job ends or is deleted (and swept at start for jobs that ended
-// while no collector ran). Replicas come from worker presence (bus.Presence).
+// The counting consumer is created on a job's first sample and deleted when
+// the job ends or is deleted (and swept at start for jobs that ended while
+// no collector ran). Replicas come from worker presence (bus.Presence).
 package collector

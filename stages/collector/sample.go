@@ -25,9 +25,33 @@ const (
 
 // Sample reads the queue state of the job whose record is rec.
 func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schemas.Sample, error) {
+	dead, err := c.deadCounts(ctx, c.prefix.Dead(rec.ID))
+	if err != nil {
+		return nil, err
+	}
+	return c.sample(ctx, rec, dead)
+}
+
+// deadCounts returns the number of dead letters per subject matching filter:
+// one request for every job of a round (one subject per job).
+func (c *Collector) deadCounts(ctx context.Context, filter string) (map[string]uint64, error) {
+	st, err := c.js.Stream(ctx, c.prefix.Stream(deadFamily))
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("count dead letters: %w", err)
+	}
+	return info.State.Subjects, nil
+}
+
+// sample reads a job's queue state; dead holds the dead-letter counts.
+func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) (*schemas.Sample, error) {
 	s := &schemas.Sample{
 		Job: rec.ID, At: c.clk.Now(), Mode: rec.Spec.Mode, State: rec.State, Total: rec.Total,
 		StartedAt: rec.StartedAt, Deadline: rec.Spec.Deadline.Time(rec.StartedAt), Replicas: rec.Replicas,
+		Dead: int(dead[c.prefix.Dead(rec.ID)]),
 	}
 	if !s.Deadline.IsZero() && !s.Deadline.After(s.StartedAt) {
 		s.Deadline = time.Time{}
@@ -42,9 +66,6 @@ func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schema
 		s.Pending, s.InFlight, s.Redelivered = int(ci.NumPending), ci.NumAckPending, ci.NumRedelivered
 	}
 	if s.Done, err = c.count(ctx, resultsFamily, rec.ID, c.prefix.JobResults(rec.ID)); err != nil {
-		return nil, err
-	}
-	if s.Dead, err = c.count(ctx, deadFamily, rec.ID, c.prefix.Dead(rec.ID)); err != nil {
 		return nil, err
 	}
 	s.Published = s.Pending + s.InFlight + s.Done + s.Dead
@@ -102,38 +123,34 @@ func (c *Collector) count(ctx context.Context, family, job, filter string) (int,
 	return int(cons.CachedInfo().NumPending), nil
 }
 
-// forget deletes a job's counting consumers.
+// forget deletes a job's counting consumer.
 func (c *Collector) forget(ctx context.Context, job string) {
-	for _, family := range []string{resultsFamily, deadFamily} {
-		err := c.js.DeleteConsumer(ctx, c.prefix.Stream(family), countConsumerPrefix+job)
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-			c.log.Warn("counting consumer not deleted", "job", job, "err", err)
-		}
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(resultsFamily), countConsumerPrefix+job)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+		c.log.Warn("counting consumer not deleted", "job", job, "err", err)
 	}
 }
 
 // sweep deletes the counting consumers of jobs that are not running, left
 // behind when jobs ended while no collector ran.
 func (c *Collector) sweep(ctx context.Context) {
-	for _, family := range []string{resultsFamily, deadFamily} {
-		st, err := c.js.Stream(ctx, c.prefix.Stream(family))
-		if err != nil {
-			c.log.Warn("counting consumers not swept", "err", err)
-			return
+	st, err := c.js.Stream(ctx, c.prefix.Stream(resultsFamily))
+	if err != nil {
+		c.log.Warn("counting consumers not swept", "err", err)
+		return
+	}
+	names := st.ConsumerNames(ctx)
+	var stale []string
+	for name := range names.Name() {
+		job, ok := strings.CutPrefix(name, countConsumerPrefix)
+		c.mu.Lock()
+		_, running := c.jobs[job]
+		c.mu.Unlock()
+		if ok && !running {
+			stale = append(stale, job)
 		}
-		names := st.ConsumerNames(ctx)
-		var stale []string
-		for name := range names.Name() {
-			job, ok := strings.CutPrefix(name, countConsumerPrefix)
-			c.mu.Lock()
-			_, running := c.jobs[job]
-			c.mu.Unlock()
-			if ok && !running {
-				stale = append(stale, job)
-			}
-		}
-		for _, job := range stale {
-			c.forget(ctx, job)
-		}
+	}
+	for _, job := range stale {
+		c.forget(ctx, job)
 	}
 }

@@ -1,0 +1,78 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// benchJobs opens n streaming jobs with a few items queued and results stored.
+func benchJobs(b *testing.B, c *bus.Client, n int) []*schemas.JobRecord {
+	b.Helper()
+	ctx := context.Background()
+	recs := make([]*schemas.JobRecord, n)
+	for i := range n {
+		id := fmt.Sprintf("job-%04d", i)
+		rec, err := c.OpenJob(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.PushItems(ctx, id, bus.Items("a", "b", "c")); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.PublishResult(ctx, &schemas.Result{Job: id, ItemID: "r1", Output: "ok"}); err != nil {
+			b.Fatal(err)
+		}
+		recs[i] = rec
+	}
+	return recs
+}
+
+// BenchmarkRound samples 1,000 running jobs per round (the target:
+// 1,000 jobs per second of interval, one collector). The first round, which
+// creates the 2,000 counting consumers, is timed separately and reported
+// with the heap the server grew by.
+func BenchmarkRound(b *testing.B) {
+	for _, mode := range []schemas.JobMode{schemas.Batch, schemas.Streaming} {
+		const n = 1000
+		b.Run(fmt.Sprintf("jobs=%d/mode=%s", n, mode), func(b *testing.B) {
+			c := bustest.Client(b, bustest.Server(b), bus.WithName("bench"))
+			recs := benchJobs(b, c, n)
+			col, err := New(c, Config{}, nil, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range recs {
+				j := &job{rec: *r}
+				j.rec.Spec.Mode = mode // streaming jobs with a backlog cost one more request (the oldest item)
+				col.jobs[r.ID] = j
+			}
+			ctx := context.Background()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			col.markAllDue()
+			col.round(ctx)
+			first := time.Since(start)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.Logf("first round (creates %d counting consumers): %s; heap (client and server) grew by %.1f MiB",
+				n, first.Round(time.Millisecond), float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20))
+			b.ResetTimer()
+			for b.Loop() {
+				col.markAllDue()
+				col.round(ctx)
+			}
+			per := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(per.Seconds()*1000, "round-ms")
+			b.ReportMetric(float64(n)/per.Seconds(), "jobs/s")
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -171,25 +170,13 @@ func (o *simCompareOptions) run(a *app) error {
 
 // writeSimDocs writes dir/controllers.md and dir/controllers/*.svg.
 func writeSimDocs(dir string, rep sim.Report) error {
-	img := filepath.Join(dir, "controllers")
-	if err := os.MkdirAll(img, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "controllers"), 0o755); err != nil {
 		return err
 	}
-	for _, sr := range rep.Scenarios {
-		var b bytes.Buffer
-		sim.PlotScenario(&b, sr, sim.Controllers)
-		if err := os.WriteFile(filepath.Join(img, sr.Name+".svg"), b.Bytes(), 0o644); err != nil {
+	for name, b := range sim.Docs(rep, sim.Controllers) {
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644); err != nil {
 			return err
 		}
-		if len(sr.Calibration) > 0 {
-			b.Reset()
-			sim.PlotCalibration(&b, sr)
-			if err := os.WriteFile(filepath.Join(img, sr.Name+"-calibration.svg"), b.Bytes(), 0o644); err != nil {
-				return err
-			}
-		}
 	}
-	var b bytes.Buffer
-	sim.Markdown(&b, rep, sim.Controllers, "controllers")
-	return os.WriteFile(filepath.Join(dir, "controllers.md"), b.Bytes(), 0o644)
+	return nil
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -138,4 +139,24 @@ func quote(names []string) []string {
 		out[i] = "`" + n + "`"
 	}
 	return out
+}
+
+// Docs renders docs/controllers.md and its plots from a report whose results
+// keep their series: file names relative to the docs directory → contents.
+func Docs(rep Report, names []string) map[string][]byte {
+	files := map[string][]byte{}
+	for _, sr := range rep.Scenarios {
+		var b bytes.Buffer
+		PlotScenario(&b, sr, names)
+		files["controllers/"+sr.Name+".svg"] = b.Bytes()
+		if len(sr.Calibration) > 0 {
+			var c bytes.Buffer
+			PlotCalibration(&c, sr)
+			files["controllers/"+sr.Name+"-calibration.svg"] = c.Bytes()
+		}
+	}
+	var b bytes.Buffer
+	Markdown(&b, rep, names, "controllers")
+	files["controllers.md"] = b.Bytes()
+	return files
 }

@@ -101,4 +101,3 @@ func lpt(sorted, speeds []float64, d, per float64, slow Slowdown) OracleResult {
 	}
 	return o
 }
-

@@ -156,5 +156,5 @@ func static(n int) plugin.Controller { return staticCtrl(n) }
 func (c staticCtrl) Decide(p schemas.Progress) (schemas.Decision, error) {
 	return schemas.Decision{Job: p.Job, At: p.At, Replicas: int(c), Current: p.Replicas, Reason: "static"}, nil
 }
-func (staticCtrl) State() (json.RawMessage, error)   { return json.RawMessage("{}"), nil }
-func (staticCtrl) Restore(json.RawMessage) error     { return nil }
+func (staticCtrl) State() (json.RawMessage, error) { return json.RawMessage("{}"), nil }
+func (staticCtrl) Restore(json.RawMessage) error   { return nil }

@@ -1,0 +1,61 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+func oracleScenario(deadline, startup time.Duration, maxReplicas int) Scenario {
+	s := Scenario{
+		Name: "hand", Items: 1, Deadline: schemas.Duration(deadline),
+		Service:  Service{Dist: "constant", Mean: schemas.Duration(time.Second)},
+		Workers:  Workers{Startup: schemas.Duration(startup)},
+		Replicas: schemas.Replicas{Min: 1, Max: maxReplicas, Initial: 1},
+	}
+	s.Defaults()
+	return s
+}
+
+func TestOracleHandComputed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		s     Scenario
+		items []float64
+		want  OracleResult
+	}{
+		{
+			// W = 40: one replica ends at 5 + 40 = 45 > 30; two end at 5 + 20 = 25;
+			// cost 2·5 + 40 = 50, which is also the fluid bound ceil(40/25)·5 + 40.
+			name:  "two replicas needed",
+			s:     oracleScenario(30*time.Second, 5*time.Second, 10),
+			items: []float64{10, 10, 10, 10},
+			want:  OracleResult{Replicas: 2, Makespan: 25, ReplicaSeconds: 50, LowerBound: 50, Feasible: true},
+		},
+		{
+			// Ready at 1 s, due at 11 s. LPT on two replicas: 6→A (7), 5→B (6), 4→B (10),
+			// 3→A (10), 2→A (12) > 11, although {6,4} {5,3,2} would fit. Three: 6→A (7),
+			// 5→B (6), 4→C (5), 3→C (8), 2→B (8): cost 7+8+8 = 23; the bound is 2·1 + 20 = 22.
+			name:  "LPT packing is loose, the bound is not",
+			s:     oracleScenario(11*time.Second, time.Second, 10),
+			items: []float64{6, 5, 4, 3, 2},
+			want:  OracleResult{Replicas: 3, Makespan: 8, ReplicaSeconds: 23, LowerBound: 22, Feasible: true},
+		},
+		{
+			// Ten items of 10 s by 20 s with start-up 5 s need 7 replicas; max is 2.
+			name:  "infeasible",
+			s:     oracleScenario(20*time.Second, 5*time.Second, 2),
+			items: []float64{10, 10, 10, 10, 10, 10, 10, 10, 10, 10},
+			want:  OracleResult{Replicas: 2, Makespan: 55, ReplicaSeconds: 110, LowerBound: 110, Feasible: false},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Oracle(tc.s, tc.items)); diff != "" {
+				t.Errorf("Oracle (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

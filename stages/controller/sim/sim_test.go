@@ -1,0 +1,168 @@
+package sim_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/sim"
+)
+
+const scenarioDir = "../../../examples/scenarios"
+
+func load(t *testing.T, name string) sim.Scenario {
+	t.Helper()
+	s, err := sim.Load(filepath.Join(scenarioDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func run(t *testing.T, s sim.Scenario, ctrl string) sim.Result {
+	t.Helper()
+	r, err := sim.Run(s, controller.Builtin(), ctrl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSuiteSize(t *testing.T) {
+	scs, err := sim.LoadDir(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scs) < 12 {
+		t.Errorf("%d scenarios, want at least 12", len(scs))
+	}
+}
+
+// TestDeterminism: the same seed gives byte-identical output; another seed does not.
+func TestDeterminism(t *testing.T) {
+	for _, name := range []string{"10-failures.yaml", "12-streaming-bursts.yaml", "06-heavy-tailed.yaml"} {
+		s := load(t, name)
+		for _, ctrl := range sim.Controllers {
+			a, _ := json.Marshal(run(t, s, ctrl))
+			b, _ := json.Marshal(run(t, s, ctrl))
+			if !bytes.Equal(a, b) {
+				t.Errorf("%s with %s: two runs differ", name, ctrl)
+			}
+		}
+		s.Seed++
+		a, _ := json.Marshal(run(t, load(t, name), "deadline"))
+		b, _ := json.Marshal(run(t, s, "deadline"))
+		if bytes.Equal(a, b) {
+			t.Errorf("%s: seeds %d and %d gave the same output", name, s.Seed-1, s.Seed)
+		}
+	}
+}
+
+// TestKnownBehaviour checks each controller's signature on Asperathos' setup.
+func TestKnownBehaviour(t *testing.T) {
+	s := load(t, "01-asperathos-327.yaml")
+
+	// default, triggers 0: +2 at every fresh sample while late, up to max 10.
+	def := run(t, s, "default")
+	var steps []int
+	for _, d := range def.Decisions[:4] {
+		steps = append(steps, d.Replicas)
+	}
+	if diff := cmp.Diff([]int{3, 5, 7, 9}, steps); diff != "" {
+		t.Errorf("default's first decisions (-want +got):\n%s", diff)
+	}
+
+	// pid with Kp 0.1 Ki 0.1: trunc(−0.1·e − 0.1·Σe) is 0 until the integral
+	// reaches about −10, so its first action comes late and the deadline is missed.
+	pid := run(t, s, "pid")
+	if len(pid.Decisions) == 0 || pid.Decisions[0].T < 20 || pid.Met {
+		t.Errorf("pid: first action at %v, met %v; want a late first action and a missed deadline", pid.Decisions, pid.Met)
+	}
+
+	// hpa: lag 327 / 10 → 33, limited to max(1+4, 2·1) = 5; the next scale-up
+	// waits for the 15 s policy period; nothing scales down within the 300 s window.
+	hpa := run(t, s, "hpa")
+	if len(hpa.Decisions) < 2 || hpa.Decisions[0].Replicas != 5 || hpa.Decisions[1].T < 17 {
+		t.Errorf("hpa decisions = %+v, want 5, then a change a period later", hpa.Decisions)
+	}
+	for i := 1; i < len(hpa.Decisions); i++ {
+		if hpa.Decisions[i].Replicas < hpa.Decisions[i-1].Replicas {
+			t.Errorf("hpa scaled down within its 300 s window: %+v", hpa.Decisions)
+		}
+	}
+}
+
+// TestDeadlineMeetsWithoutOscillation: on every feasible batch scenario the
+// deadline controller meets the deadline, and its desired replicas only rise
+// until the queue drains, then only fall.
+func TestDeadlineMeetsWithoutOscillation(t *testing.T) {
+	scs, err := sim.LoadDir(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range scs {
+		if s.Mode != schemas.Batch {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			r := run(t, s, "deadline")
+			if r.Feasible && !r.Met {
+				t.Errorf("deadline missed by %.1fs on a feasible scenario", r.Lateness)
+			}
+			falling := false
+			for i := 1; i < len(r.Decisions); i++ {
+				prev, d := r.Decisions[i-1], r.Decisions[i]
+				if d.Replicas < prev.Replicas {
+					falling = true
+				} else if falling {
+					t.Errorf("oscillation: scaled up to %d at %.0fs after scaling down (%s)", d.Replicas, d.T, d.Reason)
+				}
+			}
+		})
+	}
+}
+
+// TestPublishedDocs: pace sim compare --docs reproduces docs/controllers.md
+// and its plots byte for byte, and the headline figures meet the goal or the
+// docs state the gap.
+func TestPublishedDocs(t *testing.T) {
+	scs, err := sim.LoadDir(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rep, err := sim.Compare(scs, controller.Builtin(), sim.Controllers, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 60*time.Second {
+		t.Errorf("compare took %s, want well under 2 minutes", d)
+	}
+	for name, want := range sim.Docs(rep, sim.Controllers) {
+		got, err := os.ReadFile(filepath.Join("../../../docs", filepath.FromSlash(name)))
+		if err != nil {
+			t.Errorf("%v (regenerate with: go run ./cmd/pace sim compare --docs docs)", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("docs/%s is not what pace sim compare generates (regenerate with: go run ./cmd/pace sim compare --docs docs)", name)
+		}
+	}
+	d := rep.Controllers["deadline"]
+	if d.FeasibleDeadlinesMet != 1 {
+		t.Errorf("deadline met %.0f%% of feasible deadlines, want 100%%", 100*d.FeasibleDeadlinesMet)
+	}
+	for _, other := range []string{"default", "pid", "hpa"} {
+		o := rep.Controllers[other]
+		if d.CostVsOracle >= o.CostVsOracle || d.FeasibleDeadlinesMet < o.FeasibleDeadlinesMet {
+			t.Errorf("deadline (%+v) is not better than %s (%+v)", d, other, o)
+		}
+	}
+}

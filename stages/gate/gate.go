@@ -1,0 +1,219 @@
+// Package gate is the bus gate stage: API Priority and Fairness in front of
+// every infrastructure operation Pace makes. It consumes KubeRequests from
+// pace.k8s.requests, classifies and fair-queues them with an apf.Gate,
+// dispatches admitted ones to an Actuator and holds their seats until the
+// outcome, and publishes an AdmissionEvent for each decision on
+// pace.admission.<level>.<schema> and a KubeOutcome on pace.k8s.outcomes.
+//
+// An Actuator that does not answer within Config.OutcomeTimeout has its
+// request's seats released and a failed outcome reported; its late answer
+// is dropped.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Actuator executes an admitted infrastructure request and returns its outcome.
+type Actuator interface {
+	Execute(ctx context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error)
+}
+
+// ActuatorFunc adapts a function to Actuator.
+type ActuatorFunc func(ctx context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error)
+
+// Execute calls f.
+func (f ActuatorFunc) Execute(ctx context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
+	return f(ctx, req)
+}
+
+// Config are the stage's settings.
+type Config struct {
+	// OutcomeTimeout bounds how long an admitted request holds its seats
+	// waiting for the actuator; 0 means 2 minutes.
+	OutcomeTimeout time.Duration `json:"outcomeTimeout"`
+	// Consumer is the durable consumer name; "" means "pace-gate".
+	Consumer string `json:"consumer,omitempty"`
+	// MaxPending bounds the requests in the stage (queued or executing); 0 means 1000.
+	MaxPending int `json:"maxPending,omitempty"`
+}
+
+// Defaults fills zero fields.
+func (c Config) Defaults() Config {
+	if c.OutcomeTimeout == 0 {
+		c.OutcomeTimeout = 2 * time.Minute
+	}
+	if c.Consumer == "" {
+		c.Consumer = "pace-gate"
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = 1000
+	}
+	return c
+}
+
+// Validate checks the (defaulted) settings.
+func (c Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.OutcomeTimeout < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("outcomeTimeout"), c.OutcomeTimeout.String(), "must not be negative"))
+	}
+	if c.MaxPending < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxPending"), c.MaxPending, "must not be negative"))
+	}
+	return errs
+}
+
+// Stage is the bus gate stage.
+type Stage struct {
+	c    *bus.Client
+	gate *apf.Gate
+	act  Actuator
+	cfg  Config
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// New returns the stage; cfg is defaulted and validated.
+func New(c *bus.Client, gate *apf.Gate, act Actuator, cfg Config, log *slog.Logger) (*Stage, error) {
+	cfg = cfg.Defaults()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return &Stage{c: c, gate: gate, act: act, cfg: cfg, log: log.With("stage", "gate"), now: time.Now}, nil
+}
+
+// Run consumes requests until ctx ends, then waits for the requests in
+// flight and returns nil.
+func (s *Stage) Run(ctx context.Context) error {
+	stream := s.c.Prefix().Stream("K8S")
+	cons, err := s.c.JetStream().CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: s.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:       flowcontrol.MaxWaitLimit + s.cfg.OutcomeTimeout + 30*time.Second,
+		MaxAckPending: s.cfg.MaxPending, Description: "the APF gate of infrastructure requests",
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("gate consumer: %w", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.handle(ctx, m)
+		}()
+	})
+	if err != nil {
+		return fmt.Errorf("gate consume: %w", err)
+	}
+	<-ctx.Done()
+	cc.Stop()
+	return nil
+}
+
+func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
+	ctx = bus.MessageContext(ctx, m.Headers())
+	req, err := bus.Decode[schemas.KubeRequest](m.Data(), m.Headers())
+	if err != nil {
+		s.log.Error("malformed kube request dropped", "err", err)
+		_ = m.Term()
+		return
+	}
+	log := s.log.With("request_id", req.ID, "job", req.Job)
+	attrs := policy.Attributes{User: req.User, Groups: req.Groups, IsResourceRequest: req.Resource != "", Verb: req.Verb,
+		APIGroup: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name, Path: req.Path}
+	adm, err := s.gate.Admit(ctx, attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+	var rej *flowcontrol.RejectedError
+	switch {
+	case errors.As(err, &rej):
+		if ctx.Err() != nil {
+			_ = m.Nak() // shutting down: another instance will take it
+			return
+		}
+		log.Warn("kube request rejected", "priority_level", rej.PriorityLevel, "flow_schema", rej.FlowSchema, "reason", rej.Reason)
+		s.publish(ctx, log, s.c.Prefix().Admission(token(rej.PriorityLevel), token(rej.FlowSchema)), &schemas.AdmissionEvent{
+			RequestID: req.ID, PriorityLevel: rej.PriorityLevel, FlowSchema: rej.FlowSchema, Outcome: schemas.Refused,
+			Reason: string(rej.Reason), Seats: 1, At: s.now()})
+		s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
+			Reason: fmt.Sprintf("%s (retry after %v)", rej.Reason, rej.RetryAfter), At: s.now()})
+		_ = m.Ack()
+		return
+	case err != nil:
+		log.Error("kube request not admitted", "err", err)
+		_ = m.Nak()
+		return
+	}
+	c := adm.Classification
+	s.publish(ctx, log, s.c.Prefix().Admission(token(c.PriorityLevel.Name), token(c.FlowSchema.Name)), &schemas.AdmissionEvent{
+		RequestID: req.ID, PriorityLevel: c.PriorityLevel.Name, FlowSchema: c.FlowSchema.Name, Flow: c.Distinguisher,
+		Outcome: schemas.Dispatched, Seats: 1, Wait: schemas.Duration(adm.Wait), At: s.now()})
+	var out *schemas.KubeOutcome
+	adm.Finish(func() { out = s.execute(ctx, log, req) })
+	s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), out)
+	_ = m.Ack()
+}
+
+// execute runs the actuator, holding the seats until its outcome or
+// OutcomeTimeout, whichever comes first.
+func (s *Stage) execute(ctx context.Context, log *slog.Logger, req *schemas.KubeRequest) *schemas.KubeOutcome {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeTimeout)
+	defer cancel()
+	type result struct {
+		out *schemas.KubeOutcome
+		err error
+	}
+	done := make(chan result, 1) // the actuator's late answer lands here and is dropped
+	go func() {
+		out, err := s.act.Execute(ctx, req)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Failure, Reason: r.err.Error(), At: s.now()}
+		}
+		if r.out == nil {
+			return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, At: s.now()}
+		}
+		return r.out
+	case <-ctx.Done():
+		log.Warn("no outcome in time, seats released", "timeout", s.cfg.OutcomeTimeout)
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Failure,
+			Reason: fmt.Sprintf("no outcome within %v; seats released", s.cfg.OutcomeTimeout), At: s.now()}
+	}
+}
+
+// publish sends m, even while the stage stops (within 5 s).
+func (s *Stage) publish(ctx context.Context, log *slog.Logger, subject string, m schemas.Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	msg, err := bus.NewMsg(ctx, subject, m)
+	if err == nil {
+		_, err = s.c.JetStream().PublishMsg(ctx, msg)
+	}
+	if err != nil {
+		log.Error("publish failed", "subject", subject, "err", err)
+	}
+}
+
+// token makes a FlowSchema or level name (a DNS subdomain) a single subject token.
+func token(name string) string { return strings.ReplaceAll(name, ".", "_") }

@@ -1,0 +1,180 @@
+package gate_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/gate"
+)
+
+// oneSeat sends tenant requests to a Reject level with one seat (server
+// limit 1, so ceil(1×100/ΣNCS) = 1, no borrowing).
+const oneSeat = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: tenants}
+spec:
+  type: Limited
+  limited: {nominalConcurrencyShares: 100, lendablePercent: 0, borrowingLimitPercent: 0, limitResponse: {type: Reject}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: tenants}
+spec:
+  matchingPrecedence: 100
+  priorityLevelConfiguration: {name: tenants}
+  rules:
+  - subjects: [{kind: Group, group: {name: tenants}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
+`
+
+type recorder struct {
+	mu       sync.Mutex
+	events   []schemas.AdmissionEvent
+	outcomes map[string]schemas.KubeOutcome
+}
+
+func (r *recorder) outcome(id string) (schemas.KubeOutcome, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.outcomes[id]
+	return o, ok
+}
+
+func record(t *testing.T, c *bus.Client) *recorder {
+	t.Helper()
+	r := &recorder{outcomes: map[string]schemas.KubeOutcome{}}
+	sub, err := c.Conn().Subscribe(c.Prefix().Admission("*", "*"), func(m *nats.Msg) {
+		ev, err := bus.Decode[schemas.AdmissionEvent](m.Data, m.Header)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if want := c.Prefix().Admission(ev.PriorityLevel, ev.FlowSchema); m.Subject != want {
+			t.Errorf("event on %s, want %s", m.Subject, want)
+		}
+		r.mu.Lock()
+		r.events = append(r.events, *ev)
+		r.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2, err := c.Conn().Subscribe(c.Prefix().KubeOutcomes(), func(m *nats.Msg) {
+		o, err := bus.Decode[schemas.KubeOutcome](m.Data, m.Header)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		r.mu.Lock()
+		r.outcomes[o.RequestID] = *o
+		r.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe(); _ = sub2.Unsubscribe() })
+	return r
+}
+
+func publish(t *testing.T, c *bus.Client, id, user string, groups ...string) {
+	t.Helper()
+	msg, err := bus.NewMsg(context.Background(), c.Prefix().KubeRequests(), &schemas.KubeRequest{ID: id, Job: "j", User: user,
+		Groups: groups, Verb: "patch", APIGroup: "apps", Resource: "deployments", Subresource: "scale", Namespace: "ns", Name: "w", Replicas: 3, At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStageAdmitsRejectsAndReleases(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	rec := record(t, c)
+	objs, err := policy.Load(strings.NewReader(oneSeat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, policy.Overlay(policy.Defaults(), objs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	act := gate.ActuatorFunc(func(ctx context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
+		started <- req.ID
+		switch req.ID {
+		case "hold":
+			<-release
+		case "lost":
+			<-ctx.Done() // never answers in time
+			return nil, ctx.Err()
+		}
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
+	})
+	st, err := gate.New(c, g, act, gate.Config{OutcomeTimeout: 300 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+
+	publish(t, c, "hold", "alice", "tenants")
+	if id := <-started; id != "hold" {
+		t.Fatalf("started %s", id)
+	}
+	publish(t, c, "second", "bob", "tenants") // the only seat is held until hold's outcome
+	bustest.Eventually(t, 5*time.Second, "second rejected", func() bool { _, ok := rec.outcome("second"); return ok })
+	if o, _ := rec.outcome("second"); o.Status != schemas.Rejected || !strings.Contains(o.Reason, "concurrency-limit") {
+		t.Errorf("second: %+v, want rejected for concurrency-limit", o)
+	}
+	close(release)
+	bustest.Eventually(t, 5*time.Second, "hold applied", func() bool { _, ok := rec.outcome("hold"); return ok })
+
+	publish(t, c, "lost", "carol", "tenants")
+	bustest.Eventually(t, 5*time.Second, "lost reported", func() bool { _, ok := rec.outcome("lost"); return ok })
+	if o, _ := rec.outcome("lost"); o.Status != schemas.Failure || !strings.Contains(o.Reason, "seats released") {
+		t.Errorf("lost: %+v, want a failure releasing the seats", o)
+	}
+	publish(t, c, "after", "dave", "tenants") // the seat is free again
+	bustest.Eventually(t, 5*time.Second, "after applied", func() bool { o, ok := rec.outcome("after"); return ok && o.Status == schemas.Applied })
+	// Pace's own components are exempt even when the tenants' level is full.
+	publish(t, c, "internal", "pace-controller", policy.ComponentsGroup)
+	bustest.Eventually(t, 5*time.Second, "internal applied", func() bool { o, ok := rec.outcome("internal"); return ok && o.Status == schemas.Applied })
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var dispatched, rejected int
+	for _, ev := range rec.events {
+		switch {
+		case ev.Outcome == schemas.Dispatched && ev.PriorityLevel == "tenants":
+			dispatched++
+		case ev.Outcome == schemas.Refused && ev.Reason == "concurrency-limit":
+			rejected++
+		case ev.Outcome == schemas.Dispatched && ev.PriorityLevel == "exempt" && ev.FlowSchema == "pace-internal":
+		default:
+			t.Errorf("unexpected event %+v", ev)
+		}
+	}
+	if dispatched != 3 || rejected != 1 {
+		t.Errorf("dispatched %d, rejected %d; want 3 and 1", dispatched, rejected)
+	}
+}

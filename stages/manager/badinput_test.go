@@ -83,6 +83,8 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 	}{
 		{"invalid JSON", "alice-token", "", `{"mode":`, 400, []string{"body"}},
 		{"not an object", "alice-token", "", `[1, 2]`, 400, []string{"body"}},
+		{"null document", "alice-token", "", `null`, 400, []string{"body"}},
+		{"empty YAML document", "alice-token", "application/yaml", "# nothing\n", 400, []string{"body"}},
 		{"unknown field", "alice-token", "", native(`,"bogus":1`), 400, []string{"spec.bogus"}},
 		{"mistyped mode", "alice-token", "", `{"mode":5,"deadline":"1m","workload":{"items":["a"]}}`, 400, []string{"spec.mode"}},
 		{"unknown mode", "alice-token", "", `{"mode":"cron","deadline":"1m"}`, 400, []string{"spec.mode"}},

@@ -154,6 +154,9 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	if err := json.Unmarshal(doc, &top); err != nil {
 		return nil, invalid(field.ErrorList{field.Invalid(field.NewPath("body"), "", "invalid JSON: must be an object: "+err.Error())})
 	}
+	if top == nil {
+		return nil, invalid(field.ErrorList{field.Required(field.NewPath("body"), "a job document")})
+	}
 	_, hasPlugin := top["plugin"]
 	_, hasInfo := top["plugin_info"]
 	sub := &submission{owner: who}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// jobCLI runs pace job commands against a pace up with a token file.
+type jobCLI struct {
+	u      *paceUp
+	tokens string
+}
+
+func startJobAPI(t *testing.T, extra ...string) *jobCLI {
+	t.Helper()
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nbob-token,bob,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &jobCLI{u: startUp(t, filepath.Join(dir, "data"), append([]string{"--token-file", tokens}, extra...)...), tokens: tokens}
+}
+
+// run runs pace with args as alice and returns stdout, stderr and the exit code.
+func (j *jobCLI) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(paceBin, args...)
+	cmd.Env = append(os.Environ(), "PACE_API="+j.u.httpURL, "PACE_TOKEN=alice-token")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestJobCommandsAgainstPaceUp(t *testing.T) {
+	j := startJobAPI(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "items.txt"), []byte("a\nb\n\nc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(spec, []byte("name: shout\nmode: batch\ndeadline: 10m\nworkload:\n  file: items.txt\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// submit prints the id alone; --wait follows the job until it completes.
+	cmd := exec.Command(paceBin, "submit", spec, "--wait", "--poll-interval", "50ms")
+	cmd.Env = append(os.Environ(), "PACE_API="+j.u.httpURL, "PACE_TOKEN=alice-token")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	id, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("submit printed no id: %v\n%s", err, stderr.String())
+	}
+	id = strings.TrimSpace(id)
+	if !strings.HasPrefix(id, "shout-") {
+		t.Fatalf("id = %q, want shout-…", id)
+	}
+	startWorker(t, j.u, id, "tr a-z A-Z")
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("submit --wait: %v\n%s", err, stderr.String())
+	}
+	if len(rest) != 0 {
+		t.Errorf("submit printed more than the id: %q", rest)
+	}
+	if !strings.Contains(stderr.String(), "3/3 items") || !strings.Contains(stderr.String(), "completed") {
+		t.Errorf("progress output lacks 3/3 items … completed:\n%s", stderr.String())
+	}
+
+	if got, errOut, code := j.run(t, "status", id); code != 0 || !strings.Contains(got, "completed") || !strings.Contains(got, "3 done, 0 dead") {
+		t.Errorf("status = %d %q %s", code, got, errOut)
+	}
+	got, _, code := j.run(t, "jobs", "-o", "json")
+	var list map[string]map[string]any
+	if code != 0 || json.Unmarshal([]byte(got), &list) != nil || list[id]["status"] != "completed" {
+		t.Errorf("jobs -o json = %d %s", code, got)
+	}
+	if got, _, code := j.run(t, "jobs"); code != 0 || !strings.HasPrefix(got, "ID") || !strings.Contains(got, id) {
+		t.Errorf("jobs = %d %q", code, got)
+	}
+	got, _, code = j.run(t, "report", id, "-o", "json")
+	var summary map[string]any
+	if code != 0 || json.Unmarshal([]byte(got), &summary) != nil || summary["items_ok"] != 3.0 || summary["final_error"] == nil {
+		t.Errorf("report = %d %s", code, got)
+	}
+	if got, _, code := j.run(t, "logs", id); code != 0 || !strings.Contains(got, "manager created") || !strings.Contains(got, "manager completed") {
+		t.Errorf("logs = %d %q", code, got)
+	}
+	if got, _, code := j.run(t, "logs", id, "-f"); code != 0 || !strings.Contains(got, "manager completed") {
+		t.Errorf("logs -f of a finished job = %d %q", code, got)
+	}
+	if _, errOut, code := j.run(t, "stop", id); code != exitRejected || !strings.Contains(errOut, "already completed") {
+		t.Errorf("stop of a completed job = %d %s, want %d", code, errOut, exitRejected)
+	}
+	if got, errOut, code := j.run(t, "delete", id); code != 0 || !strings.Contains(got, "deleted") {
+		t.Errorf("delete = %d %q %s", code, got, errOut)
+	}
+
+	// Refused input: exit 3 and every invalid field named.
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"mode":"batch","replicas":{"min":-1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, errOut, code := j.run(t, "submit", bad)
+	if code != exitRejected || got != "" || !strings.Contains(errOut, "spec.deadline") || !strings.Contains(errOut, "spec.replicas.min") {
+		t.Errorf("bad submit = %d %q %s", code, got, errOut)
+	}
+	// A job another user cannot see.
+	id2, _, _ := j.run(t, "submit", spec)
+	cmd = exec.Command(paceBin, "status", strings.TrimSpace(id2), "--api", j.u.httpURL, "--token", "bob-token")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "not found") {
+		t.Errorf("bob's status of alice's job: %v %s", err, out)
+	}
+	if _, _, code := j.run(t, "terminate", strings.TrimSpace(id2)); code != 0 {
+		t.Errorf("terminate = %d", code)
+	}
+	j.u.stop(t)
+}
+
+func TestJobAPIThrottledByAPF(t *testing.T) {
+	j := startJobAPI(t, "--flowcontrol-config", "testdata/tiny-submissions.yaml",
+		"--max-requests-inflight", "10", "--max-mutating-requests-inflight", "5") // tiny gets ceil(15·1/Σshares) = 1 seat
+	// A submission whose workload download hangs holds the level's only seat ...
+	requested, release := make(chan struct{}), make(chan struct{})
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(requested)
+		<-release
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "a\nb\n")
+	}))
+	defer files.Close()
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	spec := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(spec, []byte(`{"deadline":"1m","workload":{"url":"`+files.URL+`/w.txt"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	slow := make(chan result, 1)
+	go func() {
+		out, errOut, code := j.run(t, "submit", spec)
+		slow <- result{out, errOut, code}
+	}()
+	<-requested
+	// ... so another request of the level is rejected with the 429 envelope,
+	status, body, hdr := httpGet(t, j.u.httpURL+"/submissions", "alice-token")
+	if status != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(body, `"error_code":429`) {
+		t.Errorf("GET while the seat is held = %d %s %v, want 429 with Retry-After", status, body, hdr)
+	}
+	if _, errOut, code := j.run(t, "jobs"); code != exitFailure || !strings.Contains(errOut, "429") {
+		t.Errorf("pace jobs while throttled = %d %s, want exit 1 naming 429", code, errOut)
+	}
+	// probes are exempt,
+	if status, _, _ := httpGet(t, j.u.httpURL+"/readyz", ""); status != http.StatusOK {
+		t.Errorf("readyz = %d, want 200", status)
+	}
+	// and once the seat is free the API answers again.
+	unblock()
+	if r := <-slow; r.code != 0 || !strings.HasPrefix(r.out, "job-") {
+		t.Fatalf("slow submit = %d %q %s", r.code, r.out, r.errOut)
+	}
+	if status, body, _ := httpGet(t, j.u.httpURL+"/submissions", "alice-token"); status != http.StatusOK {
+		t.Errorf("GET after the seat is free = %d %s", status, body)
+	}
+	j.u.stop(t)
+}

@@ -111,6 +111,8 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 			TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
 		{Bucket: c.prefix.Bucket(workersBucket), Description: "running workers per job",
 			TTL: time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
+		{Bucket: c.prefix.Bucket("flowcontrol"), Description: "live APF FlowSchemas and priority levels", History: 8,
+			Storage: jetstream.FileStorage, Replicas: l.Replicas},
 	} {
 		if err := c.ensureBucket(ctx, kv); err != nil {
 			return err

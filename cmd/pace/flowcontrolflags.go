@@ -33,18 +33,26 @@ func (f *flowcontrolFlags) add(fs *pflag.FlagSet, configFlag string) {
 	fs.BoolVar(&f.enabled, "enable-priority-and-fairness", true, "queue requests by API Priority and Fairness; false: only the two max-inflight limits")
 }
 
-// policy reads the configured objects over the defaults; a bad file is
+// file reads the configured objects (none without a file); a bad file is
 // rejected input.
-func (f *flowcontrolFlags) policy() (policy.Objects, error) {
-	objs := policy.Defaults()
+func (f *flowcontrolFlags) file() (policy.Objects, error) {
 	if f.config == "" {
-		return objs, nil
+		return policy.Objects{}, nil
 	}
-	file, err := policy.LoadFile(f.config)
+	objs, err := policy.LoadFile(f.config)
 	if err != nil {
 		return policy.Objects{}, rejected(err)
 	}
-	return policy.Overlay(objs, file), nil
+	return objs, nil
+}
+
+// policy reads the configured objects over the defaults.
+func (f *flowcontrolFlags) policy() (policy.Objects, error) {
+	file, err := f.file()
+	if err != nil {
+		return policy.Objects{}, err
+	}
+	return policy.Overlay(policy.Defaults(), file), nil
 }
 
 // authenticator returns the token-file authenticator, or nil when none is

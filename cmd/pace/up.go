@@ -19,6 +19,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/gate"
 )
 
 type upOptions struct {
@@ -86,7 +87,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	gate, err := o.fc.gate(reg) // API Priority and Fairness in front of the HTTP API
+	fcGate, err := o.fc.gate(reg) // API Priority and Fairness in front of the HTTP API
 	if err != nil {
 		return err
 	}
@@ -115,6 +116,14 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err := c.Provision(ctx, o.monitor.limits()); err != nil {
 		return err
 	}
+	fcStore, err := gate.OpenConfig(ctx, c, a.log)
+	if err != nil {
+		return err
+	}
+	fcFile, err := o.fc.file()
+	if err != nil {
+		return err
+	}
 	mon, err := o.monitor.build(c, a.log)
 	if err != nil {
 		return err
@@ -130,13 +139,14 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	api.Register(mux)
-	mux.Handle(apf.DebugPrefix, gate.DebugHandler())
-	handler := auth.Middleware(authn)(gate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
+	mux.Handle(apf.DebugPrefix, fcGate.DebugHandler())
+	handler := auth.Middleware(authn)(fcGate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.DeadLetters(gctx) })
-	g.Go(func() error { return gate.Run(gctx) })
+	g.Go(func() error { return fcGate.Run(gctx) })
+	g.Go(func() error { return fcStore.Run(gctx, fcGate, fcFile) }) // live config in pace_flowcontrol, maintained every minute
 	g.Go(func() error { return mgr.Run(gctx) })
 	mon.start(gctx, g)
 	g.Go(func() error {

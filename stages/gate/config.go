@@ -1,0 +1,186 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+)
+
+// ConfigBucket is the key-value bucket (after the prefix) holding the live
+// APF configuration: one FlowSchema or PriorityLevelConfiguration per key,
+// "flowschemas.NAME" or "prioritylevels.NAME", as JSON.
+const ConfigBucket = "flowcontrol"
+
+// MaintenancePeriod is how often the configuration is maintained, as in kube-apiserver.
+const MaintenancePeriod = time.Minute
+
+// ConfigStore is the live APF configuration in JetStream. Several Pace
+// instances may maintain and watch it at once: writes are compare-and-set.
+type ConfigStore struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+}
+
+// OpenConfig opens the bucket, which bus provisioning creates.
+func OpenConfig(ctx context.Context, c *bus.Client, log *slog.Logger) (*ConfigStore, error) {
+	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket(ConfigBucket))
+	if err != nil {
+		return nil, fmt.Errorf("flowcontrol config bucket: %w", err)
+	}
+	return &ConfigStore{kv: kv, log: log.With("stage", "flowcontrol-config")}, nil
+}
+
+// Load reads every stored object with its revision; undecodable entries are
+// logged and skipped.
+func (s *ConfigStore) Load(ctx context.Context) (policy.Objects, map[string]uint64, error) {
+	var objs policy.Objects
+	revs := map[string]uint64{}
+	lister, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return objs, nil, fmt.Errorf("list flowcontrol config: %w", err)
+	}
+	defer lister.Stop() //nolint:errcheck // read-only
+	for key := range lister.Keys() {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return objs, nil, fmt.Errorf("get %s: %w", key, err)
+		}
+		revs[key] = e.Revision()
+		switch {
+		case strings.HasPrefix(key, "flowschemas."):
+			fs := new(flowcontrolv1.FlowSchema)
+			if err := json.Unmarshal(e.Value(), fs); err != nil {
+				s.log.Warn("bad stored flow schema skipped", "key", key, "err", err)
+				continue
+			}
+			objs.FlowSchemas = append(objs.FlowSchemas, fs)
+		case strings.HasPrefix(key, "prioritylevels."):
+			pl := new(flowcontrolv1.PriorityLevelConfiguration)
+			if err := json.Unmarshal(e.Value(), pl); err != nil {
+				s.log.Warn("bad stored priority level skipped", "key", key, "err", err)
+				continue
+			}
+			objs.PriorityLevels = append(objs.PriorityLevels, pl)
+		}
+	}
+	policy.SetDefaults(&objs)
+	return objs, revs, nil
+}
+
+// Maintain runs one config maintenance (policy.Maintain) with
+// compare-and-set writes and returns how many changes it made; a change
+// another instance made first is skipped.
+func (s *ConfigStore) Maintain(ctx context.Context) (int, error) {
+	objs, revs, err := s.Load(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ch := range policy.Maintain(objs) {
+		key := ch.Key()
+		var obj any = ch.FlowSchema
+		if ch.FlowSchema == nil {
+			obj = ch.PriorityLevel
+		}
+		val, err := json.Marshal(obj)
+		if err != nil {
+			return n, err
+		}
+		switch ch.Op {
+		case policy.OpCreate:
+			_, err = s.kv.Create(ctx, key, val)
+		case policy.OpUpdate:
+			_, err = s.kv.Update(ctx, key, val, revs[key])
+		case policy.OpDelete:
+			err = s.kv.Delete(ctx, key, jetstream.LastRevision(revs[key]))
+		}
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			n++
+			s.log.Info("flowcontrol object maintained", "op", string(ch.Op), "key", key)
+		case errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence):
+			s.log.Debug("flowcontrol object changed concurrently", "key", key) // the next round reconciles
+		default:
+			return n, fmt.Errorf("%s %s: %w", ch.Op, key, err)
+		}
+	}
+	return n, nil
+}
+
+// Run maintains the configuration at start and every MaintenancePeriod, and
+// reconfigures gate whenever the stored objects change, with file (the
+// --flowcontrol-config objects) applied over them. It returns nil when ctx ends.
+func (s *ConfigStore) Run(ctx context.Context, gate *apf.Gate, file policy.Objects) error {
+	if _, err := s.Maintain(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watch flowcontrol config: %w", err)
+	}
+	defer w.Stop() //nolint:errcheck // best effort
+	tick := time.NewTicker(MaintenancePeriod)
+	defer tick.Stop()
+	dirty := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			if _, err := s.Maintain(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("flowcontrol config maintenance failed", "err", err)
+			}
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			dirty = true
+			if e != nil && len(w.Updates()) > 0 {
+				continue // coalesce a burst of changes
+			}
+		}
+		if dirty {
+			dirty = false
+			s.apply(ctx, gate, file)
+		}
+	}
+}
+
+func (s *ConfigStore) apply(ctx context.Context, gate *apf.Gate, file policy.Objects) {
+	objs, _, err := s.Load(ctx)
+	if err != nil {
+		s.log.Warn("flowcontrol config not reloaded", "err", err)
+		return
+	}
+	objs = policy.Overlay(objs, file)
+	if err := gate.Reconfigure(ctx, objs); err != nil {
+		s.log.Error("flowcontrol reconfiguration failed", "err", err)
+		return
+	}
+	d := gate.Digest()
+	for _, name := range d.Dangling {
+		s.log.Warn("flow schema dangling: its priority level does not exist", "flow_schema", name)
+	}
+	s.log.Info("flowcontrol configuration applied", "flow_schemas", len(d.FlowSchemas()), "priority_levels", len(d.PriorityLevels()))
+}

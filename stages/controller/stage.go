@@ -1,0 +1,308 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+)
+
+// Defaults of Config.
+const (
+	DefaultDurable = "controller"
+	DefaultBucket  = "controller"
+)
+
+// Config are the controller stage's settings.
+type Config struct {
+	// Durable names the consumer of progress messages; "" means "controller".
+	Durable string `json:"durable,omitempty"`
+	// Bucket is the KV bucket (before the prefix) holding each job's
+	// controller state; "" means "controller".
+	Bucket string `json:"bucket,omitempty"`
+}
+
+// Defaults returns c with zero fields set to their defaults.
+func (c Config) Defaults() Config {
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	if c.Bucket == "" {
+		c.Bucket = DefaultBucket
+	}
+	return c
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct{ name, v string }{{"durable", c.Durable}, {"bucket", c.Bucket}} {
+		if !schemas.ValidToken(f.v) {
+			errs = append(errs, field.Invalid(field.NewPath(f.name), f.v, "must be 1-128 letters, digits, '-' or '_'"))
+		}
+	}
+	return errs
+}
+
+// Saved is a job's controller state as kept in the KV bucket, under the job's id.
+type Saved struct {
+	Controller string          `json:"controller"`
+	State      json.RawMessage `json:"state"`
+	// LastDecision is the progress time of the last decision (check_interval).
+	LastDecision time.Time `json:"last_decision,omitzero"`
+}
+
+// jobController is one job's live controller.
+type jobController struct {
+	name     string
+	ctrl     plugin.Controller
+	interval time.Duration
+	last     time.Time
+}
+
+// Stage consumes pace.metrics.<job>.progress, runs each job's controller
+// plugin and publishes its decisions on pace.decisions.<job>. Each job's
+// controller state is saved in a KV bucket after every decision, so a
+// restarted stage resumes where it stopped. Create it with New.
+type Stage struct {
+	c   *bus.Client
+	js  jetstream.JetStream
+	cfg Config
+	reg plugin.Registry
+	log *slog.Logger
+	kv  jetstream.KeyValue
+
+	jobs map[string]*jobController // only the Run goroutine (or Process's caller) touches it
+}
+
+// New returns a controller stage on c with the plugins of reg (nil: Builtin()).
+func New(c *bus.Client, cfg Config, reg plugin.Registry, log *slog.Logger) (*Stage, error) {
+	cfg = cfg.Defaults()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("controller config: %w", errs.ToAggregate())
+	}
+	if reg == nil {
+		reg = Builtin()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Stage{c: c, js: c.JetStream(), cfg: cfg, reg: reg, log: log.With("stage", "controller"),
+		jobs: map[string]*jobController{}}, nil
+}
+
+// bucket opens (creating if needed) the state bucket.
+func (s *Stage) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if s.kv != nil {
+		return s.kv, nil
+	}
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: s.c.Prefix().Bucket(s.cfg.Bucket), Description: "controller state per job", Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller state bucket: %w", err)
+	}
+	s.kv = kv
+	return kv, nil
+}
+
+// controller returns job's controller, building it from the job's spec and
+// restoring its saved state; nil when the job names a controller that is not
+// built in (an external controller publishes its own decisions).
+func (s *Stage) controller(ctx context.Context, job string) (*jobController, error) {
+	if jc, ok := s.jobs[job]; ok {
+		return jc, nil
+	}
+	rec, _, err := s.c.Job(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	name := rec.Spec.Controller.Name
+	if name == "" {
+		name = DefaultName
+	}
+	if _, ok := s.reg[name]; !ok {
+		s.log.Debug("external controller, no plugin runs", "job", job, "controller", name)
+		s.jobs[job] = nil
+		return nil, nil
+	}
+	ctrl, err := s.reg.New(name, Job(job, rec.Spec, rec.StartedAt), rec.Spec.Controller.Params)
+	if err != nil {
+		return nil, err
+	}
+	jc := &jobController{name: name, ctrl: ctrl, interval: rec.Spec.Controller.CheckInterval.D()}
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, job)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("read controller state of %s: %w", job, err)
+	default:
+		var saved Saved
+		if err := json.Unmarshal(e.Value(), &saved); err != nil {
+			return nil, fmt.Errorf("decode controller state of %s: %w", job, err)
+		}
+		if saved.Controller == name {
+			if err := ctrl.Restore(saved.State); err != nil {
+				return nil, err
+			}
+			jc.last = saved.LastDecision
+			s.log.Info("controller state restored", "job", job, "controller", name)
+		}
+	}
+	s.jobs[job] = jc
+	return jc, nil
+}
+
+// Process is the stage's handler: the decision for p, or none (a stale
+// sample, within check_interval of the last decision, an external
+// controller, or a job in a final state). The controller's state is saved
+// before it returns.
+func (s *Stage) Process(ctx context.Context, p *schemas.Progress) ([]*schemas.Decision, error) {
+	d, jc, err := s.decide(ctx, p)
+	if err != nil || d == nil {
+		return nil, err
+	}
+	if err := s.save(ctx, p.Job, jc); err != nil {
+		return nil, err
+	}
+	return []*schemas.Decision{d}, nil
+}
+
+// decide runs job's controller on p; the state is not saved yet.
+func (s *Stage) decide(ctx context.Context, p *schemas.Progress) (*schemas.Decision, *jobController, error) {
+	jc, err := s.controller(ctx, p.Job)
+	if err != nil || jc == nil {
+		return nil, nil, err
+	}
+	if p.State.Final() && p.State != "" {
+		delete(s.jobs, p.Job)
+		return nil, nil, nil
+	}
+	if jc.interval > 0 && !jc.last.IsZero() && p.At.Sub(jc.last) < jc.interval {
+		return nil, nil, nil
+	}
+	d, err := jc.ctrl.Decide(*p)
+	if errors.Is(err, plugin.ErrStale) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	jc.last = p.At
+	return &d, jc, nil
+}
+
+// save stores jc's state under job in the KV bucket.
+func (s *Stage) save(ctx context.Context, job string, jc *jobController) error {
+	state, err := jc.ctrl.State()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(Saved{Controller: jc.name, State: state, LastDecision: jc.last})
+	if err != nil {
+		return err
+	}
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, job, b); err != nil {
+		return fmt.Errorf("save controller state of %s: %w", job, err)
+	}
+	return nil
+}
+
+// Run consumes progress messages until ctx ends; cancellation returns nil.
+func (s *Stage) Run(ctx context.Context) error {
+	prefix := s.c.Prefix()
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, prefix.Stream("METRICS"), jetstream.ConsumerConfig{
+		Durable: s.cfg.Durable, Description: "controller: progress to decisions",
+		FilterSubject: prefix.Metrics("*", schemas.ProgressMetrics), AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 1000,
+	})
+	if err != nil {
+		return fmt.Errorf("controller consumer: %w", err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("consume progress: %w", err)
+	}
+	stop := context.AfterFunc(ctx, msgs.Stop)
+	defer stop()
+	s.log.Info("controller started", "plugins", s.reg.Names())
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("consume progress: %w", err)
+		}
+		s.handle(ctx, msg)
+	}
+}
+
+// handle decides on one progress message, publishes the decision, then
+// saves the controller's state. A message that cannot be read is terminated.
+// When deciding, publishing or saving fails, the job's controller is dropped
+// from memory (it is rebuilt from the last saved state) and the message is
+// retried; the decision's message id makes a republished decision a duplicate.
+func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
+	p, err := bus.Decode[schemas.Progress](msg.Data(), msg.Headers())
+	if err != nil {
+		s.log.Warn("malformed progress dropped", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	log := s.log.With("job", p.Job)
+	// A stop does not interrupt a message being handled: its decision is
+	// published and its state saved, each within a bounded time.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	ctx = hctx
+	d, jc, err := s.decide(ctx, p)
+	if errors.Is(err, bus.ErrJobNotFound) || errors.Is(err, plugin.ErrInvalidConfig) {
+		log.Warn("progress of a job without a usable controller dropped", "err", err)
+		_ = msg.Term()
+		return
+	}
+	if err == nil && d != nil {
+		var dm *nats.Msg
+		dm, err = bus.NewMsg(bus.MessageContext(ctx, msg.Headers()), s.c.Prefix().Decisions(d.Job), d)
+		if err == nil {
+			dm.Header.Set(schemas.HeaderMsgID, d.Job+"/"+strconv.FormatInt(d.At.UnixNano(), 10))
+			_, err = s.js.PublishMsg(ctx, dm)
+		}
+	}
+	if err != nil {
+		delete(s.jobs, p.Job)
+		log.Warn("decision failed, will retry", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if d != nil {
+		if err := s.save(ctx, p.Job, jc); err != nil {
+			delete(s.jobs, p.Job)
+			log.Warn("controller state not saved, will retry", "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		log.Debug("decided", "replicas", d.Replicas, "current", d.Current, "reason", d.Reason)
+	}
+	_ = msg.Ack()
+}

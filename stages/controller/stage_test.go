@@ -1,0 +1,120 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// runStage runs a controller stage until the returned stop is called.
+func runStage(t *testing.T, c *bus.Client) (stop func()) {
+	t.Helper()
+	st, err := controller.New(c, controller.Config{}, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := st.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	bustest.Eventually(t, 5*time.Second, "controller consumer", func() bool {
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), controller.DefaultDurable)
+		return err == nil
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+func publishProgress(t *testing.T, c *bus.Client, p *schemas.Progress) {
+	t.Helper()
+	msg, err := bus.NewMsg(context.Background(), c.Prefix().Metrics(p.Job, schemas.ProgressMetrics), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nextDecision(t *testing.T, sub *nats.Subscription) schemas.Decision {
+	t.Helper()
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no decision: %v", err)
+	}
+	d, err := bus.Decode[schemas.Decision](msg.Data, msg.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *d
+}
+
+// TestStageDecidesAndResumes runs Asperathos' default scheduler (triggers 0,
+// actuation_size 2) through the stage on an embedded server: a late job
+// scales up by 2 per fresh sample, a stale sample is not acted on, and a
+// restarted stage resumes from the state kept in the KV bucket.
+func TestStageDecidesAndResumes(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	ctx := context.Background()
+	const job = "squares"
+	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
+			Replicas:   schemas.Replicas{Min: 1, Max: 10, Initial: 1},
+			Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"actuation_size": 2}`)}}
+		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress := func(sec int, e float64) *schemas.Progress {
+		return &schemas.Progress{Job: job, At: t0.Add(time.Duration(sec) * time.Second), Error: e, Replicas: 1, Total: 100}
+	}
+
+	stop := runStage(t, c)
+	publishProgress(t, c, progress(2, -2))
+	publishProgress(t, c, progress(2, -0.5)) // stale: same time
+	publishProgress(t, c, progress(4, -0.5))
+	var got []int
+	for range 2 {
+		d := nextDecision(t, sub)
+		got = append(got, d.Replicas)
+		if d.Controller != "default" || d.Reason == "" {
+			t.Errorf("decision %+v lacks controller or reason", d)
+		}
+	}
+	stop()
+
+	stop = runStage(t, c)
+	defer stop()
+	publishProgress(t, c, progress(3, -1)) // older than the last acted on
+	publishProgress(t, c, progress(6, -1))
+	d := nextDecision(t, sub)
+	got = append(got, d.Replicas)
+	if !d.At.Equal(t0.Add(6 * time.Second)) {
+		t.Errorf("decision at %v, want the sample at 6s (the older one is stale)", d.At)
+	}
+	if diff := cmp.Diff([]int{3, 5, 7}, got); diff != "" {
+		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+}

@@ -234,6 +234,11 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 			why: head + fmt.Sprintf(": new replicas need %.0fs to start, too late for the deadline; finish as fast as possible", d)}
 	}
 	extra := (need - live*t - starting*math.Max(0, t-startLeft)) / (t - d)
+	if up := c.state.Pending; up != nil && up.Base > 0 && extra > 0 {
+		// A scale-up is still starting: its replicas were sized on the rate
+		// then; wait for them rather than chase a noisy estimate.
+		return plan{want: float64(r), why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting: wait for the starting replicas", need, live, starting)}
+	}
 	return plan{want: live + starting + math.Max(0, extra),
 		why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting, new ones lose %.0fs to start-up", need, live, starting, d)}
 }

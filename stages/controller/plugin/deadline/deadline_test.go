@@ -52,6 +52,15 @@ func TestRecordedSequences(t *testing.T) {
 			reason:  "new ones lose 10s to start-up",
 		},
 		{
+			// After the scale-up to 5 at 70 s, a slower interval asks for about 7,
+			// but 4 replicas are still starting: wait for them.
+			name:    "wait for a pending scale-up",
+			job:     job,
+			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99), batch(72, 10, 1, 1, 99)},
+			want:    []int{1, 5, 5},
+			reason:  "wait for the starting replicas",
+		},
+		{
 			// 30 s left: T' = 27.5 s, 100 s of work: 1 + (100 − 27.5)/17.5 = 5.14 → 6,
 			// limited to +4.
 			name:    "late job, rate-limited scale-up",

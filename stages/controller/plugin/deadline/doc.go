@@ -34,7 +34,10 @@
 // A batch job is never scaled down before its queue drains: a busy replica
 // costs only the work it does, which is the same whoever does it, so an early
 // release saves nothing and may cost a start-up later (this also rules out
-// oscillation). New replicas only work T' − d, so the start-up delay is paid for explicitly.
+// oscillation). While the replicas of an earlier scale-up are still starting,
+// no more are added (a rate measured over a few items is noisy): the
+// controller waits for them, then sizes again. New replicas only work T' − d,
+// so the start-up delay is paid for explicitly.
 // The lateness correction is the bounded integral-like term: the later the job
 // already is (error < 0, Asperathos' sign) beyond what the first replicas'
 // start-up explains, the more slack is planned. When

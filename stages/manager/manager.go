@@ -164,7 +164,8 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	if hasPlugin || hasInfo {
 		sub.format = FormatAsperathos
 		var d asperathosDoc
-		if errs = decodeStrict(doc, &d, nil); len(errs) > 0 {
+		var partial bool
+		if errs, partial = decodeStrict(doc, &d, nil); !partial {
 			return nil, invalid(errs)
 		}
 		if d.EnableAuth != nil && *d.EnableAuth && d.Username != "" {
@@ -177,13 +178,15 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 			}
 			sub.owner = m.callerOf(u)
 		}
-		sub.spec, errs = asperathosSpec(&d)
-		if len(errs) > 0 {
+		var more field.ErrorList
+		sub.spec, more = asperathosSpec(&d)
+		if errs = merge(errs, more); len(errs) > 0 {
 			return nil, invalid(errs)
 		}
 	} else {
 		sub.format = FormatPace
-		if errs = decodeStrict(doc, &sub.spec, field.NewPath("spec")); len(errs) > 0 {
+		var partial bool
+		if errs, partial = decodeStrict(doc, &sub.spec, field.NewPath("spec")); !partial {
 			return nil, invalid(errs)
 		}
 	}
@@ -197,11 +200,19 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "owner"), "only admins submit jobs for other users"))
 	}
 	sub.spec = sub.spec.WithDefaults()
-	errs = append(errs, sub.spec.Validate()...)
-	errs = append(errs, m.checkPlugins(ctx, &sub.spec)...)
+	more := sub.spec.Validate()
+	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
 	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
+		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
 	}
+	if sub.format == FormatAsperathos {
+		for _, e := range more {
+			if p, ok := asperathosPaths[e.Field]; ok {
+				e.Field = p
+			}
+		}
+	}
+	errs = merge(errs, more)
 	if len(errs) == 0 && sub.spec.Mode == schemas.Batch {
 		items, ferr := m.loadWorkload(ctx, sub.spec.Workload, field.NewPath("spec", "workload"))
 		if ferr != nil {

@@ -3,6 +3,7 @@ package manager
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -13,25 +14,32 @@ import (
 
 // decodeStrict decodes the JSON document data into dst, a pointer to a
 // struct, and reports every unknown field and every mistyped value with
-// its path at once (encoding/json stops at the first).
-func decodeStrict(data []byte, dst any, root *field.Path) field.ErrorList {
+// its path at once (encoding/json stops at the first). With errors, dst
+// holds what could be decoded, and partial says whether that is every
+// other field (so the caller may check them too).
+func decodeStrict(data []byte, dst any, root *field.Path) (errs field.ErrorList, partial bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return field.ErrorList{field.Invalid(docPath(root), "", "invalid JSON: "+err.Error())}
+		return field.ErrorList{field.Invalid(docPath(root), "", "invalid JSON: "+err.Error())}, false
 	}
 	if dec.More() {
-		return field.ErrorList{field.Invalid(docPath(root), "", "invalid JSON: more than one document")}
+		return field.ErrorList{field.Invalid(docPath(root), "", "invalid JSON: more than one document")}, false
 	}
-	errs := check(v, reflect.TypeOf(dst).Elem(), root)
+	errs = check(v, reflect.TypeOf(dst).Elem(), root)
 	if len(errs) > 0 {
-		return errs
+		// Decode what fits, so that the caller can check the rest of the
+		// document too and report every problem at once. encoding/json
+		// skips mistyped values but stops at a failing UnmarshalJSON.
+		err := json.Unmarshal(data, dst)
+		var typeErr *json.UnmarshalTypeError
+		return errs, err == nil || errors.As(err, &typeErr)
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
-		return field.ErrorList{field.Invalid(docPath(root), "", err.Error())}
+		return field.ErrorList{field.Invalid(docPath(root), "", err.Error())}, false
 	}
-	return nil
+	return nil, true
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -156,4 +164,23 @@ func docPath(root *field.Path) *field.Path {
 		return field.NewPath("body")
 	}
 	return root
+}
+
+// merge appends to errs those of more that concern fields errs does not
+// already report (a mistyped field is not also "required").
+func merge(errs, more field.ErrorList) field.ErrorList {
+	out := errs
+	for _, e := range more {
+		dup := false
+		for _, r := range errs {
+			if e.Field == r.Field || strings.HasPrefix(e.Field, r.Field+".") || strings.HasPrefix(r.Field, e.Field+".") {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus/bustest"
 )
 
 // jobCLI runs pace job commands against a pace up with a token file.
@@ -24,12 +27,83 @@ type jobCLI struct {
 
 func startJobAPI(t *testing.T, extra ...string) *jobCLI {
 	t.Helper()
-	dir := t.TempDir()
+	return startJobAPIAt(t, t.TempDir(), extra...)
+}
+
+// startJobAPIAt starts pace up with its data and token file in dir.
+func startJobAPIAt(t *testing.T, dir string, extra ...string) *jobCLI {
+	t.Helper()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nbob-token,bob,2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return &jobCLI{u: startUp(t, filepath.Join(dir, "data"), append([]string{"--token-file", tokens}, extra...)...), tokens: tokens}
+}
+
+// status returns a job's view as alice.
+func (j *jobCLI) status(t *testing.T, id string) map[string]any {
+	t.Helper()
+	out, errOut, code := j.run(t, "status", id, "-o", "json")
+	var v map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+		t.Fatalf("status %s = %d %s %s", id, code, out, errOut)
+	}
+	return v
+}
+
+// submitDoc submits a JSON document as alice and returns the job id.
+func (j *jobCLI) submitDoc(t *testing.T, doc string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := j.run(t, "submit", file)
+	if code != 0 {
+		t.Fatalf("submit = %d %s", code, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+func TestJobsSurvivePaceUpRestart(t *testing.T) {
+	dir := t.TempDir()
+	j := startJobAPIAt(t, dir)
+	batch := j.submitDoc(t, `{"name":"later","deadline":"1h","workload":{"items":["a","b","c"]}}`)
+	stream := j.submitDoc(t, `{"name":"feed","mode":"streaming"}`)
+	j.u.pace(t, "x\ny\nz\n", "push", stream) // a streaming job fed by pace push
+	w := startWorker(t, j.u, stream, "tr a-z A-Z")
+	bustest.Eventually(t, 20*time.Second, "3 results of the streaming job", func() bool {
+		return j.status(t, stream)["done"] == 3.0
+	})
+	stopWorker(t, w)
+	j.u.stop(t)
+
+	j = startJobAPIAt(t, dir)
+	out, _, _ := j.run(t, "jobs", "-o", "json")
+	var list map[string]map[string]any
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("jobs: %v %s", err, out)
+	}
+	if list[batch]["status"] != "ongoing" || list[stream]["status"] != "ongoing" || list[stream]["done"] != 3.0 {
+		t.Fatalf("after restart: %v", list)
+	}
+	startWorker(t, j.u, batch, "tr a-z A-Z") // the running job continues
+	bustest.Eventually(t, 20*time.Second, "batch job completed after the restart", func() bool {
+		return j.status(t, batch)["status"] == "completed"
+	})
+	if _, errOut, code := j.run(t, "stop", stream); code != 0 {
+		t.Fatalf("stop = %d %s", code, errOut)
+	}
+	bustest.Eventually(t, 20*time.Second, "streaming job stopped", func() bool {
+		return j.status(t, stream)["status"] == "stopped"
+	})
+	push := exec.Command(paceBin, "push", stream, "--nats", j.u.natsURL)
+	push.Stdin = strings.NewReader("late\n")
+	var ee *exec.ExitError
+	if out, err := push.CombinedOutput(); !errors.As(err, &ee) || ee.ExitCode() != exitRejected {
+		t.Errorf("push to a stopped job = %v %s, want exit %d", err, out, exitRejected)
+	}
+	j.u.stop(t)
 }
 
 // run runs pace with args as alice and returns stdout, stderr and the exit code.

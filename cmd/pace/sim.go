@@ -117,23 +117,34 @@ func newSimCompareCmd(a *app) *cobra.Command {
 		Long: `Compare runs each scenario in --scenarios with the default, pid, hpa and
 deadline controllers and prints, per controller, the fraction of feasible
 deadlines met, the geometric mean of replica-seconds over the oracle's, and
-the mean number of scaling actions. With --docs DIR it also writes
-DIR/controllers.md and its SVG plots in DIR/controllers/.`,
+the mean number of scaling actions. It also writes DIR/controllers.md and its
+SVG plots in DIR/controllers/ for --docs DIR; by default (auto) that is ./docs
+when ./docs/controllers.md exists, i.e. when run from the repository's root,
+and nothing otherwise (--docs none).`,
 		Example: `  pace sim compare
   pace sim compare --scenarios examples/scenarios -o json | jq .controllers
-  pace sim compare --docs docs`,
+  pace sim compare --docs /tmp/report --scenarios my-scenarios`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(a) },
 	}
 	cmd.Flags().StringVar(&o.scenarios, "scenarios", "examples/scenarios", "directory of scenario YAML files")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().StringVar(&o.docs, "docs", "", "also write controllers.md and plots into this directory")
+	cmd.Flags().StringVar(&o.docs, "docs", "auto", "also write controllers.md and plots into this directory: a path, auto or none")
 	return cmd
 }
 
 func (o *simCompareOptions) run(a *app) error {
 	if o.output != "table" && o.output != "json" {
 		return usageError("--output %q: want table or json", o.output)
+	}
+	switch o.docs {
+	case "none":
+		o.docs = ""
+	case "auto":
+		o.docs = ""
+		if _, err := os.Stat(filepath.Join("docs", "controllers.md")); err == nil {
+			o.docs = "docs"
+		}
 	}
 	scs, err := sim.LoadDir(o.scenarios)
 	if err != nil {

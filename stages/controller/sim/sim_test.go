@@ -148,11 +148,11 @@ func TestPublishedDocs(t *testing.T) {
 	for name, want := range sim.Docs(rep, sim.Controllers) {
 		got, err := os.ReadFile(filepath.Join("../../../docs", filepath.FromSlash(name)))
 		if err != nil {
-			t.Errorf("%v (regenerate with: go run ./cmd/pace sim compare --docs docs)", err)
+			t.Errorf("%v (regenerate with: go run ./cmd/pace sim compare, from the repository root)", err)
 			continue
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("docs/%s is not what pace sim compare generates (regenerate with: go run ./cmd/pace sim compare --docs docs)", name)
+			t.Errorf("docs/%s is not what pace sim compare generates (regenerate with: go run ./cmd/pace sim compare, from the repository root)", name)
 		}
 	}
 	d := rep.Controllers["deadline"]

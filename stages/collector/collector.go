@@ -33,13 +33,21 @@ type Collector struct {
 	replicas Replicas
 	metrics  *Metrics
 
-	wake chan struct{} // buffered 1: something became due
+	more chan struct{} // buffered 1: a task was queued
 
 	mu     sync.Mutex
 	work   jetstream.Stream    // the work stream, once looked up; guarded by mu
 	jobs   map[string]*job     // running jobs, and final ones awaiting their last sample; guarded by mu
-	due    map[string]struct{} // jobs to sample in the next round; guarded by mu
 	active map[string]struct{} // jobs with queue activity since their last sample; guarded by mu
+	// Tasks: urgent jobs (events, activity) go before the interval's bulk,
+	// so that one job's change is not stuck behind a round of every job.
+	urgent, bulk []string
+	queued       map[string]bool   // job → queued (in urgent or bulk); guarded by mu
+	bulkDead     map[string]uint64 // dead-letter counts of the current round; guarded by mu
+	roundLeft    int               // bulk samples of the current round not yet done; guarded by mu
+	roundStart   time.Time         // guarded by mu
+	roundDone    chan struct{}     // closed when the current round ends; guarded by mu
+	takes        uint64            // tasks taken, to alternate urgent and bulk; guarded by mu
 }
 
 // job is what the collector knows of one job.
@@ -62,11 +70,13 @@ func New(c *bus.Client, cfg Config, replicas Replicas, clk clock.WithTicker, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	done := make(chan struct{})
+	close(done)
 	return &Collector{
 		js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clk, replicas: replicas,
 		log: log.With("stage", "collector"), metrics: NewMetrics(),
-		wake: make(chan struct{}, 1),
-		jobs: map[string]*job{}, due: map[string]struct{}{}, active: map[string]struct{}{},
+		more: make(chan struct{}, 1),
+		jobs: map[string]*job{}, active: map[string]struct{}{}, queued: map[string]bool{}, roundDone: done,
 	}, nil
 }
 
@@ -105,6 +115,11 @@ func (c *Collector) Run(ctx context.Context) error {
 		defer sub.Unsubscribe() //nolint:errcheck // ending a subscription
 	}
 
+	wctx, stopWorkers := context.WithCancel(ctx)
+	wait := c.startWorkers(wctx)
+	defer wait()
+	defer stopWorkers()
+
 	tick := c.clk.NewTicker(c.cfg.Interval)
 	defer tick.Stop()
 	var gap <-chan time.Time
@@ -131,12 +146,38 @@ func (c *Collector) Run(ctx context.Context) error {
 			}
 			c.apply(ctx, e)
 		case <-tick.C():
-			c.markAllDue()
+			c.startRound(ctx)
 		case <-gap:
 			c.promoteActive()
-		case <-c.wake:
 		}
-		c.round(ctx)
+	}
+}
+
+// startWorkers starts Concurrency sampling goroutines and an acknowledger
+// of their publishes; the returned func waits for them after ctx ends.
+func (c *Collector) startWorkers(ctx context.Context) (wait func()) {
+	futures := make(chan jetstream.PubAckFuture, 4096)
+	var wg sync.WaitGroup
+	for range c.cfg.Concurrency {
+		wg.Go(func() { c.worker(ctx, futures) })
+	}
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		for f := range futures {
+			select {
+			case <-f.Ok():
+				c.metrics.samples.Inc()
+			case err := <-f.Err():
+				c.metrics.errors.Inc()
+				c.log.Warn("sample not stored", "subject", f.Msg().Subject, "err", err)
+			}
+		}
+	}()
+	return func() {
+		wg.Wait()
+		close(futures)
+		<-acked
 	}
 }
 
@@ -170,28 +211,35 @@ func (c *Collector) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 		c.jobs[id] = j
 	}
 	j.rec = rec
-	c.due[id] = struct{}{}
-	c.signal()
+	c.queueUrgentLocked(id)
 }
 
 func (c *Collector) signal() {
 	select {
-	case c.wake <- struct{}{}:
+	case c.more <- struct{}{}:
 	default:
 	}
 }
 
-// markDue makes a known job due at once (a lifecycle event).
-func (c *Collector) markDue(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.jobs[id]; ok {
-		c.due[id] = struct{}{}
+// queueUrgentLocked queues a job ahead of the interval's bulk.
+func (c *Collector) queueUrgentLocked(id string) {
+	if !c.queued[id] {
+		c.queued[id] = true
+		c.urgent = append(c.urgent, id)
 		c.signal()
 	}
 }
 
-// markActive notes queue activity of a job; promoteActive makes it due.
+// markDue queues a known job at once (a lifecycle event).
+func (c *Collector) markDue(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.jobs[id]; ok {
+		c.queueUrgentLocked(id)
+	}
+}
+
+// markActive notes queue activity of a job; promoteActive queues it.
 func (c *Collector) markActive(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -200,105 +248,135 @@ func (c *Collector) markActive(id string) {
 	}
 }
 
-func (c *Collector) markAllDue() {
+// promoteActive queues the jobs with queue activity since the last
+// ActivityGap tick: at most one activity sample per job per tick.
+func (c *Collector) promoteActive() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range c.jobs {
-		c.due[id] = struct{}{}
+	for id := range c.active {
+		if _, ok := c.jobs[id]; ok {
+			c.queueUrgentLocked(id)
+		}
 	}
 	clear(c.active)
 }
 
-// promoteActive makes due the active jobs not sampled within ActivityGap.
-func (c *Collector) promoteActive() {
-	now := c.clk.Now()
+// startRound queues every running job not queued yet, with the dead-letter
+// counts of all jobs read in one request. A job still queued from the last
+// round is not queued twice: an overloaded collector samples less often.
+func (c *Collector) startRound(ctx context.Context) {
+	dead, err := c.deadCounts(ctx, c.prefix.Dead("*"))
+	if err != nil {
+		c.metrics.errors.Inc()
+		if ctx.Err() == nil {
+			c.log.Warn("round skipped", "err", err)
+		}
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range c.active {
-		if j, ok := c.jobs[id]; ok && now.Sub(j.last) >= c.cfg.ActivityGap {
-			c.due[id] = struct{}{}
-			delete(c.active, id)
+	c.bulkDead = dead
+	if c.roundLeft == 0 {
+		c.roundStart = c.clk.Now()
+		c.roundDone = make(chan struct{})
+	}
+	for id := range c.jobs {
+		if !c.queued[id] {
+			c.queued[id] = true
+			c.bulk = append(c.bulk, id)
+			c.roundLeft++
 		}
+	}
+	clear(c.active)
+	if c.roundLeft == 0 {
+		close(c.roundDone)
+	}
+	c.metrics.jobs.Set(float64(len(c.jobs)))
+	c.signal()
+}
+
+// take returns the next job to sample, urgent ones first; dead is nil for
+// an urgent job (its dead letters are read with it).
+func (c *Collector) take() (id string, dead map[string]uint64, bulk, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.takes++
+	switch {
+	case len(c.urgent) > 0 && (len(c.bulk) == 0 || c.takes%2 == 0): // bulk keeps half the workers when both wait
+		id, c.urgent = c.urgent[0], c.urgent[1:]
+	case len(c.bulk) > 0:
+		id, c.bulk, dead, bulk = c.bulk[0], c.bulk[1:], c.bulkDead, true
+	default:
+		return "", nil, false, false
+	}
+	delete(c.queued, id)
+	if len(c.urgent)+len(c.bulk) > 0 {
+		c.signal() // wake another worker
+	}
+	return id, dead, bulk, true
+}
+
+// worker samples queued jobs until ctx ends.
+func (c *Collector) worker(ctx context.Context, futures chan<- jetstream.PubAckFuture) {
+	for ctx.Err() == nil {
+		id, dead, bulk, ok := c.take()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.more:
+			}
+			continue
+		}
+		c.mu.Lock()
+		j, known := c.jobs[id]
+		var rec schemas.JobRecord
+		var final bool
+		if known {
+			rec, final = j.rec, j.final
+		}
+		c.mu.Unlock()
+		if known {
+			if f := c.collect(ctx, &rec, dead); f != nil {
+				futures <- f
+			}
+		}
+		c.done(ctx, id, final, bulk)
 	}
 }
 
-// round samples every due job, Concurrency at a time, and publishes the
-// samples; then it forgets the jobs that ended.
-func (c *Collector) round(ctx context.Context) {
+// done records a job's sample and forgets the job after its final one.
+func (c *Collector) done(ctx context.Context, id string, final, bulk bool) {
+	now := c.clk.Now()
 	c.mu.Lock()
-	batch := make([]*job, 0, len(c.due))
-	for id := range c.due {
-		if j, ok := c.jobs[id]; ok {
-			cp := *j
-			batch = append(batch, &cp)
+	if j, ok := c.jobs[id]; ok {
+		j.last = now
+		if final {
+			delete(c.jobs, id)
 		}
 	}
-	clear(c.due)
+	if bulk && c.roundLeft > 0 {
+		if c.roundLeft--; c.roundLeft == 0 {
+			c.metrics.round.Observe(now.Sub(c.roundStart).Seconds())
+			close(c.roundDone)
+		}
+	}
 	c.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	start := c.clk.Now()
-	dead, err := c.deadCounts(ctx, c.prefix.Dead("*"))
-	if err != nil {
-		c.metrics.errors.Add(float64(len(batch)))
-		c.log.Warn("round skipped", "err", err)
-		return
-	}
-	ids := make(chan *job)
-	var mu sync.Mutex
-	var futures []jetstream.PubAckFuture
-	var wg sync.WaitGroup
-	for range min(c.cfg.Concurrency, len(batch)) {
-		wg.Go(func() {
-			for j := range ids {
-				if f := c.collect(ctx, j, dead); f != nil {
-					mu.Lock()
-					futures = append(futures, f)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, j := range batch {
-		ids <- j
-	}
-	close(ids)
-	wg.Wait()
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-			c.metrics.samples.Inc()
-		case err := <-f.Err():
-			c.metrics.errors.Inc()
-			c.log.Warn("sample not stored", "subject", f.Msg().Subject, "err", err)
-		case <-ctx.Done():
-			return
-		}
-	}
-	c.metrics.round.Observe(c.clk.Since(start).Seconds())
-
-	var ended []string
-	c.mu.Lock()
-	for _, j := range batch {
-		if cur, ok := c.jobs[j.rec.ID]; ok {
-			cur.last = start
-			if j.final {
-				delete(c.jobs, j.rec.ID)
-				ended = append(ended, j.rec.ID)
-			}
-		}
-	}
-	c.metrics.jobs.Set(float64(len(c.jobs)))
-	c.mu.Unlock()
-	for _, id := range ended {
+	if final {
 		c.forget(ctx, id)
 	}
 }
 
-// collect samples one job and publishes the sample asynchronously.
-func (c *Collector) collect(ctx context.Context, j *job, dead map[string]uint64) jetstream.PubAckFuture {
-	s, err := c.sample(ctx, &j.rec, dead)
+// collect samples one job and publishes the sample asynchronously; dead
+// nil reads the job's dead letters with it.
+func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) jetstream.PubAckFuture {
+	var s *schemas.Sample
+	var err error
+	if dead == nil {
+		s, err = c.Sample(ctx, rec)
+	} else {
+		s, err = c.sample(ctx, rec, dead)
+	}
 	var f jetstream.PubAckFuture
 	if err == nil {
 		var msg *nats.Msg
@@ -309,7 +387,7 @@ func (c *Collector) collect(ctx context.Context, j *job, dead map[string]uint64)
 	if err != nil {
 		c.metrics.errors.Inc()
 		if ctx.Err() == nil {
-			c.log.Warn("job not sampled", "job", j.rec.ID, "err", err)
+			c.log.Warn("job not sampled", "job", rec.ID, "err", err)
 		}
 		return nil
 	}

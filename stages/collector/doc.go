@@ -7,8 +7,11 @@
 //   - at once on its lifecycle events, pace.jobs.<job>.* (start, scale, stop, …),
 //     and once more when its record reaches a final state;
 //   - on queue activity (an item pushed, a result or a dead letter stored),
-//     at most once per ActivityGap (default Interval/5), so a progress
+//     at the next ActivityGap tick (default Interval/5), so a progress
 //     message follows a queue change well within one interval.
+//
+// Lifecycle and activity samples go ahead of the interval's round of every
+// job (when both wait, they alternate, so neither starves).
 //
 // A round costs one JetStream API request for all its jobs, the dead-letter
 // stream's info filtered on pace.dead.* (one subject per job, so its

@@ -53,13 +53,21 @@ func BenchmarkRound(b *testing.B) {
 				j.rec.Spec.Mode = mode // streaming jobs with a backlog cost one more request (the oldest item)
 				col.jobs[r.ID] = j
 			}
-			ctx := context.Background()
+			ctx, cancel := context.WithCancel(context.Background())
+			wait := col.startWorkers(ctx)
+			defer func() { cancel(); wait() }()
+			round := func() {
+				col.startRound(ctx)
+				col.mu.Lock()
+				done := col.roundDone
+				col.mu.Unlock()
+				<-done
+			}
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			start := time.Now()
-			col.markAllDue()
-			col.round(ctx)
+			round()
 			first := time.Since(start)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
@@ -67,8 +75,7 @@ func BenchmarkRound(b *testing.B) {
 				n, first.Round(time.Millisecond), float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20))
 			b.ResetTimer()
 			for b.Loop() {
-				col.markAllDue()
-				col.round(ctx)
+				round()
 			}
 			per := b.Elapsed() / time.Duration(b.N)
 			b.ReportMetric(per.Seconds()*1000, "round-ms")

@@ -117,10 +117,33 @@ func (c *Collector) count(ctx context.Context, family, job, filter string) (int,
 			MemoryStorage: true,
 		})
 	}
+	if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+		// The stream has its maximum of consumers (nats-server's default is
+		// 1,000 per stream): count the subjects instead, one per result.
+		return c.countSubjects(ctx, stream, filter)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count %s: %w", filter, err)
 	}
 	return int(cons.CachedInfo().NumPending), nil
+}
+
+// countSubjects counts the messages on filter from a subject-filtered
+// stream info, which lists every matching subject: correct, but its cost
+// grows with the job's results.
+func (c *Collector) countSubjects(ctx context.Context, stream, filter string) (int, error) {
+	st, err := c.js.Stream(ctx, stream)
+	if err == nil {
+		var info *jetstream.StreamInfo
+		if info, err = st.Info(ctx, jetstream.WithSubjectFilter(filter)); err == nil {
+			n := 0
+			for _, v := range info.State.Subjects {
+				n += int(v)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("count %s: %w", filter, err)
 }
 
 // forget deletes a job's counting consumer.

@@ -20,7 +20,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // runStage runs a controller stage until the returned stop is called.
-func runStage(t *testing.T, c *bus.Client) (stop func()) {
+func runStage(t testing.TB, c *bus.Client) (stop func()) {
 	t.Helper()
 	st, err := controller.New(c, controller.Config{}, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
@@ -42,7 +42,7 @@ func runStage(t *testing.T, c *bus.Client) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
-func publishProgress(t *testing.T, c *bus.Client, p *schemas.Progress) {
+func publishProgress(t testing.TB, c *bus.Client, p *schemas.Progress) {
 	t.Helper()
 	msg, err := bus.NewMsg(context.Background(), c.Prefix().Metrics(p.Job, schemas.ProgressMetrics), p)
 	if err != nil {

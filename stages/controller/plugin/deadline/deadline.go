@@ -234,6 +234,10 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 			why: head + fmt.Sprintf(": new replicas need %.0fs to start, too late for the deadline; finish as fast as possible", d)}
 	}
 	extra := (need - live*t - starting*math.Max(0, t-startLeft)) / (t - d)
+	if want := live + starting + extra; want > float64(c.job.Max) {
+		return plan{want: float64(c.job.Max), urgent: true,
+			why: head + fmt.Sprintf(": %.1f replica-seconds of work need %.1f replicas, more than max %d: max at once for the least lateness", need, want, c.job.Max)}
+	}
 	if up := c.state.Pending; up != nil && up.Base > 0 && extra > 0 {
 		// A scale-up is still starting: its replicas were sized on the rate
 		// then; wait for them rather than chase a noisy estimate.

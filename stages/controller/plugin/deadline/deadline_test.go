@@ -70,6 +70,14 @@ func TestRecordedSequences(t *testing.T) {
 			reason:  "scale up, limited to +4",
 		},
 		{
+			// The same late job with max 3: even max cannot make it, so max at once.
+			name:    "infeasible at max: max at once",
+			job:     plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 3, Initial: 1},
+			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99)},
+			want:    []int{1, 3},
+			reason:  "more than max 3: max at once for the least lateness",
+		},
+		{
 			name:    "tail releases idle replicas at once",
 			job:     plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 6},
 			samples: []schemas.Progress{batch(50, 100, 6, 6, 4), batch(52, 107, 6, 3, 0)},

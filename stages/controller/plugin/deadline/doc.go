@@ -42,7 +42,8 @@
 // already is (error < 0, Asperathos' sign) beyond what the first replicas'
 // start-up explains, the more slack is planned. When
 // T' ≤ d new replicas would arrive too late; when T' ≤ 0 the deadline is lost:
-// in both cases the controller asks for max (least lateness) and says so.
+// in both cases, and when n exceeds max, the controller asks for max at once
+// (least lateness) and says so.
 //
 // # Streaming: feed-forward (Flink/DS2)
 //

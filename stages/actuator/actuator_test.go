@@ -1,0 +1,155 @@
+package actuator_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
+	"github.com/pace-platform/pace/stages/actuator/local"
+	"github.com/pace-platform/pace/stages/gate"
+)
+
+var paceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pace-actuator")
+	if err != nil {
+		panic(err)
+	}
+	paceBin = filepath.Join(dir, "pace")
+	if out, err := exec.Command("go", "build", "-o", paceBin, "github.com/pace-platform/pace/cmd/pace").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build pace: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs f until the test ends.
+func run(t *testing.T, f func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stage: %v", err)
+		}
+	})
+}
+
+func publish(t *testing.T, c *bus.Client, subject string, m schemas.Message) {
+	t.Helper()
+	msg, err := bus.NewMsg(context.Background(), subject, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDecisionsScaleRealWorkersThroughTheGate runs the actuator, the APF bus
+// gate and the local runtime with real `pace worker` processes.
+func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	ctx := context.Background()
+	const job = "squares"
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming,
+		Worker: schemas.WorkerSpec{Exec: "read n; echo $((n*n))"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var admitted []schemas.AdmissionEvent
+	sub, err := c.Conn().Subscribe(c.Prefix().Admission("*", "*"), func(m *nats.Msg) {
+		if ev, err := bus.Decode[schemas.AdmissionEvent](m.Data, m.Header); err == nil {
+			mu.Lock()
+			admitted = append(admitted, *ev)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, g.Run)
+	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: 5 * time.Second}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, rt.Run)
+	gs, err := gate.New(c, g, actuator.NewExecutor(c, rt, log), gate.Config{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, gs.Run)
+	run(t, actuator.New(c, log).Run)
+	presence := c.Presence(nil)
+	run(t, presence.Run)
+
+	publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Current: 0, Reason: "test wants two"})
+	bustest.Eventually(t, 20*time.Second, "two live workers", func() bool { return presence.Count(job) == 2 })
+
+	items := bus.Items("1", "2", "3", "4", "5", "6", "7", "8", "9", "10")
+	if err := c.PushItems(ctx, job, items); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n := 0
+	for r, err := range c.Results(rctx, job) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Output == "" {
+			t.Errorf("empty result for %s", r.ItemID)
+		}
+		n++
+	}
+	if n != len(items) {
+		t.Fatalf("%d results, want %d", n, len(items))
+	}
+
+	publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
+		&schemas.JobEvent{Job: job, Type: schemas.EventTerminated, State: schemas.Terminated, At: time.Now()})
+	bustest.Eventually(t, 10*time.Second, "workers killed on terminate", func() bool { return rt.Running(job) == 0 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	verbs := 0
+	for _, ev := range admitted {
+		if ev.Outcome != schemas.Dispatched || ev.FlowSchema != "service-accounts" {
+			t.Errorf("admission event %+v, want dispatched by flow schema service-accounts", ev)
+		}
+		verbs++
+	}
+	if verbs < 2 {
+		t.Errorf("%d admission events, want the scale and the delete", verbs)
+	}
+}

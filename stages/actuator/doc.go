@@ -1,0 +1,22 @@
+// Package actuator turns scaling decisions and job lifecycle events into
+// infrastructure requests, and executes the requests the APF gate admits.
+//
+// Data flow:
+//
+//	pace.decisions.<job> ─┐
+//	pace.jobs.<job>.*  ───┴─► Stage ──► pace.k8s.requests ──► gate (APF) ──► Executor ──► runtime
+//
+// The Stage publishes one schemas.KubeRequest per change of a job's desired
+// replica count (decisions repeating the last request are skipped), a scale
+// to the job's initial replicas when it starts, a scale to zero when it ends
+// and a delete when it is terminated. Each request carries the job owner as
+// its user and the job's namespace, so API Priority and Fairness classifies
+// it like the Kubernetes call it stands for: verb patch on batch/jobs
+// (subresource scale) or verb delete. On start the Stage reconciles: every
+// ongoing job gets its last known replica count again, so a restarted Pace
+// restarts the workers of running jobs.
+//
+// The Executor runs admitted requests with a runtime (the local process
+// runtime, or Kubernetes) and publishes a scaled job event with the new
+// count, from which the manager updates the job record.
+package actuator

@@ -1,0 +1,217 @@
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Identity of requests for jobs without an owner.
+const serviceUser = "system:serviceaccount:pace:actuator"
+
+// Stage publishes infrastructure requests for decisions and lifecycle events.
+type Stage struct {
+	c   *bus.Client
+	log *slog.Logger
+	now func() time.Time
+
+	mu        sync.Mutex
+	requested map[string]int // job → replicas last requested; guarded by mu
+}
+
+// New returns the stage.
+func New(c *bus.Client, log *slog.Logger) *Stage {
+	return &Stage{c: c, log: log.With("stage", "actuator"), now: time.Now, requested: map[string]int{}}
+}
+
+// Run reconciles running jobs, then consumes decisions and job events until
+// ctx ends; cancellation returns nil.
+func (s *Stage) Run(ctx context.Context) error {
+	if err := s.reconcile(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	p := s.c.Prefix()
+	decisions, err := s.consume(ctx, p.Stream("DECISIONS"), "pace-actuator", p.Decisions("*"), s.onDecision)
+	if err != nil {
+		return err
+	}
+	defer decisions.Stop()
+	events, err := s.consume(ctx, p.Stream("JOBS"), "pace-actuator-events", p.Jobs("*", "*"), s.onEvent)
+	if err != nil {
+		return err
+	}
+	defer events.Stop()
+	s.log.Info("actuator started")
+	<-ctx.Done()
+	return nil
+}
+
+// consume runs handle on every message of a durable consumer; a handler
+// error naks the message for a retry a second later. A new consumer starts
+// from the last message of each subject (each job's last decision and last
+// event of each kind), not from the whole history.
+func (s *Stage) consume(ctx context.Context, stream, durable, filter string,
+	handle func(context.Context, jetstream.Msg) error) (jetstream.ConsumeContext, error) {
+	cons, err := s.c.JetStream().CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: durable, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, AckWait: 30 * time.Second,
+		Description: "actuator: decisions and lifecycle to infrastructure requests",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("actuator consumer %s: %w", durable, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		hctx, cancel := context.WithTimeout(bus.MessageContext(context.WithoutCancel(ctx), m.Headers()), 10*time.Second)
+		defer cancel()
+		if err := handle(hctx, m); err != nil {
+			s.log.Warn("request not published, will retry", "subject", m.Subject(), "err", err)
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("actuator consume %s: %w", durable, err)
+	}
+	return cc, nil
+}
+
+// reconcile asks again for the last known replicas of every ongoing job.
+func (s *Stage) reconcile(ctx context.Context) error {
+	jobs, err := s.c.Jobs(ctx)
+	if err != nil {
+		return fmt.Errorf("actuator reconcile: %w", err)
+	}
+	for _, rec := range jobs {
+		if rec.State != schemas.Ongoing {
+			continue
+		}
+		n := rec.Replicas
+		if n == 0 {
+			n = initialReplicas(rec.Spec)
+		}
+		if err := s.scale(ctx, rec, n, "reconcile after start"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Stage) onDecision(ctx context.Context, m jetstream.Msg) error {
+	d, err := bus.Decode[schemas.Decision](m.Data(), m.Headers())
+	if err != nil {
+		s.log.Warn("malformed decision dropped", "subject", m.Subject(), "err", err)
+		return nil
+	}
+	rec, err := s.c.Status(ctx, d.Job)
+	if errors.Is(err, bus.ErrJobNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rec.State != schemas.Ongoing {
+		return nil // a late decision for a finished job
+	}
+	return s.scale(ctx, rec, d.Replicas, d.Reason)
+}
+
+func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
+	ev, err := bus.Decode[schemas.JobEvent](m.Data(), m.Headers())
+	if err != nil {
+		s.log.Warn("malformed job event dropped", "subject", m.Subject(), "err", err)
+		return nil
+	}
+	switch ev.Type {
+	case schemas.EventStarted, schemas.EventCompleted, schemas.EventFailed, schemas.EventStopped,
+		schemas.EventError, schemas.EventTerminated:
+	default:
+		return nil
+	}
+	rec, err := s.c.Status(ctx, ev.Job)
+	if errors.Is(err, bus.ErrJobNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch ev.Type {
+	case schemas.EventStarted:
+		if rec.State != schemas.Ongoing {
+			return nil // replayed history of a job that has ended since
+		}
+		return s.scale(ctx, rec, initialReplicas(rec.Spec), "job started")
+	case schemas.EventTerminated:
+		return s.publish(ctx, rec, &schemas.KubeRequest{Verb: "delete"}, "job terminated")
+	default:
+		return s.scale(ctx, rec, 0, "job "+string(ev.Type))
+	}
+}
+
+// scale publishes a scale request unless n is what was last requested.
+func (s *Stage) scale(ctx context.Context, rec *schemas.JobRecord, n int, reason string) error {
+	s.mu.Lock()
+	last, seen := s.requested[rec.ID]
+	s.mu.Unlock()
+	if seen && last == n {
+		return nil
+	}
+	if err := s.publish(ctx, rec, &schemas.KubeRequest{Verb: "patch", Subresource: "scale", Replicas: n}, reason); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if n == 0 {
+		delete(s.requested, rec.ID)
+	} else {
+		s.requested[rec.ID] = n
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// publish completes req with the job's identity and target and publishes it.
+func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schemas.KubeRequest, reason string) error {
+	req.ID, req.Job, req.At = nuid.Next(), rec.ID, s.now()
+	req.APIGroup, req.Resource, req.Name = "batch", "jobs", "pace-"+rec.ID
+	req.Namespace = rec.Spec.Actuator.Namespace
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	req.User, req.Groups = rec.Spec.Owner, []string{auth.Authenticated}
+	if req.User == "" || req.User == auth.Anonymous {
+		req.User, req.Groups = serviceUser, []string{"system:serviceaccounts", "system:serviceaccounts:pace", auth.Authenticated}
+	}
+	msg, err := bus.NewMsg(ctx, s.c.Prefix().KubeRequests(), req)
+	if err != nil {
+		return err
+	}
+	if _, err := s.c.JetStream().PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish request for %s: %w", rec.ID, err)
+	}
+	s.log.Info("infrastructure request", "job", rec.ID, "verb", req.Verb, "replicas", req.Replicas, "reason", reason)
+	return nil
+}
+
+// initialReplicas is the worker count a job starts with.
+func initialReplicas(spec schemas.JobSpec) int {
+	switch {
+	case spec.Replicas.Initial > 0:
+		return spec.Replicas.Initial
+	case spec.Replicas.Min > 0:
+		return spec.Replicas.Min
+	}
+	return 1
+}

@@ -71,7 +71,7 @@ func freeAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer ln.Close() //nolint:errcheck // only its address was needed
 	return ln.Addr().String()
 }
 
@@ -114,7 +114,7 @@ func (d *Server) Start() {
 	for {
 		resp, err := http.Get(d.URL + "/ping")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusNoContent {
 				return
 			}
@@ -155,7 +155,7 @@ func (d *Server) Query(q string) [][]any {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // closing a response body
 	var r struct {
 		Results []struct {
 			Error  string `json:"error"`

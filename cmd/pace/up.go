@@ -33,6 +33,7 @@ type upOptions struct {
 	monitor    monitorFlags
 	fc         flowcontrolFlags
 	manager    managerFlags
+	control    controlFlags
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -68,6 +69,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	o.monitor.add(f)
 	o.fc.add(f, "flowcontrol-config")
 	o.manager.add(f)
+	o.control.add(f)
 	return cmd
 }
 
@@ -101,6 +103,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	log := a.log.With("stage", "up")
 
+	if err := o.control.validate(o.natsListen); err != nil {
+		return err
+	}
 	srv, err := bus.StartServer(bus.ServerConfig{DataDir: data, Listen: o.natsListen,
 		MaxMemory: int64(o.maxMemory), MaxStore: int64(o.maxStore), SyncAlways: o.syncAlways}, log)
 	if err != nil {
@@ -129,6 +134,11 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 
+	control, err := o.control.build(c, fcGate, srv.ClientURL(), a.log)
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", o.http)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", o.http, err)
@@ -149,6 +159,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	g.Go(func() error { return fcStore.Run(gctx, fcGate, fcFile) }) // live config in pace_flowcontrol, maintained every minute
 	g.Go(func() error { return mgr.Run(gctx) })
 	mon.start(gctx, g)
+	for _, loop := range control {
+		g.Go(func() error { return loop(gctx) })
+	}
 	g.Go(func() error {
 		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)

@@ -39,10 +39,15 @@ func NewAPI(m *Manager) *API {
 	return a
 }
 
-// Register adds every route of the API to mux.
+// Register adds every route of the API to mux. Like Asperathos, every
+// route is also served with a ".json" suffix (e.g. /submissions.json).
 func (a *API) Register(mux *http.ServeMux) {
 	for _, rt := range a.routes {
-		mux.Handle(rt.method+" "+rt.path, a.wrap(rt))
+		h := a.wrap(rt)
+		mux.Handle(rt.method+" "+rt.path, h)
+		if !strings.HasSuffix(rt.path, "}") { // /submissions/{id}.json arrives as id "….json"
+			mux.Handle(rt.method+" "+rt.path+".json", h)
+		}
 	}
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, a.OpenAPI())
@@ -97,7 +102,7 @@ func (a *API) table() []route {
 			}},
 		{method: "GET", path: "/submissions/{id}", summary: "Show a job (Asperathos view plus Pace's fields)", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := m.Job(r.Context(), u, r.PathValue("id"))
+				rec, err := m.Job(r.Context(), u, jobID(r))
 				if err != nil {
 					return nil, err
 				}
@@ -113,7 +118,7 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				return nil, m.Delete(r.Context(), u, r.PathValue("id"))
+				return nil, m.Delete(r.Context(), u, jobID(r))
 			}},
 		{method: "GET", path: "/submissions/{id}/report", summary: "Detailed report: samples keyed by time", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
@@ -127,7 +132,7 @@ func (a *API) table() []route {
 			}},
 		{method: "GET", path: "/submissions/{id}/errors", summary: "Dead-lettered items of a job", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := m.Job(r.Context(), u, r.PathValue("id"))
+				rec, err := m.Job(r.Context(), u, jobID(r))
 				if err != nil {
 					return nil, err
 				}
@@ -141,7 +146,7 @@ func (a *API) table() []route {
 			handle: a.logs},
 		{method: "GET", path: "/submissions/{id}/visualizer", summary: "URL of the job's dashboard", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := m.Job(r.Context(), u, r.PathValue("id"))
+				rec, err := m.Job(r.Context(), u, jobID(r))
 				if err != nil {
 					return nil, err
 				}
@@ -363,13 +368,13 @@ func (a *API) command(fn func(context.Context, auth.User, string) (*schemas.JobR
 		if err != nil {
 			return nil, err
 		}
-		_, err = fn(r.Context(), u, r.PathValue("id"))
+		_, err = fn(r.Context(), u, jobID(r))
 		return nil, err
 	}
 }
 
 func (a *API) report(r *http.Request, u auth.User) (Detailed, *Summary, error) {
-	rec, err := a.m.Job(r.Context(), u, r.PathValue("id"))
+	rec, err := a.m.Job(r.Context(), u, jobID(r))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -402,7 +407,7 @@ func (a *API) clusters(r *http.Request, u auth.User, activeOnly bool) (any, erro
 // NDJSON, flushed line by line, until the job is final and every line sent.
 func (a *API) logs(r *http.Request, u auth.User) (any, error) {
 	ctx := r.Context()
-	rec, err := a.m.Job(ctx, u, r.PathValue("id"))
+	rec, err := a.m.Job(ctx, u, jobID(r))
 	if err != nil {
 		return nil, err
 	}
@@ -456,6 +461,10 @@ func (a *API) logs(r *http.Request, u auth.User) (any, error) {
 }
 
 type responseKey struct{}
+
+// jobID is the request's job id, without the ".json" suffix Asperathos
+// clients may add to /submissions/{id}.
+func jobID(r *http.Request) string { return strings.TrimSuffix(r.PathValue("id"), ".json") }
 
 func collectLogs(m *Manager, ctx context.Context, job string) ([]*schemas.LogLine, error) {
 	var out []*schemas.LogLine

@@ -116,6 +116,19 @@ func TestOpenAPIAndDocsCoverEveryRoute(t *testing.T) {
 	}
 }
 
+func TestJSONSuffixRoutes(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("alice-token", `{"mode":"streaming"}`)
+	for _, path := range []string{"/submissions.json", "/submissions/" + id + ".json", "/submissions/" + id + "/report.json", "/plugins.json"} {
+		if r := e.do("GET", path, "alice-token", ""); r.code != http.StatusOK {
+			t.Errorf("GET %s = %d %s", path, r.code, r.body)
+		}
+	}
+	if r := e.do("PUT", "/submissions/"+id+"/stop.json", "alice-token", ""); r.code != http.StatusNoContent {
+		t.Errorf("PUT stop.json = %d %s", r.code, r.body)
+	}
+}
+
 func jsonString(s string) string {
 	return `"` + strings.NewReplacer("\n", `\n`, `"`, `\"`).Replace(s) + `"`
 }

@@ -106,10 +106,6 @@ func fromResults(rec *schemas.JobRecord, results []*schemas.Result, dead []*sche
 	}
 	start = start.UTC().Truncate(time.Second)
 	end = end.UTC().Truncate(time.Second).Add(time.Second)
-	step := time.Second
-	if n := int(end.Sub(start) / time.Second); n > maxReportSamples {
-		step = time.Duration(math.Ceil(float64(n)/maxReportSamples)) * time.Second
-	}
 	var done []time.Time
 	for _, r := range results {
 		done = append(done, r.FinishedAt)
@@ -118,6 +114,13 @@ func fromResults(rec *schemas.JobRecord, results []*schemas.Result, dead []*sche
 		done = append(done, dl.At)
 	}
 	slices.SortFunc(done, func(a, b time.Time) int { return a.Compare(b) })
+	if n := len(done); n > 0 && done[n-1].After(end) {
+		end = done[n-1].UTC().Truncate(time.Second).Add(time.Second) // workers' clocks may run ahead
+	}
+	step := time.Second
+	if n := int(end.Sub(start) / time.Second); n > maxReportSamples {
+		step = time.Duration(math.Ceil(float64(n)/maxReportSamples)) * time.Second
+	}
 	deadline := rec.Spec.Deadline.Time(rec.StartedAt).Sub(rec.StartedAt)
 	total := rec.Total
 	for t := start; !t.After(end); t = t.Add(step) {

@@ -343,3 +343,40 @@ func TestSubmitOverNATSSharesValidation(t *testing.T) {
 		t.Errorf("alice terminated bob's job over NATS")
 	}
 }
+
+func TestInterruptedCreationEndsInError(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	spec := schemas.JobSpec{Mode: schemas.Batch, Owner: "alice", Deadline: schemas.Deadline{After: schemas.Duration(time.Minute)},
+		Workload: schemas.Workload{URL: "http://example.com/w"}}.WithDefaults()
+	// A manager stored the created event and died before queueing the items.
+	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "job-dead123", Type: schemas.EventCreated,
+		State: schemas.Created, Spec: &spec, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("job-dead123", schemas.Error)
+	if v := e.status("alice-token", "job-dead123"); !strings.Contains(v["reason"].(string), "interrupted") {
+		t.Errorf("reason = %v", v["reason"])
+	}
+}
+
+func TestDeleteAllKeepsRunningJobs(t *testing.T) {
+	e := newEnv(t)
+	done := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
+	e.work(done, 1, upper)
+	e.waitState(done, schemas.Completed)
+	running := e.submit("alice-token", `{"mode":"streaming"}`)
+	r := e.do("DELETE", "/submissions", "alice-token", "")
+	if r.code != http.StatusConflict || !strings.Contains(string(r.body), running) {
+		t.Errorf("DELETE /submissions = %d %s, want 409 naming %s", r.code, r.body, running)
+	}
+	if r := e.do("GET", "/submissions/"+done, "alice-token", ""); r.code != http.StatusNotFound {
+		t.Errorf("finished job after DELETE /submissions = %d, want 404", r.code)
+	}
+	if r := e.do("GET", "/submissions/"+running, "alice-token", ""); r.code != http.StatusOK {
+		t.Errorf("running job after DELETE /submissions = %d, want 200", r.code)
+	}
+}

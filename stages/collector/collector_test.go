@@ -186,6 +186,14 @@ func TestCollectorKnownStates(t *testing.T) {
 	clk.Step(time.Second)
 	got.waitFor(t, "j2", "interval sample", func(_ schemas.Sample, n int) bool { return n > n2 })
 
+	// A lifecycle event samples its job at once, without a tick.
+	_, n2 = got.last("j2")
+	if err := c.Conn().Publish(c.Prefix().Jobs("j2", schemas.EventScaled), nil); err != nil {
+		t.Fatal(err)
+	}
+	got.waitFor(t, "j2", "sample on a job event", func(_ schemas.Sample, n int) bool { return n > n2 })
+	_, n2 = got.last("j2")
+
 	// The end of a job: one final sample, then its counting consumers go.
 	end := batchRecord("j1", 10)
 	end.State = schemas.Completed
@@ -197,7 +205,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	})
 	_, nEnd := got.last("j1")
 	clk.Step(time.Second)
-	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool { return n > n2+1 })
+	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool { return n > n2 })
 	if _, n := got.last("j1"); n != nEnd {
 		t.Errorf("j1 sampled %d times after its final sample", n-nEnd)
 	}

@@ -98,6 +98,14 @@ func (t *Tracker) Observe(s *schemas.Sample) (*schemas.Progress, error) {
 	return p, nil
 }
 
+// last is the time of the newest sample observed (zero before any).
+func (t *Tracker) last() time.Time {
+	if len(t.points) == 0 {
+		return time.Time{}
+	}
+	return t.points[len(t.points)-1].at
+}
+
 // JobProgress is min(1, finished/total); 0 for a job without a total.
 func JobProgress(finished, total int) float64 {
 	if total <= 0 {

@@ -63,6 +63,20 @@ type Stage struct {
 	metrics *Metrics
 
 	trackers map[string]*Tracker // per job; only the Run goroutine touches it
+	seen     uint64              // samples processed, to evict idle trackers now and then
+}
+
+// idleTracker is how long a job may send no sample before its tracker is
+// dropped (a job deleted without a final sample).
+const idleTracker = time.Hour
+
+// evict drops the trackers whose last sample is before cutoff.
+func (s *Stage) evict(cutoff time.Time) {
+	for job, tr := range s.trackers {
+		if tr.last().Before(cutoff) {
+			delete(s.trackers, job)
+		}
+	}
 }
 
 // New returns a processor stage on c; clk nil means the real clock.
@@ -96,6 +110,9 @@ func (s *Stage) Process(_ context.Context, in *schemas.Sample) ([]*schemas.Progr
 	p, err := tr.Observe(in)
 	if in.State.Final() && in.State != "" {
 		delete(s.trackers, in.Job)
+	}
+	if s.seen++; s.seen%4096 == 0 {
+		s.evict(in.At.Add(-idleTracker))
 	}
 	if errors.Is(err, ErrStale) {
 		s.metrics.stale.Inc()

@@ -1,0 +1,154 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// WorkState counts a job's items by where they are.
+type WorkState struct {
+	// Pending items wait in the main queue; InFlight are delivered and
+	// not yet acknowledged (being processed or waiting for a retry).
+	Pending, InFlight int
+	// Results and Dead count items with a result and dead letters.
+	Results, Dead int
+}
+
+// JobWork returns where job's items are.
+func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
+	var ws WorkState
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
+		return ws, fmt.Errorf("work state of %s: %w", job, err)
+	default:
+		ci := cons.CachedInfo()
+		ws.Pending, ws.InFlight = int(ci.NumPending), ci.NumAckPending
+	}
+	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
+	if err != nil {
+		return ws, err
+	}
+	ws.Results = len(results)
+	dead, err := c.subjectCounts(ctx, deadFamily, c.prefix.Dead(job))
+	if err != nil {
+		return ws, err
+	}
+	ws.Dead = int(dead[c.prefix.Dead(job)])
+	return ws, nil
+}
+
+func (c *Client) subjectCounts(ctx context.Context, family, filter string) (map[string]uint64, error) {
+	st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", family, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s subjects %s: %w", family, filter, err)
+	}
+	return info.State.Subjects, nil
+}
+
+// EnsureWork creates or updates the job's work consumer from its record's
+// spec, so that pushed items wait for workers with the job's lease and
+// delivery limit.
+func (c *Client) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
+	_, err := c.ensureWorkConsumer(ctx, rec)
+	return err
+}
+
+// DropQueued takes job's items that wait in the main queue off it and
+// discards them, and returns how many. Items held by workers are not
+// touched: they finish (or fail) normally. It uses the job's own consumer,
+// so an item that a worker fetches meanwhile is processed, not dropped.
+func (c *Client) DropQueued(ctx context.Context, job string) (int, error) {
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("drop queued items of %s: %w", job, err)
+	}
+	dropped := 0
+	for {
+		batch, err := cons.FetchNoWait(1000)
+		if err != nil {
+			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			if err := msg.Ack(); err != nil {
+				return dropped, fmt.Errorf("drop queued item of %s: %w", job, err)
+			}
+		}
+		dropped += n
+		if err := ignoreWaitEnd(batch.Error()); err != nil {
+			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
+		}
+		if n == 0 {
+			return dropped, nil
+		}
+	}
+}
+
+// purgeWork removes every item of job from the work stream, held ones too.
+func (c *Client) purgeWork(ctx context.Context, job string) error {
+	st, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	if err != nil {
+		return fmt.Errorf("work stream: %w", err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.prefix.Work(job))); err != nil {
+		return fmt.Errorf("purge items of %s: %w", job, err)
+	}
+	return nil
+}
+
+// ReleaseWork removes all of job's items, held ones too, and deletes its
+// work consumer: workers of the job find nothing more to do.
+func (c *Client) ReleaseWork(ctx context.Context, job string) error {
+	if err := c.purgeWork(ctx, job); err != nil {
+		return err
+	}
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("delete work consumer of %s: %w", job, err)
+	}
+	return nil
+}
+
+// PurgeJob deletes everything stored about job: its items, results, dead
+// letters, metrics, decisions, logs, events and record.
+func (c *Client) PurgeJob(ctx context.Context, job string) error {
+	if err := c.ReleaseWork(ctx, job); err != nil {
+		return err
+	}
+	for family, subject := range map[string]string{
+		resultsFamily: c.prefix.JobResults(job), deadFamily: c.prefix.Dead(job),
+		metricsFamily: c.prefix.Metrics(job, "*"), decisionsFamily: c.prefix.Decisions(job),
+		logsFamily: c.prefix.Logs(job), jobsFamily: c.prefix.Jobs(job, "*"),
+	} {
+		st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", family, err)
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			return fmt.Errorf("purge %s: %w", subject, err)
+		}
+	}
+	kv, err := c.jobsKV(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, job); err != nil {
+		return fmt.Errorf("delete job record %s: %w", job, err)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+func (m *Manager) visualizerURL(rec *schemas.JobRecord) string {
+	if m.cfg.VisualizerURL == "" {
+		return "URL not generated!"
+	}
+	if !rec.CleanedAt.IsZero() {
+		return "Url is dead!"
+	}
+	return strings.TrimRight(m.cfg.VisualizerURL, "/") + "/jobs/" + rec.ID
+}
+
+// asperathosTime is the format of Asperathos' starting_time.
+const asperathosTime = "2006-01-02T15:04:05.000000GMT"
+
+// view is a job as GET /submissions/{id} shows it: Asperathos' fields
+// (app_id, status, starting_time, visualizer_url), then Pace's; with
+// details, the work counts and, for a finished job, the summary report.
+func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool) map[string]any {
+	v := map[string]any{
+		"app_id": rec.ID, "status": rec.State, "starting_time": "Job is not running yet!",
+		"visualizer_url": m.visualizerURL(rec),
+		"id":             rec.ID, "name": rec.Spec.Name, "owner": rec.Spec.Owner, "mode": rec.Spec.Mode,
+		"format": rec.Format, "state": rec.State, "created_at": rec.CreatedAt, "total": rec.Total,
+		"replicas": rec.Replicas, "stop_requested": rec.StopRequested, "reason": rec.Reason,
+		"labels": rec.Spec.Labels,
+	}
+	if !rec.StartedAt.IsZero() {
+		v["starting_time"] = rec.StartedAt.UTC().Format(asperathosTime)
+		v["started_at"] = rec.StartedAt
+		if dl := rec.Spec.Deadline.Time(rec.StartedAt); !dl.IsZero() {
+			v["deadline"] = dl
+		}
+	}
+	if !rec.FinishedAt.IsZero() {
+		v["finished_at"] = rec.FinishedAt
+	}
+	if !rec.CleanedAt.IsZero() {
+		v["cleaned_at"] = rec.CleanedAt
+	}
+	if ws, err := m.bus.JobWork(ctx, rec.ID); err == nil {
+		v["done"], v["dead"], v["pending"], v["in_flight"] = ws.Results, ws.Dead, ws.Pending, ws.InFlight
+	}
+	if !details {
+		return v
+	}
+	v["spec"] = rec.Spec
+	if rec.State.Final() {
+		if _, s, err := m.Report(ctx, rec); err == nil {
+			b, _ := json.Marshal(s)
+			var sm map[string]any
+			_ = json.Unmarshal(b, &sm)
+			for k, val := range sm {
+				if _, taken := v[k]; !taken {
+					v[k] = val
+				}
+			}
+		}
+	}
+	return v
+}

@@ -19,6 +19,7 @@ type managerFlags struct {
 	maxWorkload      byteSize
 	workloadTimeout  time.Duration
 	resourceInterval time.Duration
+	allowAnonymous   bool
 }
 
 func (f *managerFlags) add(fs *pflag.FlagSet) {
@@ -28,6 +29,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.Var(&f.maxWorkload, "max-workload", "largest workload downloaded or read for a job")
 	fs.DurationVar(&f.workloadTimeout, "workload-timeout", 30*time.Second, "time limit of a workload download")
 	fs.DurationVar(&f.resourceInterval, "job-check-interval", time.Second, "how often running jobs are checked for completion")
+	fs.BoolVar(&f.allowAnonymous, "allow-anonymous", false, "with --token-file, let callers without a token submit and change their own (system:anonymous) jobs")
 }
 
 // build returns the manager and its API. authn is the --token-file
@@ -35,7 +37,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 // warning (an error when not on loopback).
 func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr string, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
-		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil}
+		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
+		AllowAnonymous: f.allowAnonymous}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

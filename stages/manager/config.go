@@ -25,6 +25,10 @@ type Config struct {
 	// Open runs the API without authentication: every caller may see and
 	// change every job. Without it anonymous callers are refused.
 	Open bool `json:"open,omitempty"`
+	// AllowAnonymous lets callers without credentials submit jobs and
+	// change the jobs they submitted (owned by system:anonymous). By
+	// default they may only read: probes, plugins, the OpenAPI document.
+	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
 	// VisualizerURL is the base URL of the web UI; empty when there is none.
 	VisualizerURL string `json:"visualizer_url,omitempty"`
 }

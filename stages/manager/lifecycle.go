@@ -118,7 +118,7 @@ func (m *Manager) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, 
 // changer returns the job for a state-changing request, refusing anonymous
 // callers when the API is not open.
 func (m *Manager) changer(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
-	if u.IsAnonymous() && !m.cfg.Open {
+	if m.refusesAnonymous(u) {
 		return nil, apiError(http.StatusUnauthorized, "changing a job needs credentials")
 	}
 	return m.Job(ctx, u, id)
@@ -193,7 +193,7 @@ func (m *Manager) Delete(ctx context.Context, u auth.User, id string) error {
 // DeleteFinished deletes every finished job the user may change and
 // returns the ids deleted and those kept (still running).
 func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kept []string, err error) {
-	if u.IsAnonymous() && !m.cfg.Open {
+	if m.refusesAnonymous(u) {
 		return nil, nil, apiError(http.StatusUnauthorized, "deleting jobs needs credentials")
 	}
 	jobs, err := m.Jobs(ctx, u)

@@ -13,6 +13,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/manager"
 )
 
 func TestBatchJobRunsToCompletion(t *testing.T) {
@@ -378,5 +379,40 @@ func TestDeleteAllKeepsRunningJobs(t *testing.T) {
 	}
 	if r := e.do("GET", "/submissions/"+running, "alice-token", ""); r.code != http.StatusOK {
 		t.Errorf("running job after DELETE /submissions = %d, want 200", r.code)
+	}
+}
+
+func TestAnonymousCallers(t *testing.T) {
+	tests := []struct {
+		name          string
+		allow         bool
+		submit, probe int
+	}{
+		{"denied by default", false, http.StatusUnauthorized, http.StatusOK},
+		{"allowed by config", true, http.StatusAccepted, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(c *manager.Config) { c.AllowAnonymous = tt.allow })
+			r := e.do("POST", "/submissions", "", `{"mode":"streaming"}`)
+			if r.code != tt.submit {
+				t.Errorf("anonymous submit = %d %s, want %d", r.code, r.body, tt.submit)
+			}
+			if r := e.do("GET", "/plugins", "", ""); r.code != tt.probe {
+				t.Errorf("anonymous GET /plugins = %d, want %d", r.code, tt.probe)
+			}
+			if tt.allow {
+				var out struct {
+					JobID string `json:"job_id"`
+				}
+				r.json(t, &out)
+				if r := e.do("GET", "/submissions/"+out.JobID, "alice-token", ""); r.code != http.StatusNotFound {
+					t.Errorf("alice sees the anonymous job: %d", r.code)
+				}
+				if r := e.do("PUT", "/submissions/"+out.JobID+"/stop", "", ""); r.code != http.StatusNoContent {
+					t.Errorf("anonymous stop of its job = %d %s", r.code, r.body)
+				}
+			}
+		})
 	}
 }

@@ -102,6 +102,12 @@ func (m *Manager) callerOf(u auth.User) caller {
 	return caller{user: u, admin: m.cfg.Open || u.IsAdmin()}
 }
 
+// refusesAnonymous reports whether u may not change jobs: anonymous callers
+// are refused unless the API is open or Config.AllowAnonymous is set.
+func (m *Manager) refusesAnonymous(u auth.User) bool {
+	return u.IsAnonymous() && !m.cfg.Open && !m.cfg.AllowAnonymous
+}
+
 func (c caller) owns(rec *schemas.JobRecord) bool { return c.admin || rec.Spec.Owner == c.user.Name }
 
 // submission is a parsed, validated job document.
@@ -190,7 +196,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 			return nil, invalid(errs)
 		}
 	}
-	if sub.owner.user.IsAnonymous() && !m.cfg.Open {
+	if m.refusesAnonymous(sub.owner.user) {
 		return nil, apiError(http.StatusUnauthorized, "submitting a job needs credentials")
 	}
 	switch owner := sub.spec.Owner; {

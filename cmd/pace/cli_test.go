@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -333,5 +334,28 @@ func TestVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"version"}, nil, &stdout, &bytes.Buffer{}); code != 0 ||
 		!strings.HasPrefix(stdout.String(), "pace ") {
 		t.Errorf("version: code %d, output %q", code, stdout.String())
+	}
+}
+
+func TestUpDemoMeetsItsDeadline(t *testing.T) {
+	cmd := exec.Command(paceBin, "up", "--demo", "--http", freeAddr(t), "--nats-listen", freeAddr(t))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pace up --demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	for _, want := range []string{"nats://", "http://", "Report for demo-", "deadline met", "120 ok, 0 dead", "replica-seconds:"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	most := 0
+	for _, m := range regexp.MustCompile(`(\d+) replicas`).FindAllStringSubmatch(string(out), -1) {
+		n, _ := strconv.Atoi(m[1])
+		most = max(most, n)
+	}
+	if most < 2 {
+		t.Errorf("the demo never scaled out (at most %d replicas):\n%s", most, out)
 	}
 }

@@ -48,7 +48,7 @@ func (f *controlFlags) validate(natsURL string) error {
 // build returns the loops of the control plane: the controller stage and,
 // with the local actuator, the actuator stage, the APF bus gate (sharing
 // fcGate's configuration and seats) and the local runtime.
-func (f *controlFlags) build(c *bus.Client, fcGate *apf.Gate, natsURL string, log *slog.Logger) ([]func(context.Context) error, error) {
+func (f *controlFlags) build(c *bus.Client, fcGate *apf.Gate, natsURL, logLevel string, log *slog.Logger) ([]func(context.Context) error, error) {
 	ctl, err := controller.New(c, controller.Config{}, controller.Builtin(), log)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,8 @@ func (f *controlFlags) build(c *bus.Client, fcGate *apf.Gate, natsURL string, lo
 		log.Info("no actuator: decisions are published, workers are not run")
 		return loops, nil
 	}
-	rt, err := local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas}, log)
+	rt, err := local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas,
+		Env: []string{"PACE_LOG_LEVEL=" + logLevel}}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -113,10 +113,16 @@ func readDoc(stdin io.Reader, file string) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// follow shows the job's progress until it ends.
+// follow shows the job's progress on standard error until it ends.
 func (o *submitOptions) follow(ctx context.Context, a *app, c *apiClient, id string) error {
+	return o.followTo(ctx, a.stderr, c, id)
+}
+
+// followTo shows the job's progress on w until it ends: one line redrawn in
+// place on a terminal, a line per change otherwise.
+func (o *submitOptions) followTo(ctx context.Context, w io.Writer, c *apiClient, id string) error {
 	tty := false
-	if f, ok := a.stderr.(*os.File); ok {
+	if f, ok := w.(*os.File); ok {
 		tty = isTerminal(f)
 	}
 	last := ""
@@ -130,14 +136,14 @@ func (o *submitOptions) follow(ctx context.Context, a *app, c *apiClient, id str
 		line := progressLine(v, o.now())
 		switch {
 		case tty:
-			fmt.Fprintf(a.stderr, "\r\033[K%s", line)
+			fmt.Fprintf(w, "\r\033[K%s", line)
 		case line != last:
-			fmt.Fprintln(a.stderr, line)
+			fmt.Fprintln(w, line)
 		}
 		last = line
 		if final(v.Status) {
 			if tty {
-				fmt.Fprintln(a.stderr)
+				fmt.Fprintln(w)
 			}
 			if v.Status != "completed" {
 				return fmt.Errorf("job %s ended %s: %s", id, v.Status, v.Reason)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -34,6 +35,8 @@ type upOptions struct {
 	fc         flowcontrolFlags
 	manager    managerFlags
 	control    controlFlags
+	demo       bool
+	demoDir    string
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -56,7 +59,15 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
   pace up --influx-url http://localhost:8086 --influx-bucket pace/autogen   # InfluxDB 1.8 db/rp
   PACE_INFLUX_TOKEN=… pace up --influx-url https://influx.example --influx-org acme --influx-bucket pace`,
 		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.demo {
+				if err := o.prepareDemo(cmd, a); err != nil {
+					return err
+				}
+				defer os.RemoveAll(o.demoDir) //nolint:errcheck // a temporary directory
+			}
+			return o.run(cmd.Context(), a)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.data, "data", "./pace-data", "directory for Pace's data (the JetStream store)")
@@ -70,6 +81,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	o.fc.add(f, "flowcontrol-config")
 	o.manager.add(f)
 	o.control.add(f)
+	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
 }
 
@@ -118,7 +130,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer closeClient(c)
-	if err := c.Provision(ctx, o.monitor.limits()); err != nil {
+	if err := c.Provision(ctx, o.monitor.limits(int64(o.maxStore))); err != nil {
 		return err
 	}
 	fcStore, err := gate.OpenConfig(ctx, c, a.log)
@@ -134,7 +146,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 
-	control, err := o.control.build(c, fcGate, srv.ClientURL(), a.log)
+	control, err := o.control.build(c, fcGate, srv.ClientURL(), a.logLevel, a.log)
 	if err != nil {
 		return err
 	}
@@ -182,9 +194,15 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	fmt.Fprintf(a.stdout, "HTTP: http://%s\n", ln.Addr())
 	log.Info("pace is up", "data", data, "http", ln.Addr().String(), "nats", srv.ClientURL())
+	if o.demo {
+		g.Go(func() error { return runDemo(gctx, a, "http://"+ln.Addr().String()) })
+	}
 
 	err = g.Wait()
 	log.Info("pace is shutting down")
+	if errors.Is(err, errDemoDone) {
+		return nil
+	}
 	return err
 }
 

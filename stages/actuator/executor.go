@@ -50,11 +50,29 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		return nil, fmt.Errorf("request %s: unsupported %s on %s/%s", req.ID, req.Verb, req.Resource, req.Subresource)
 	}
 	if !rec.State.Final() && req.Verb != "delete" {
-		ev := &schemas.JobEvent{Job: req.Job, Type: schemas.EventScaled, State: rec.State, Replicas: replicas,
-			At: time.Now(), Reason: "local runtime scaled"}
-		if _, err := e.c.PublishJobEvent(ctx, ev); err != nil {
-			e.log.Warn("scaled event not published", "job", req.Job, "err", err)
-		}
+		e.recordScale(ctx, req.Job, replicas, rec.State)
 	}
 	return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: replicas, At: time.Now()}, nil
+}
+
+// recordScale publishes a scaled event and applies it to the job record, as
+// the manager does with its own events: the record follows the event stream
+// (its Seq is the last event applied).
+func (e *Executor) recordScale(ctx context.Context, job string, replicas int, state schemas.JobState) {
+	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
+		At: time.Now(), Reason: "local runtime scaled"}
+	seq, err := e.c.PublishJobEvent(ctx, ev)
+	if err == nil {
+		_, err = e.c.UpdateJob(ctx, job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+			if cur == nil || seq <= cur.Seq {
+				return nil, nil
+			}
+			next := *cur
+			next.Replicas, next.Seq = replicas, seq
+			return &next, nil
+		})
+	}
+	if err != nil {
+		e.log.Warn("scaled event not recorded", "job", job, "err", err)
+	}
 }

@@ -29,6 +29,8 @@ type Config struct {
 	Grace time.Duration `json:"grace,omitempty"`
 	// MaxReplicas bounds the replicas of one job on this machine. Zero means 64.
 	MaxReplicas int `json:"max_replicas,omitempty"`
+	// Env is extra environment for every replica, e.g. PACE_LOG_LEVEL.
+	Env []string `json:"env,omitempty"`
 }
 
 func (c Config) withDefaults() Config {
@@ -210,11 +212,12 @@ func (r *Runtime) command(w Worker, id string) *exec.Cmd {
 	var cmd *exec.Cmd
 	if w.Exec != "" {
 		cmd = exec.Command(r.cfg.Binary, "worker", w.Job, "--exec", w.Exec, "--nats", r.cfg.NATSURL,
-			"--id", id, "--grace", r.cfg.Grace.String(), "--connect-timeout", "0")
+			"--id", id, "--grace", (r.cfg.Grace - r.cfg.Grace/10).String(), "--connect-timeout", "0") // done before the kill
 	} else {
 		cmd = exec.Command(w.Command[0], w.Command[1:]...)
 	}
-	cmd.Env = append(os.Environ(), "PACE_NATS_URL="+r.cfg.NATSURL, "PACE_JOB="+w.Job, "PACE_WORKER_ID="+id)
+	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	cmd.Env = append(cmd.Env, "PACE_NATS_URL="+r.cfg.NATSURL, "PACE_JOB="+w.Job, "PACE_WORKER_ID="+id)
 	for k, v := range w.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -296,11 +299,12 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 	}
 }
 
-// terminate sends SIGTERM (unless grace is 0) and SIGKILL after grace, to the
-// replica's whole process group, and waits for the exit.
+// terminate sends SIGTERM to the replica (unless grace is 0), so that a
+// worker finishes the items it runs, and SIGKILL to its whole process group
+// (the item commands included) after grace, then waits for the exit.
 func terminate(p *os.Process, exited <-chan error, grace time.Duration, log *slog.Logger) {
 	if grace > 0 {
-		_ = signalGroup(p, syscall.SIGTERM)
+		_ = p.Signal(syscall.SIGTERM)
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {

@@ -18,6 +18,9 @@ type Limits struct {
 	MetricsMaxAge   time.Duration `json:"metrics_max_age,omitempty"`
 	AdmissionMaxAge time.Duration `json:"admission_max_age,omitempty"`
 	LogsMaxAge      time.Duration `json:"logs_max_age,omitempty"`
+	// MetricsMaxBytes bounds the metrics stream's size, the oldest samples
+	// going first; zero means no bound but the server's store.
+	MetricsMaxBytes int64 `json:"metrics_max_bytes,omitempty"`
 	// Replicas is the stream replication factor; zero means 1.
 	Replicas int `json:"replicas,omitempty"`
 }
@@ -78,6 +81,10 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	dead.Discard = jetstream.DiscardNew
 	metrics := s(metricsFamily, "raw samples and progress", p+".metrics.*.*")
 	metrics.MaxAge = l.MetricsMaxAge
+	if l.MetricsMaxBytes > 0 {
+		metrics.MaxBytes = l.MetricsMaxBytes
+	}
+	metrics.AllowMsgTTL = true // raw samples expire long before progress (Nats-TTL)
 	decisions := s(decisionsFamily, "scaling decisions", p+".decisions.*")
 	decisions.MaxAge = l.MetricsMaxAge
 	kube := s(kubeFamily, "infrastructure requests awaiting the APF gate", c.prefix.KubeRequests())

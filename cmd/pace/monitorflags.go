@@ -23,12 +23,14 @@ import (
 type monitorFlags struct {
 	interval  time.Duration
 	retention time.Duration
+	maxBytes  byteSize
 	influx    influx.Config
 }
 
 func (m *monitorFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&m.interval, "sample-interval", time.Second, "how often every running job is sampled (also on job events and queue activity)")
-	fs.DurationVar(&m.retention, "metrics-retention", 7*24*time.Hour, "how long raw samples and progress stay in the bus (the history read without InfluxDB)")
+	fs.DurationVar(&m.retention, "metrics-retention", 7*24*time.Hour, "how long progress (and decisions) stay in the bus: the history read without InfluxDB")
+	fs.Var(&m.maxBytes, "metrics-max-bytes", "bound of the metrics stream, oldest first, e.g. 2GiB (default a quarter of --max-store)")
 	fs.StringVar(&m.influx.URL, "influx-url", "", `InfluxDB URL, e.g. http://localhost:8086 ("" = no InfluxDB)`)
 	fs.StringVar(&m.influx.Bucket, "influx-bucket", "pace", `InfluxDB 2.x bucket, or "db" / "db/rp" on 1.8`)
 	fs.StringVar(&m.influx.Token, "influx-token", "", `InfluxDB 2.x token, or "user:password" on 1.8 with auth`)
@@ -50,8 +52,15 @@ func (m *monitorFlags) validate() error {
 	return nil
 }
 
-// limits are the bus retention settings the flags ask for.
-func (m *monitorFlags) limits() bus.Limits { return bus.Limits{MetricsMaxAge: m.retention} }
+// limits are the bus retention settings the flags ask for; the metrics
+// stream takes a quarter of maxStore unless --metrics-max-bytes says otherwise.
+func (m *monitorFlags) limits(maxStore int64) bus.Limits {
+	maxBytes := int64(m.maxBytes)
+	if maxBytes == 0 {
+		maxBytes = maxStore / 4
+	}
+	return bus.Limits{MetricsMaxAge: m.retention, MetricsMaxBytes: maxBytes}
+}
 
 // monitor is the wired pipeline, ready to run.
 type monitor struct {

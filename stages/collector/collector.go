@@ -381,7 +381,7 @@ func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead ma
 	if err == nil {
 		var msg *nats.Msg
 		if msg, err = bus.NewMsg(ctx, c.prefix.Metrics(s.Job, schemas.RawMetrics), s); err == nil {
-			f, err = c.js.PublishMsgAsync(msg)
+			f, err = c.js.PublishMsgAsync(msg, jetstream.WithMsgTTL(c.cfg.RawTTL))
 		}
 	}
 	if err != nil {

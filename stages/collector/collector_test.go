@@ -39,6 +39,9 @@ func record(t *testing.T, c *bus.Client) *samples {
 			t.Errorf("sample: %v", err)
 			return
 		}
+		if m.Header.Get("Nats-TTL") == "" {
+			t.Errorf("raw sample of %s without a Nats-TTL: it would stay as long as progress", v.Job)
+		}
 		s.mu.Lock()
 		s.got[v.Job] = append(s.got[v.Job], *v)
 		s.mu.Unlock()

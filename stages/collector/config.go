@@ -15,6 +15,9 @@ type Config struct {
 	ActivityGap time.Duration `json:"activity_gap,omitempty"`
 	// Concurrency is how many jobs are sampled at once; 0 means 32.
 	Concurrency int `json:"concurrency,omitempty"`
+	// RawTTL is how long a raw sample stays on the bus (Nats-TTL); the
+	// processor reads it at once, and progress is kept longer. 0 means 1h.
+	RawTTL time.Duration `json:"raw_ttl,omitempty"`
 }
 
 // Defaults returns c with zero fields set to their defaults.
@@ -28,6 +31,9 @@ func (c Config) Defaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = 32
 	}
+	if c.RawTTL == 0 {
+		c.RawTTL = time.Hour
+	}
 	return c
 }
 
@@ -36,6 +42,9 @@ func (c Config) Validate() field.ErrorList {
 	var errs field.ErrorList
 	if c.Interval < 10*time.Millisecond {
 		errs = append(errs, field.Invalid(field.NewPath("interval"), c.Interval.String(), "must be at least 10ms"))
+	}
+	if c.RawTTL < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("raw_ttl"), c.RawTTL.String(), "must be at least 1s"))
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be >= 1"))

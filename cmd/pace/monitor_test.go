@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +68,65 @@ func TestMonitorEndToEnd(t *testing.T) {
 		t.Errorf("influx buffer_full drops = %q (present %t), want 0", v, ok)
 	}
 	stopWorker(t, worker)
+	u.stop(t)
+}
+
+// TestMonitorBatchJob submits a batch job with a deadline to pace up's API
+// and follows Asperathos' metrics of it to completion on /metrics and in
+// InfluxDB: job progress 1, time progress between 0 and 1, error = their
+// difference (positive: the job finished early).
+func TestMonitorBatchJob(t *testing.T) {
+	db := influxtest.Start(t)
+	u := startUp(t, t.TempDir(), "--influx-url", db.URL, "--influx-bucket", "pace", "--sample-interval", "200ms")
+	items := make([]string, 20)
+	for i := range items {
+		items[i] = fmt.Sprint(i + 1)
+	}
+	doc, _ := json.Marshal(map[string]any{"name": "mon", "mode": "batch", "deadline": "120s",
+		"workload": map[string]any{"items": items}, "worker": map[string]any{"exec": `read n; echo $((n*n))`},
+		"replicas": map[string]any{"min": 1, "max": 2, "initial": 1}})
+	resp, err := http.Post(u.httpURL+"/submissions", "application/json", strings.NewReader(string(doc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		JobID string `json:"job_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if err != nil || created.JobID == "" {
+		t.Fatalf("submit: status %d, %v", resp.StatusCode, err)
+	}
+	job := created.JobID
+	bustest.Eventually(t, 60*time.Second, "pace_job_progress_ratio 1 on /metrics", func() bool {
+		v, ok := scrape(t, u, `pace_job_progress_ratio{job="`+job+`"}`)
+		return ok && v == "1"
+	})
+	tp, ok := scrape(t, u, `pace_job_time_progress_ratio{job="`+job+`"}`)
+	if f, err := strconv.ParseFloat(tp, 64); !ok || err != nil || f <= 0 || f >= 1 {
+		t.Errorf("time progress = %q (present %t), want in (0, 1)", tp, ok)
+	}
+	if v, ok := scrape(t, u, `pace_job_items_total{job="`+job+`"}`); !ok || v != "20" {
+		t.Errorf("items total = %q (present %t), want 20", v, ok)
+	}
+	var jp, tpi, e float64
+	bustest.Eventually(t, 30*time.Second, "last points of the job in InfluxDB", func() bool {
+		last := func(m string) (float64, bool) {
+			rows := db.Query(`SELECT last("value") FROM "` + m + `" WHERE "job" = '` + job + `'`)
+			if len(rows) != 1 {
+				return 0, false
+			}
+			f, err := rows[0][1].(json.Number).Float64()
+			return f, err == nil
+		}
+		var ok1, ok2, ok3 bool
+		jp, ok1 = last("job_progress")
+		tpi, ok2 = last("time_progress")
+		e, ok3 = last("application_progress_error")
+		return ok1 && ok2 && ok3 && jp == 1
+	})
+	if tpi <= 0 || tpi >= 1 || math.Abs(e-(jp-tpi)) > 1e-6 {
+		t.Errorf("InfluxDB last job_progress %v, time_progress %v, error %v: want error = job - time progress, time in (0, 1)", jp, tpi, e)
+	}
 	u.stop(t)
 }

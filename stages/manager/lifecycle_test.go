@@ -416,3 +416,17 @@ func TestAnonymousCallers(t *testing.T) {
 		})
 	}
 }
+
+func TestAsperathosBodyCredentialsSubmit(t *testing.T) {
+	e := newEnv(t)
+	body := asperathos(t, e.files.URL+"/three.txt", func(d, _ map[string]any) {
+		d["enable_auth"], d["username"], d["password"] = true, "alice", "alice-token"
+	})
+	id := e.submit("", body) // no bearer token: the body's credentials identify alice
+	if rec, err := e.c.Status(context.Background(), id); err != nil || rec.Spec.Owner != "alice" {
+		t.Fatalf("owner = %+v, %v; want alice", rec, err)
+	}
+	if r := e.do("GET", "/submissions/"+id, "bob-token", ""); r.code != http.StatusNotFound {
+		t.Errorf("bob sees alice's job: %d", r.code)
+	}
+}

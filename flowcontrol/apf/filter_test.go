@@ -92,13 +92,26 @@ func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 	return s
 }
 
+// waitEntered returns the next request to reach the handler, failing the
+// test instead of hanging when none does.
+func (s *server) waitEntered(t *testing.T) string {
+	t.Helper()
+	select {
+	case got := <-s.entered:
+		return got
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request reached the handler within 10s")
+		return ""
+	}
+}
+
 func (s *server) get(t *testing.T, path, token string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("GET", s.URL+path, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req) // a hang fails the test
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +130,7 @@ func TestFilterRejectsWith429(t *testing.T) {
 		resp := s.get(t, "/api/v1/namespaces/a/pods", "alice-token")
 		_ = resp.Body.Close()
 	}()
-	<-s.entered // alice holds the only seat
+	s.waitEntered(t) // alice holds the only seat
 	resp := s.get(t, "/api/v1/namespaces/b/pods", "alice-token")
 	defer resp.Body.Close() //nolint:errcheck // test
 	if resp.StatusCode != http.StatusTooManyRequests {
@@ -147,7 +160,7 @@ func TestFilterRejectsWith429(t *testing.T) {
 		}
 	}
 	go func() { resp := s.get(t, "/api/v1/namespaces/c/pods", "root-token"); _ = resp.Body.Close() }()
-	if got := <-s.entered; got != "/api/v1/namespaces/c/pods" {
+	if got := s.waitEntered(t); got != "/api/v1/namespaces/c/pods" {
 		t.Errorf("root entered %s", got)
 	}
 	close(s.release)
@@ -187,7 +200,7 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // test
-	<-s.entered
+	s.waitEntered(t)
 	// The watch is streaming; its seat is free again, so a list gets in.
 	done := make(chan int)
 	go func() {
@@ -214,7 +227,7 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 func TestFilterDisabledUsesMaxInflight(t *testing.T) {
 	s := newServer(t, apf.Config{MaxRequestsInflight: 1, MaxMutatingRequestsInflight: 1, Disabled: true}, oneSeat)
 	go func() { r := s.get(t, "/api/v1/namespaces/a/pods", "alice-token"); _ = r.Body.Close() }()
-	<-s.entered
+	s.waitEntered(t)
 	resp := s.get(t, "/api/v1/namespaces/b/pods", "alice-token")
 	_ = resp.Body.Close()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {

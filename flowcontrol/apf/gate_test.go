@@ -1,0 +1,94 @@
+package apf_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+)
+
+// oneQueuedSeat queues everyone's requests behind a single seat.
+const oneQueuedSeat = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: tiny}
+spec:
+  type: Limited
+  limited: {nominalConcurrencyShares: 100, lendablePercent: 0, borrowingLimitPercent: 0, limitResponse: {type: Queue, queuing: {queues: 1, handSize: 1, queueLengthLimit: 10}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: everyone}
+spec:
+  matchingPrecedence: 500
+  priorityLevelConfiguration: {name: tiny}
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
+`
+
+// TestReconfigureKeepsQueuedRequests: a request queued under the old
+// configuration is dispatched by it after a reconfiguration, while new
+// requests are classified by the new one.
+func TestReconfigureKeepsQueuedRequests(t *testing.T) {
+	objs, err := policy.Load(strings.NewReader(oneQueuedSeat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, policy.Overlay(policy.Defaults(), objs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
+	first, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan error, 1)
+	go func() {
+		adm, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+		if err == nil {
+			adm.Finish(func() {})
+		}
+		queued <- err
+	}()
+	// Wait until the second request is queued in the old engine.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if d := g.Dump(); waiting(d, "tiny") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("second request never queued")
+		}
+	}
+	if err := g.Reconfigure(context.Background(), policy.Defaults()); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Classify(attrs).FlowSchema.Name; got != "global-default" {
+		t.Errorf("after reconfiguration: %s, want global-default", got)
+	}
+	first.Finish(func() {})
+	select {
+	case err := <-queued:
+		if err != nil {
+			t.Errorf("queued request: %v, want dispatched by the old configuration", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("queued request never dispatched")
+	}
+}
+
+func waiting(d []flowcontrol.LevelDump, level string) int {
+	for _, l := range d {
+		if l.Name == level {
+			return l.QueueSet.Waiting
+		}
+	}
+	return -1
+}

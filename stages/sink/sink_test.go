@@ -1,0 +1,103 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/sink"
+)
+
+// recorder is a sink that records what it is given.
+type recorder struct {
+	mu        sync.Mutex
+	written   []string // job@done
+	forgotten []string
+}
+
+func (r *recorder) Write(p *schemas.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written = append(r.written, fmt.Sprintf("%s@%d", p.Job, p.Done))
+}
+
+func (r *recorder) Forget(job string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgotten = append(r.forgotten, job)
+}
+
+func (r *recorder) snapshot() ([]string, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.written), slices.Clone(r.forgotten)
+}
+
+func publishProgress(t *testing.T, c *bus.Client, job string, done int) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := bus.NewMsg(ctx, c.Prefix().Metrics(job, schemas.ProgressMetrics),
+		&schemas.Progress{Job: job, At: time.Now(), Done: done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStageStarts checks where each start position begins, that both
+// follow new progress, and that deleted jobs are forgotten.
+func TestStageStarts(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	publishProgress(t, c, "a", 1)
+	publishProgress(t, c, "a", 2)
+	publishProgress(t, c, "b", 1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	latest, durable := &recorder{}, &recorder{}
+	errc := make(chan error, 2)
+	go func() { errc <- sink.New(c, "latest", latest, sink.Latest, nil).Run(ctx) }()
+	go func() { errc <- sink.New(c, "durable", durable, sink.Durable, nil).Run(ctx) }()
+	bustest.Eventually(t, 10*time.Second, "latest progress of each job", func() bool {
+		w, _ := latest.snapshot()
+		return len(w) == 2
+	})
+	bustest.Eventually(t, 10*time.Second, "durable consumer created", func() bool {
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), "sink-durable")
+		return err == nil
+	})
+	publishProgress(t, c, "a", 3)
+	if err := c.Conn().Publish(c.Prefix().Jobs("b", schemas.EventDeleted), nil); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 10*time.Second, "new progress and the deletion", func() bool {
+		lw, lf := latest.snapshot()
+		dw, df := durable.snapshot()
+		return len(lw) == 3 && len(dw) == 1 && len(lf) == 1 && len(df) == 1
+	})
+	lw, lf := latest.snapshot()
+	dw, _ := durable.snapshot()
+	if want := []string{"a@2", "b@1", "a@3"}; !slices.Equal(lw, want) {
+		t.Errorf("latest sink got %v, want %v", lw, want)
+	}
+	if want := []string{"a@3"}; !slices.Equal(dw, want) {
+		t.Errorf("durable sink got %v, want %v (new progress only)", dw, want)
+	}
+	if want := []string{"b"}; !slices.Equal(lf, want) {
+		t.Errorf("forgotten %v, want %v", lf, want)
+	}
+	cancel()
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	}
+}

@@ -266,3 +266,39 @@ func TestJobAPIThrottledByAPF(t *testing.T) {
 	}
 	j.u.stop(t)
 }
+
+// TestAsperathosPayloadRunsLocally runs Asperathos' payload 2 on pace up
+// alone: the local actuator starts the payload's cmd (wrapper.sh runs
+// 'pace worker'), the controller scales it, the job completes.
+func TestAsperathosPayloadRunsLocally(t *testing.T) {
+	t.Setenv("PATH", filepath.Dir(paceBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	examples, err := filepath.Abs("../../examples/asperathos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := httptest.NewServer(http.FileServer(http.Dir(examples)))
+	defer files.Close()
+	doc, err := os.ReadFile(filepath.Join(examples, "payload2-local.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := strings.ReplaceAll(string(doc), "http://127.0.0.1:8000", files.URL)
+	payload = strings.ReplaceAll(payload, `"wrapper.sh"`, `"`+filepath.Join(examples, "wrapper.sh")+`"`)
+	j := startJobAPI(t)
+	id := j.submitDoc(t, payload)
+	if !strings.HasPrefix(id, "kj-") {
+		t.Fatalf("id = %q", id)
+	}
+	bustest.Eventually(t, 60*time.Second, "payload 2 completed", func() bool {
+		v := j.status(t, id)
+		if final(v["status"].(string)) && v["status"] != "completed" {
+			t.Fatalf("job ended %v: %v", v["status"], v["reason"])
+		}
+		return v["status"] == "completed"
+	})
+	v := j.status(t, id)
+	if v["done"] != 50.0 || v["app_id"] != id || v["starting_time"] == "Job is not running yet!" {
+		t.Errorf("view = %v", v)
+	}
+	j.u.stop(t)
+}

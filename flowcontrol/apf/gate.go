@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -67,6 +68,7 @@ type Gate struct {
 // generation is one policy and the engine built for it.
 type generation struct {
 	digest *policy.Digest
+	cfg    flowcontrol.Config // what ctl was built from
 	ctl    *flowcontrol.Controller
 	cancel context.CancelFunc // stops ctl's borrowing loop
 }
@@ -98,7 +100,7 @@ func (g *Gate) build(objs policy.Objects) (*generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flowcontrol engine: %w", err)
 	}
-	return &generation{digest: d, ctl: ctl, cancel: func() {}}, nil
+	return &generation{digest: d, cfg: cfg, ctl: ctl, cancel: func() {}}, nil
 }
 
 func engineLevel(pl *flowcontrolv1.PriorityLevelConfiguration) flowcontrol.PriorityLevel {
@@ -146,12 +148,22 @@ func (g *Gate) current() *generation {
 // Digest returns the policy in force.
 func (g *Gate) Digest() *policy.Digest { return g.current().digest }
 
-// Reconfigure installs a new policy. Requests queued or executing under the
-// old one finish there; new requests use the new one.
+// Reconfigure installs a new policy. When the priority levels are unchanged
+// (the common case: FlowSchemas edited, or the same objects re-read) only the
+// classification changes and the engine, its queues and its seats are kept.
+// Otherwise a new engine is built: requests queued or executing in the old one
+// finish there, and new requests use the new one.
 func (g *Gate) Reconfigure(ctx context.Context, objs policy.Objects) error {
+	cur := g.current()
 	gen, err := g.build(objs)
 	if err != nil {
 		return err
+	}
+	if reflect.DeepEqual(gen.cfg, cur.cfg) {
+		g.mu.Lock()
+		g.cur = &generation{digest: gen.digest, cfg: cur.cfg, ctl: cur.ctl, cancel: g.cur.cancel}
+		g.mu.Unlock()
+		return nil
 	}
 	g.mu.Lock()
 	stopOld := g.cur.cancel

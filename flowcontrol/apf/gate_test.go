@@ -84,6 +84,32 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 	}
 }
 
+// TestReconfigureSameLevelsKeepsSeats: re-reading an equal configuration (or
+// one that changes only FlowSchemas) keeps the engine, so seats held before
+// still count.
+func TestReconfigureSameLevelsKeepsSeats(t *testing.T) {
+	objs, err := policy.Load(strings.NewReader(oneSeat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, policy.Overlay(policy.Defaults(), objs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
+	held, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reconfigure(context.Background(), policy.Overlay(policy.Defaults(), objs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, ""); err == nil {
+		t.Error("second request admitted while the only seat is held across a reconfiguration")
+	}
+	held.Finish(func() {})
+}
+
 func waiting(d []flowcontrol.LevelDump, level string) int {
 	for _, l := range d {
 		if l.Name == level {

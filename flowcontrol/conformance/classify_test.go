@@ -200,3 +200,32 @@ func TestClassificationMatchesKube(t *testing.T) {
 	}
 	t.Logf("%d schema×request comparisons, %d matches", compared, matches)
 }
+
+// benchAttrs is a service account's namespaced list: it passes most of the
+// default schemas before service-accounts matches.
+var benchAttrs = policy.Attributes{User: "system:serviceaccount:app:default", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:app", "system:authenticated"},
+	IsResourceRequest: true, Verb: "list", Resource: "pods", Namespace: "app"}
+
+func BenchmarkClassify(b *testing.B) {
+	digest := policy.Compile(policy.Defaults())
+	schemas := digest.FlowSchemas()
+	b.Run("pace", func(b *testing.B) {
+		for b.Loop() {
+			if c := digest.Classify(benchAttrs); c.FlowSchema.Name != "service-accounts" {
+				b.Fatal(c.FlowSchema.Name)
+			}
+		}
+	})
+	b.Run("kube", func(b *testing.B) {
+		rd := kubeflowcontrol.RequestDigest{User: &user.DefaultInfo{Name: benchAttrs.User, Groups: benchAttrs.Groups},
+			RequestInfo: &genericrequest.RequestInfo{IsResourceRequest: true, Verb: "list", Resource: "pods", Namespace: "app"}}
+		for b.Loop() { // kube's startRequest loop: first match, then distinguisher and hash
+			for _, fs := range schemas {
+				if kubeMatches(rd, fs) {
+					_ = kubeHash(fs.Name, kubeDistinguisher(rd, fs.Spec.DistinguisherMethod))
+					break
+				}
+			}
+		}
+	})
+}

@@ -148,7 +148,7 @@ func (d *Digest) PriorityLevel(name string) *flowcontrolv1.PriorityLevelConfigur
 func (d *Digest) Classify(a Attributes) Classification {
 	var fs *flowcontrolv1.FlowSchema
 	for _, s := range d.schemas {
-		if Matches(s, a) {
+		if matches(s, &a) {
 			fs = s
 			break
 		}
@@ -181,27 +181,48 @@ func Distinguisher(fs *flowcontrolv1.FlowSchema, a Attributes) string {
 
 // Matches reports whether any rule of fs matches a.
 func Matches(fs *flowcontrolv1.FlowSchema, a Attributes) bool {
-	for _, r := range fs.Spec.Rules {
-		if matchesRule(r, a) {
+	return matches(fs, &a)
+}
+
+func matches(fs *flowcontrolv1.FlowSchema, a *Attributes) bool {
+	for i := range fs.Spec.Rules {
+		if matchesRule(&fs.Spec.Rules[i], a) {
 			return true
 		}
 	}
 	return false
 }
 
-func matchesRule(r flowcontrolv1.PolicyRulesWithSubjects, a Attributes) bool {
-	if !slices.ContainsFunc(r.Subjects, func(s flowcontrolv1.Subject) bool { return matchesSubject(s, a) }) {
+func matchesRule(r *flowcontrolv1.PolicyRulesWithSubjects, a *Attributes) bool {
+	subject := false
+	for i := range r.Subjects {
+		if matchesSubject(&r.Subjects[i], a) {
+			subject = true
+			break
+		}
+	}
+	if !subject {
 		return false
 	}
 	if a.IsResourceRequest {
-		return slices.ContainsFunc(r.ResourceRules, func(rr flowcontrolv1.ResourcePolicyRule) bool { return matchesResource(rr, a) })
+		for i := range r.ResourceRules {
+			if matchesResource(&r.ResourceRules[i], a) {
+				return true
+			}
+		}
+		return false
 	}
-	return slices.ContainsFunc(r.NonResourceRules, func(nr flowcontrolv1.NonResourcePolicyRule) bool { return matchesNonResource(nr, a) })
+	for i := range r.NonResourceRules {
+		if matchesNonResource(&r.NonResourceRules[i], a) {
+			return true
+		}
+	}
+	return false
 }
 
 const serviceAccountPrefix = "system:serviceaccount:"
 
-func matchesSubject(s flowcontrolv1.Subject, a Attributes) bool {
+func matchesSubject(s *flowcontrolv1.Subject, a *Attributes) bool {
 	switch s.Kind {
 	case flowcontrolv1.SubjectKindUser:
 		return s.User != nil && (s.User.Name == flowcontrolv1.NameAll || s.User.Name == a.User)
@@ -211,10 +232,15 @@ func matchesSubject(s flowcontrolv1.Subject, a Attributes) bool {
 		if s.ServiceAccount == nil {
 			return false
 		}
-		if s.ServiceAccount.Name == flowcontrolv1.NameAll {
-			return strings.HasPrefix(a.User, serviceAccountPrefix+s.ServiceAccount.Namespace+":")
+		rest, ok := strings.CutPrefix(a.User, serviceAccountPrefix)
+		if !ok {
+			return false
 		}
-		return a.User == serviceAccountPrefix+s.ServiceAccount.Namespace+":"+s.ServiceAccount.Name
+		ns, name, ok := strings.Cut(rest, ":")
+		if !ok || ns != s.ServiceAccount.Namespace {
+			return false
+		}
+		return s.ServiceAccount.Name == flowcontrolv1.NameAll || name == s.ServiceAccount.Name
 	}
 	return false
 }
@@ -224,15 +250,8 @@ func wildcardOr(list []string, v string) bool {
 	return (len(list) == 1 && list[0] == "*") || slices.Contains(list, v)
 }
 
-func matchesResource(r flowcontrolv1.ResourcePolicyRule, a Attributes) bool {
-	if !wildcardOr(r.Verbs, a.Verb) || !wildcardOr(r.APIGroups, a.APIGroup) {
-		return false
-	}
-	res := a.Resource
-	if a.Subresource != "" {
-		res += "/" + a.Subresource
-	}
-	if !wildcardOr(r.Resources, res) {
+func matchesResource(r *flowcontrolv1.ResourcePolicyRule, a *Attributes) bool {
+	if !wildcardOr(r.Verbs, a.Verb) || !wildcardOr(r.APIGroups, a.APIGroup) || !matchesResourceName(r.Resources, a) {
 		return false
 	}
 	if a.Namespace == "" {
@@ -241,7 +260,28 @@ func matchesResource(r flowcontrolv1.ResourcePolicyRule, a Attributes) bool {
 	return wildcardOr(r.Namespaces, a.Namespace)
 }
 
-func matchesNonResource(r flowcontrolv1.NonResourcePolicyRule, a Attributes) bool {
+// matchesResourceName compares "resource" or "resource/subresource" with
+// the rule's resources without building the joined string.
+func matchesResourceName(list []string, a *Attributes) bool {
+	if len(list) == 1 && list[0] == "*" {
+		return true
+	}
+	for _, r := range list {
+		if a.Subresource == "" {
+			if r == a.Resource {
+				return true
+			}
+			continue
+		}
+		if len(r) == len(a.Resource)+1+len(a.Subresource) && strings.HasPrefix(r, a.Resource) &&
+			r[len(a.Resource)] == '/' && strings.HasSuffix(r, a.Subresource) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchesNonResource(r *flowcontrolv1.NonResourcePolicyRule, a *Attributes) bool {
 	if !wildcardOr(r.Verbs, a.Verb) {
 		return false
 	}
@@ -250,10 +290,11 @@ func matchesNonResource(r flowcontrolv1.NonResourcePolicyRule, a Attributes) boo
 			return true
 		}
 		prefix := strings.TrimSuffix(u, "*")
-		if !strings.HasSuffix(prefix, "/") {
-			prefix += "/"
-		}
-		if strings.HasPrefix(a.Path, prefix) {
+		if strings.HasSuffix(prefix, "/") {
+			if strings.HasPrefix(a.Path, prefix) {
+				return true
+			}
+		} else if len(a.Path) > len(prefix) && a.Path[len(prefix)] == '/' && strings.HasPrefix(a.Path, prefix) {
 			return true
 		}
 	}

@@ -163,17 +163,40 @@ func startProxy(t *testing.T, upstream string, args ...string) string {
 }
 
 // TestProxyConcurrencyIsolation replays kube's TestConcurrencyIsolation
-// through pace gate proxy: server limit 10+10, every request takes 200 ms,
+// through pace gate proxy: server limit 10+10, every request takes 300 ms
+// (kube: 200 ms; longer here so that the clients' own round trips, on a
+// loaded 2-core CI machine, stay small beside it),
 // 55 elephant clients and 3 mouse clients loop for 2 s of warm-up and 6 s of
 // measurement. The elephant level (5 seats: ceil(20×100/ΣNCS)) must stay
 // busy (utilization within 0.05 of 1), the mouse must get its 3 requests in
 // at all times (utilization within 0.05 of 3/5), and nothing is rejected.
 func TestProxyConcurrencyIsolation(t *testing.T) {
-	backend := &slowBackend{latency: 200 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
+	backend := &slowBackend{latency: 300 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
 	up := httptest.NewServer(backend)
 	defer up.Close()
 	url := startProxy(t, up.URL, "--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10")
+	got, rejected, failed := drive(t, url, backend, 55, 3, 2*time.Second, 6*time.Second)
 
+	const seats = 5.0
+	elephantUtil, mouseUtil := got["elephant"]/seats, got["mouse"]/seats
+	t.Logf("elephant concurrency %.3f (utilization %.3f), mouse concurrency %.3f (utilization %.3f), rejected %d",
+		got["elephant"], elephantUtil, got["mouse"], mouseUtil, rejected)
+	if math.Abs(elephantUtil-1) > 0.05 {
+		t.Errorf("elephant utilization %.3f, want 1 ± 0.05", elephantUtil)
+	}
+	if math.Abs(mouseUtil-3/seats) > 0.05 {
+		t.Errorf("mouse utilization %.3f, want %.2f ± 0.05", mouseUtil, 3/seats)
+	}
+	if rejected != 0 || failed != 0 {
+		t.Errorf("rejected %d, failed %d; want none", rejected, failed)
+	}
+}
+
+// drive runs elephants and mice looping clients against url for warm-up and
+// then measure, and returns each user's mean concurrency at the backend over
+// the measured window, and the 429s and failures seen.
+func drive(t *testing.T, url string, backend *slowBackend, elephants, mice int, warmUp, measure time.Duration) (map[string]float64, int64, int64) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var rejected, failed atomic.Int64
@@ -199,32 +222,41 @@ func TestProxyConcurrencyIsolation(t *testing.T) {
 			}
 		}
 	}
-	for i := range 58 {
+	for i := range elephants + mice {
 		wg.Add(1)
-		if i < 55 {
+		if i < elephants {
 			go loop("elephant")
 		} else {
 			go loop("mouse")
 		}
 	}
-	time.Sleep(2 * time.Second) // warm-up; integration timing, not an algorithm test
+	time.Sleep(warmUp) // integration timing against a real server, not an algorithm test
 	since := backend.reset()
-	time.Sleep(6 * time.Second)
+	time.Sleep(measure)
 	got := backend.concurrency(since)
 	cancel()
 	wg.Wait()
 
-	const seats = 5.0
-	elephantUtil, mouseUtil := got["elephant"]/seats, got["mouse"]/seats
-	t.Logf("elephant concurrency %.3f (utilization %.3f), mouse concurrency %.3f (utilization %.3f), rejected %d",
-		got["elephant"], elephantUtil, got["mouse"], mouseUtil, rejected.Load())
-	if math.Abs(elephantUtil-1) > 0.05 {
-		t.Errorf("elephant utilization %.3f, want 1 ± 0.05", elephantUtil)
+	return got, rejected.Load(), failed.Load()
+}
+
+// TestProxyPriorityLevelIsolation replays kube's TestPriorityLevelIsolation:
+// server limit 1+1 (one seat per level), 51 elephant and 3 mouse clients
+// looping on a fast backend for 5 s. Nothing is rejected (the elephant's
+// 50 waiting requests fit its queue of 50) and both levels are dispatched
+// within a factor of 2 of each other.
+func TestProxyPriorityLevelIsolation(t *testing.T) {
+	backend := &slowBackend{latency: 10 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
+	up := httptest.NewServer(backend)
+	defer up.Close()
+	url := startProxy(t, up.URL, "--max-requests-inflight", "1", "--max-mutating-requests-inflight", "1")
+	got, rejected, failed := drive(t, url, backend, 51, 3, time.Second, 5*time.Second)
+	t.Logf("elephant concurrency %.3f, mouse concurrency %.3f, rejected %d", got["elephant"], got["mouse"], rejected)
+	if rejected != 0 || failed != 0 {
+		t.Errorf("rejected %d, failed %d; want none", rejected, failed)
 	}
-	if math.Abs(mouseUtil-3/seats) > 0.05 {
-		t.Errorf("mouse utilization %.3f, want %.2f ± 0.05", mouseUtil, 3/seats)
-	}
-	if rejected.Load() != 0 || failed.Load() != 0 {
-		t.Errorf("rejected %d, failed %d; want none", rejected.Load(), failed.Load())
+	// One seat each and equal latency: concurrency is proportional to dispatches.
+	if e, m := got["elephant"], got["mouse"]; e > 2*m || m > 2*e || m == 0 {
+		t.Errorf("elephant %.3f vs mouse %.3f: not within a factor of 2", e, m)
 	}
 }

@@ -64,7 +64,8 @@ type Controller struct {
 	order      []*level // configuration order, for borrowing and dumps
 	nominalSum int
 
-	mu sync.Mutex // serialises AdjustBorrowing
+	mu       sync.Mutex // serialises AdjustBorrowing; guards fairFrac
+	fairFrac float64    // the last adjustment's fair proportion (0 when constrained)
 }
 
 type level struct {
@@ -180,11 +181,20 @@ func (c *Controller) AdjustBorrowing() {
 		lv.demand.Update(lv.qs.SeatDemand().Reset())
 		states[i] = borrowing.LevelState{Exempt: lv.cfg.Exempt, Limits: lv.limits, Demand: lv.demand, Current: lv.current}
 	}
-	current, _ := borrowing.Adjust(c.nominalSum, states)
+	current, fairFrac := borrowing.Adjust(c.nominalSum, states)
+	c.fairFrac = fairFrac
 	for i, lv := range c.order {
 		lv.current = current[i]
 		lv.qs.SetConcurrencyLimit(current[i])
 	}
+}
+
+// FairFraction returns the fair proportion of the last borrowing adjustment
+// (kube's apiserver_flowcontrol_seat_fair_frac).
+func (c *Controller) FairFraction() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fairFrac
 }
 
 // Run calls AdjustBorrowing every borrowing.AdjustmentPeriod of the

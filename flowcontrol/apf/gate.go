@@ -198,7 +198,7 @@ func (g *Gate) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick:
-			g.metrics.tick()
+			g.metrics.tick(g)
 		}
 	}
 }

@@ -38,6 +38,8 @@ type Metrics struct {
 	inqueue, inqueueSeats, executingReqs, executingSeats *prometheus.GaugeVec
 	queueLength, wait, execution, watchCount, workSeats  *prometheus.HistogramVec
 	inflight, inqueueKind                                *prometheus.GaugeVec
+	seatUtil, requestUtil, readVsWrite, demandSeats      *prometheus.HistogramVec
+	fairFrac                                             prometheus.Gauge
 	levelGauges                                          *levelCollector
 
 	mu       sync.Mutex // guards the fields below
@@ -78,11 +80,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Maximal number of currently used inflight request limit of this apiserver per request kind in last second."}, []string{"request_kind"}),
 		inqueueKind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "current_inqueue_requests",
 			Help: "Maximal number of queued requests in this apiserver per request kind in last second."}, []string{"request_kind"}),
+		seatUtil: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: subsystem, Name: "priority_level_seat_utilization",
+			Help:    "Observations, at the end of every second, of utilization of seats for any stage of execution (but only initial stage for WATCHes)",
+			Buckets: []float64{0, .1, .2, .3, .4, .5, .6, .7, .8, .9, .95, .99, 1}, ConstLabels: prometheus.Labels{"phase": "executing"}}, []string{"priority_level"}),
+		requestUtil: newHistogram("priority_level_request_utilization", "Observations, at the end of every second, of number of requests (as a fraction of the relevant limit) waiting or in any stage of execution (but only initial stage for WATCHes)",
+			[]float64{0, .001, .003, .01, .03, .1, .25, .5, .75, 1}, "phase", "priority_level"),
+		readVsWrite: newHistogram("read_vs_write_current_requests", "Observations, at the end of every second, of number of requests (as a fraction of the relevant limit) waiting or in regular stage of execution",
+			[]float64{0, .001, .01, .1, .2, .3, .4, .5, .6, .7, .8, .9, .95, .99, 1}, "phase", "request_kind"),
+		demandSeats: newHistogram("demand_seats", "Observations, at the end of every second, of (the number of seats each priority level could use) / (nominal number of seats for that level)",
+			[]float64{.2, .4, .6, .8, 1, 1.2, 1.4, 1.7, 2, 2.8, 4, 6}, "priority_level"),
+		fairFrac: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: "seat_fair_frac",
+			Help: "Fair fraction of server's concurrency to allocate to each priority level that can use it"}),
 		levelGauges: &levelCollector{},
 		queuedAt:    map[string]int{},
 	}
 	cs := []prometheus.Collector{m.rejectedTotal, m.dispatchedTotal, m.noAccommodation, m.inqueue, m.inqueueSeats, m.executingReqs,
-		m.executingSeats, m.queueLength, m.wait, m.execution, m.watchCount, m.workSeats, m.inflight, m.inqueueKind, m.levelGauges}
+		m.executingSeats, m.queueLength, m.wait, m.execution, m.watchCount, m.workSeats, m.inflight, m.inqueueKind,
+		m.seatUtil, m.requestUtil, m.readVsWrite, m.demandSeats, m.fairFrac, m.levelGauges}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -166,15 +180,36 @@ func (m *Metrics) requestKind(readOnly bool, p phase, delta int) {
 }
 
 // tick publishes the peaks of the last period and restarts them from the
-// current values; Gate.Run calls it every second.
-func (m *Metrics) tick() {
+// current values, and samples the utilization histograms; Gate.Run calls it
+// every second. kube's timing-ratio histograms weigh every nanosecond; these
+// observe the ratios once a second, so their counts are (whole) seconds.
+func (m *Metrics) tick(g *Gate) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	peaks := m.peaks
 	m.peaks = m.kinds
+	kinds := m.kinds
 	m.mu.Unlock()
+	gen := g.current()
+	m.fairFrac.Set(gen.ctl.FairFraction())
+	var queueCapacity, nominalSum float64
+	for i, l := range gen.ctl.Dump() {
+		cfg := gen.cfg.Levels[i]
+		limit := float64(max(1, l.CurrentLimit))
+		qs := l.QueueSet
+		m.seatUtil.WithLabelValues(l.Name).Observe(float64(qs.SeatsInUse) / limit)
+		m.requestUtil.WithLabelValues("executing", l.Name).Observe(float64(qs.Executing) / limit)
+		m.requestUtil.WithLabelValues("waiting", l.Name).Observe(float64(qs.Waiting) / float64(max(1, cfg.QueueLengthLimit)*max(1, cfg.Queues)))
+		m.demandSeats.WithLabelValues(l.Name).Observe(float64(qs.SeatsInUse+qs.SeatsWaiting) / limit)
+		queueCapacity += float64(cfg.Queues * cfg.QueueLengthLimit)
+		nominalSum += float64(l.Limits.Nominal)
+	}
+	for k, name := range []string{"readOnly", "mutating"} {
+		m.readVsWrite.WithLabelValues("waiting", name).Observe(float64(kinds[k][waitingPhase]) / max(1, queueCapacity))
+		m.readVsWrite.WithLabelValues("executing", name).Observe(float64(kinds[k][executingPhase]) / max(1, nominalSum))
+	}
 	for k, name := range []string{"readOnly", "mutating"} {
 		m.inqueueKind.WithLabelValues(name).Set(float64(peaks[k][waitingPhase]))
 		m.inflight.WithLabelValues(name).Set(float64(peaks[k][executingPhase]))

@@ -35,6 +35,25 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	adm.Finish(func() { clk.Step(time.Second) })
+	// Gate.Run samples the per-second metrics on the gate's clock.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = g.Run(ctx) }()
+	sampled := func() bool {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "apiserver_flowcontrol_demand_seats" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); !sampled(); clk.Step(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatal("per-second metrics never sampled")
+		}
+		time.Sleep(time.Millisecond) // lets Run's goroutine take the tick; the fake clock only moves here
+	}
 
 	type want struct {
 		typ    dto.MetricType
@@ -66,6 +85,11 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 		"apiserver_flowcontrol_epoch_advance_total":                {dto.MetricType_COUNTER, []string{"priority_level", "success"}},
 		"apiserver_current_inflight_requests":                      {dto.MetricType_GAUGE, []string{"request_kind"}},
 		"apiserver_current_inqueue_requests":                       {dto.MetricType_GAUGE, []string{"request_kind"}},
+		"apiserver_flowcontrol_priority_level_seat_utilization":    {dto.MetricType_HISTOGRAM, []string{"phase", "priority_level"}},
+		"apiserver_flowcontrol_priority_level_request_utilization": {dto.MetricType_HISTOGRAM, []string{"phase", "priority_level"}},
+		"apiserver_flowcontrol_read_vs_write_current_requests":     {dto.MetricType_HISTOGRAM, []string{"phase", "request_kind"}},
+		"apiserver_flowcontrol_demand_seats":                       {dto.MetricType_HISTOGRAM, pl},
+		"apiserver_flowcontrol_seat_fair_frac":                     {dto.MetricType_GAUGE, nil},
 	}
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/actuator/local"
 	"github.com/pace-platform/pace/stages/controller"
@@ -63,7 +64,7 @@ func (f *controlFlags) build(c *bus.Client, fcGate *apf.Gate, natsURL, logLevel 
 	if err != nil {
 		return nil, err
 	}
-	gs, err := gate.New(c, fcGate, actuator.NewExecutor(c, rt, log), gate.Config{}, log)
+	gs, err := gate.New(c, fcGate, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: actuator.Local(rt)}, log), gate.Config{}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, rt.Run)
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, rt, log), gate.Config{}, log)
+	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{"local": actuator.Local(rt)}, log), gate.Config{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

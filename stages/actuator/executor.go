@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/pace-platform/pace/bus"
@@ -11,17 +14,61 @@ import (
 	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
-// Executor runs admitted requests on the local process runtime. It
-// implements the gate's Actuator.
-type Executor struct {
-	c   *bus.Client
-	rt  *local.Runtime
-	log *slog.Logger
+// Runtime runs the workers of jobs: the local process runtime or Kubernetes.
+type Runtime interface {
+	// Scale sets the job's worker count and returns it.
+	Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error)
+	// Terminate removes every worker of the job at once.
+	Terminate(ctx context.Context, rec *schemas.JobRecord) error
 }
 
-// NewExecutor returns an executor of requests on rt.
-func NewExecutor(c *bus.Client, rt *local.Runtime, log *slog.Logger) *Executor {
-	return &Executor{c: c, rt: rt, log: log.With("stage", "actuator", "runtime", "local")}
+// Local adapts the local process runtime to Runtime.
+func Local(rt *local.Runtime) Runtime { return localRuntime{rt} }
+
+type localRuntime struct{ rt *local.Runtime }
+
+func (l localRuntime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
+	w := rec.Spec.Worker
+	return l.rt.Scale(ctx, local.Worker{Job: rec.ID, Exec: w.Exec, Command: w.Command, Env: w.Env}, replicas)
+}
+
+func (l localRuntime) Terminate(_ context.Context, rec *schemas.JobRecord) error {
+	l.rt.Terminate(rec.ID)
+	return nil
+}
+
+// Executor runs admitted requests on the runtime each job's spec names
+// (actuator.name, "local" when empty). It implements the gate's Actuator.
+type Executor struct {
+	c        *bus.Client
+	runtimes map[string]Runtime
+	log      *slog.Logger
+
+	mu   sync.Mutex
+	jobs map[string]*jobOrder // guarded by mu
+}
+
+// jobOrder serializes a job's requests: the gate runs admitted requests
+// concurrently, and a request older than the last one applied is stale.
+type jobOrder struct {
+	sync.Mutex
+	last time.Time // At of the last request applied; guarded by the job's lock
+}
+
+func (e *Executor) order(job string) *jobOrder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o := e.jobs[job]
+	if o == nil {
+		o = &jobOrder{}
+		e.jobs[job] = o
+	}
+	return o
+}
+
+// NewExecutor returns an executor of requests on runtimes, keyed by actuator name.
+func NewExecutor(c *bus.Client, runtimes map[string]Runtime, log *slog.Logger) *Executor {
+	return &Executor{c: c, runtimes: runtimes, log: log.With("stage", "actuator"), jobs: map[string]*jobOrder{}}
 }
 
 // Execute scales (verb patch, subresource scale) or deletes (verb delete) a
@@ -34,16 +81,35 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 	if err != nil {
 		return nil, err
 	}
-	if a := rec.Spec.Actuator.Name; a != "" && a != schemas.LocalActuator {
-		return nil, fmt.Errorf("job %s uses the %s actuator, not local", req.Job, a)
+	name := rec.Spec.Actuator.Name
+	if name == "" {
+		name = schemas.LocalActuator
 	}
+	rt, ok := e.runtimes[name]
+	if !ok {
+		names := make([]string, 0, len(e.runtimes))
+		for n := range e.runtimes {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return nil, fmt.Errorf("job %s uses the %s actuator; this Pace runs %s", req.Job, name, strings.Join(names, ", "))
+	}
+	o := e.order(req.Job)
+	o.Lock()
+	defer o.Unlock()
+	if req.At.Before(o.last) {
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
+			Reason: "superseded by a newer request", At: time.Now()}, nil
+	}
+	o.last = req.At
 	replicas := 0
 	switch {
 	case req.Verb == "delete":
-		e.rt.Terminate(req.Job)
+		if err := rt.Terminate(ctx, rec); err != nil {
+			return nil, err
+		}
 	case req.Subresource == "scale":
-		w := local.Worker{Job: req.Job, Exec: rec.Spec.Worker.Exec, Command: rec.Spec.Worker.Command, Env: rec.Spec.Worker.Env}
-		if replicas, err = e.rt.Scale(ctx, w, req.Replicas); err != nil {
+		if replicas, err = rt.Scale(ctx, rec, req.Replicas); err != nil {
 			return nil, err
 		}
 	default:
@@ -60,7 +126,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 // (its Seq is the last event applied).
 func (e *Executor) recordScale(ctx context.Context, job string, replicas int, state schemas.JobState) {
 	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
-		At: time.Now(), Reason: "local runtime scaled"}
+		At: time.Now(), Reason: "workers scaled"}
 	seq, err := e.c.PublishJobEvent(ctx, ev)
 	if err == nil {
 		_, err = e.c.UpdateJob(ctx, job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {

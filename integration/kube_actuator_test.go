@@ -1,0 +1,207 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/integration/kubetest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
+	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	"github.com/pace-platform/pace/stages/gate"
+)
+
+var cp *kubetest.ControlPlane
+
+func TestMain(m *testing.M) {
+	bin, err := kubetest.Binaries()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1) // a missing real component fails the suite, it does not skip it
+	}
+	dir, err := os.MkdirTemp("", "pace-kube")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if cp, err = kubetest.Start(bin, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cp.Stop()
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// grantActuator gives the user the rights the Kubernetes actuator needs in ns.
+func grantActuator(t *testing.T, admin kubernetes.Interface, ns, user string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pace-actuator", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pace-actuator", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pace-actuator"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runStage(t *testing.T, f func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stage: %v", err)
+		}
+	})
+}
+
+func publish(t *testing.T, c *bus.Client, subject string, m schemas.Message) {
+	t.Helper()
+	msg, err := bus.NewMsg(context.Background(), subject, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubernetesActuatorThroughTheGate drives a real kube-apiserver: scale
+// decisions pass Pace's APF bus gate, then the actuator creates and patches
+// the Job with an RBAC-restricted identity (which the apiserver's own APF
+// classifies too), and a terminate deletes it.
+func TestKubernetesActuatorThroughTheGate(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	admin := kubernetes.NewForConfigOrDie(cp.Admin)
+	const ns, job = "pace-test", "render"
+	grantActuator(t, admin, ns, kubetest.User)
+
+	c := bustest.Client(t, bustest.Server(t))
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: kubetest.User,
+		Worker:   schemas.WorkerSpec{Image: "registry.example/render:1", Command: []string{"pace", "worker", job, "--exec", "render"}},
+		Actuator: schemas.ActuatorSpec{Name: schemas.KubernetesActuator, Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var admitted []schemas.AdmissionEvent
+	sub, err := c.Conn().Subscribe(c.Prefix().Admission("*", "*"), func(m *nats.Msg) {
+		if ev, err := bus.Decode[schemas.AdmissionEvent](m.Data, m.Header); err == nil {
+			mu.Lock()
+			admitted = append(admitted, *ev)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStage(t, g.Run)
+	rt := kubeactuator.New(kubernetes.NewForConfigOrDie(cp.User), "nats://pace-nats:4222", log)
+	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, log), gate.Config{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStage(t, gs.Run)
+	runStage(t, actuator.New(c, log).Run)
+
+	parallelism := func() int32 {
+		j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
+		if err != nil || j.Spec.Parallelism == nil {
+			return -1
+		}
+		return *j.Spec.Parallelism
+	}
+	for _, want := range []int{3, 5} {
+		publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: want, Reason: "test"})
+		bustest.Eventually(t, 20*time.Second, fmt.Sprintf("parallelism %d", want), func() bool { return parallelism() == int32(want) })
+	}
+	j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := j.Spec.Template.Spec
+	env := map[string]string{}
+	for _, e := range pod.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["PACE_JOB"] != job || env["PACE_NATS_URL"] != "nats://pace-nats:4222" || pod.Containers[0].Image != "registry.example/render:1" ||
+		j.Labels[kubeactuator.LabelJob] != job || j.Spec.PodFailurePolicy == nil {
+		t.Errorf("job spec: env %v, image %s, labels %v, pod failure policy %v", env, pod.Containers[0].Image, j.Labels, j.Spec.PodFailurePolicy)
+	}
+
+	publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
+		&schemas.JobEvent{Job: job, Type: schemas.EventTerminated, State: schemas.Terminated, At: time.Now()})
+	bustest.Eventually(t, 20*time.Second, "the Job deleted", func() bool {
+		j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
+		// Without a garbage collector a foreground delete leaves the Job marked.
+		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil)
+	})
+
+	mu.Lock()
+	for _, ev := range admitted {
+		if ev.Outcome != schemas.Dispatched || ev.FlowSchema != "global-default" {
+			t.Errorf("admission event %+v, want dispatched by global-default (alice is an ordinary user)", ev)
+		}
+	}
+	if len(admitted) < 3 {
+		t.Errorf("%d admission events, want the two scales and the delete", len(admitted))
+	}
+	mu.Unlock()
+
+	// The apiserver's own APF saw alice's calls in its global-default level.
+	raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for line := range strings.Lines(string(raw)) {
+		if strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") &&
+			strings.Contains(line, `flow_schema="global-default"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the apiserver dispatched no request through its global-default flow schema")
+	}
+}

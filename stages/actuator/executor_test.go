@@ -1,0 +1,50 @@
+package actuator_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
+)
+
+// countRuntime records scales; it stands beside the real-process test.
+type countRuntime struct{ scales []int }
+
+func (r *countRuntime) Scale(_ context.Context, _ *schemas.JobRecord, n int) (int, error) {
+	r.scales = append(r.scales, n)
+	return n, nil
+}
+
+func (r *countRuntime) Terminate(context.Context, *schemas.JobRecord) error { return nil }
+
+func TestExecutorSkipsStaleRequests(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	if _, err := c.DeclareJob(ctx, "j", schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"}}); err != nil {
+		t.Fatal(err)
+	}
+	rt := &countRuntime{}
+	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, slog.New(slog.DiscardHandler))
+	t0 := time.Now()
+	newer := &schemas.KubeRequest{ID: "b", Job: "j", Verb: "patch", Subresource: "scale", Replicas: 4, At: t0.Add(time.Second)}
+	older := &schemas.KubeRequest{ID: "a", Job: "j", Verb: "patch", Subresource: "scale", Replicas: 1, At: t0}
+	for _, req := range []*schemas.KubeRequest{newer, older} {
+		if _, err := e.Execute(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rt.scales) != 1 || rt.scales[0] != 4 {
+		t.Errorf("scales = %v, want only the newer request's 4", rt.scales)
+	}
+	rec, err := c.Status(ctx, "j")
+	if err != nil || rec.Replicas != 4 {
+		t.Errorf("record replicas = %v (%v), want 4", rec, err)
+	}
+	if _, err := e.Execute(ctx, &schemas.KubeRequest{ID: "c", Job: "j", Verb: "get", Resource: "jobs", At: t0.Add(2 * time.Second)}); err == nil {
+		t.Error("an unsupported request succeeded")
+	}
+}

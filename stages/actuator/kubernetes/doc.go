@@ -1,0 +1,12 @@
+// Package kubernetes runs a job's workers as a Kubernetes batch/v1 Job.
+//
+// The Job, named pace-<job> in the job's namespace, runs the job's image
+// and command with PACE_NATS_URL and PACE_JOB in its environment; its pods
+// are workers of Pace's queue (the SDK or `pace worker`) and exit 0 on
+// SIGTERM. Scaling patches spec.parallelism (Jobs have no scale
+// subresource); the first scale creates the Job. A pod failure policy
+// ignores pods ended by disruptions, and pods that exit 0 after SIGTERM
+// count as successes, so scale-downs are never failures. Terminate deletes
+// the Job with foreground propagation. Conflicts, throttling (429) and
+// server errors are retried with exponential backoff.
+package kubernetes

@@ -1,0 +1,189 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Labels on every object Pace creates.
+const (
+	LabelJob       = "pace.dev/job"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+)
+
+// Runtime scales jobs' workers as batch/v1 Jobs. It is safe for concurrent use.
+type Runtime struct {
+	cs      kubernetes.Interface
+	natsURL string
+	log     *slog.Logger
+	retry   func() backoff.BackOff
+}
+
+// New returns a runtime using cs; natsURL is what the worker pods connect to.
+func New(cs kubernetes.Interface, natsURL string, log *slog.Logger) *Runtime {
+	return &Runtime{cs: cs, natsURL: natsURL, log: log.With("runtime", "kubernetes"), retry: func() backoff.BackOff {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 30*time.Second
+		return b
+	}}
+}
+
+// Name is the name of the job's Kubernetes Job.
+func Name(job string) string { return "pace-" + job }
+
+func namespace(rec *schemas.JobRecord) string {
+	if ns := rec.Spec.Actuator.Namespace; ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+// Scale sets the parallelism of the job's Kubernetes Job, creating it on the
+// first call, and returns the replica count asked for.
+func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
+	ns, name := namespace(rec), Name(rec.ID)
+	patch := fmt.Appendf(nil, `{"spec":{"parallelism":%d}}`, replicas)
+	err := r.do(ctx, func() error {
+		_, err := r.cs.BatchV1().Jobs(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			if replicas == 0 {
+				return nil // nothing to scale down
+			}
+			if rec.Spec.Worker.Image == "" {
+				return backoff.Permanent(ErrNoImage)
+			}
+			_, err = r.cs.BatchV1().Jobs(ns).Create(ctx, r.job(rec, replicas), metav1.CreateOptions{})
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("scale %s/%s to %d: %w", ns, name, replicas, err)
+	}
+	r.log.Info("job scaled", "job", rec.ID, "namespace", ns, "parallelism", replicas)
+	return replicas, nil
+}
+
+// Terminate deletes the job's Kubernetes Job and, in the foreground, its pods.
+func (r *Runtime) Terminate(ctx context.Context, rec *schemas.JobRecord) error {
+	ns, name := namespace(rec), Name(rec.ID)
+	fg := metav1.DeletePropagationForeground
+	err := r.do(ctx, func() error {
+		err := r.cs.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", ns, name, err)
+	}
+	r.log.Info("job deleted", "job", rec.ID, "namespace", ns)
+	return nil
+}
+
+// Running returns the number of running pods of the job.
+func (r *Runtime) Running(ctx context.Context, rec *schemas.JobRecord) (int, error) {
+	pods, err := r.cs.CoreV1().Pods(namespace(rec)).List(ctx, metav1.ListOptions{LabelSelector: LabelJob + "=" + rec.ID})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// do runs op, retrying conflicts, throttling and server errors.
+func (r *Runtime) do(ctx context.Context, op func() error) error {
+	return backoff.Retry(func() error {
+		err := op()
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsConflict(err), apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err),
+			apierrors.IsTimeout(err), apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err),
+			apierrors.IsAlreadyExists(err): // a concurrent create: patch it next time
+			r.log.Debug("retrying", "err", err)
+			return err
+		}
+		return backoff.Permanent(err)
+	}, backoff.WithContext(r.retry(), ctx))
+}
+
+// job builds the Kubernetes Job of rec with parallelism replicas.
+func (r *Runtime) job(rec *schemas.JobRecord, replicas int) *batchv1.Job {
+	w := rec.Spec.Worker
+	labels := map[string]string{LabelJob: rec.ID, LabelManagedBy: "pace"}
+	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.natsURL}, {Name: "PACE_JOB", Value: rec.ID}}
+	for k, v := range w.Env {
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	container := corev1.Container{Name: "worker", Image: w.Image, Command: w.Command, Env: env}
+	if w.Resources != nil {
+		container.Resources = corev1.ResourceRequirements{Limits: quantities(w.Resources.Limits), Requests: quantities(w.Resources.Requests)}
+	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, s := range w.ImagePullSecrets {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	grace := int64(30)
+	if w.TerminationGrace > 0 {
+		grace = int64(w.TerminationGrace.D() / time.Second)
+	}
+	parallelism := int32(replicas) //nolint:gosec // bounded by the spec's max replicas
+	backoffLimit := int32(1000)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: Name(rec.ID), Namespace: namespace(rec), Labels: labels},
+		Spec: batchv1.JobSpec{
+			Parallelism:  &parallelism,
+			BackoffLimit: &backoffLimit,
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:          batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}},
+			}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					Containers:                    []corev1.Container{container},
+					NodeSelector:                  w.NodeSelector,
+					ImagePullSecrets:              pullSecrets,
+					TerminationGracePeriodSeconds: &grace,
+				},
+			},
+		},
+	}
+}
+
+func quantities(m map[string]string) corev1.ResourceList {
+	if len(m) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for k, v := range m {
+		if q, err := resource.ParseQuantity(v); err == nil {
+			out[corev1.ResourceName(k)] = q
+		}
+	}
+	return out
+}
+
+// ErrNoImage is returned by Scale for a job without a worker image.
+var ErrNoImage = errors.New("the kubernetes actuator needs worker.image")

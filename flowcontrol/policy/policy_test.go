@@ -1,11 +1,11 @@
 package policy_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 
 	"github.com/pace-platform/pace/flowcontrol/policy"
@@ -70,21 +70,69 @@ func TestSeedExamplesBehave(t *testing.T) {
 	}
 }
 
+// TestDefaultsMatchKube checks the bootstrap objects against the tables of
+// the reference spec (§6.1, §6.2: kube-apiserver v1.37's bootstrap config).
 func TestDefaultsMatchKube(t *testing.T) {
 	d := policy.Defaults()
-	kube, err := policy.LoadFile("../../../shared/reference/k8s-apf-defaults.yaml")
-	if err != nil {
-		t.Fatal(err)
+	levels := map[string][6]int32{ // type (0 exempt, 1 reject, 2 queue), NCS, lendable, queues, hand, QLL
+		"exempt":          {0, 0, 0, 0, 0, 0},
+		"catch-all":       {1, 5, 0, 0, 0, 0},
+		"system":          {2, 30, 33, 64, 6, 50},
+		"node-high":       {2, 40, 25, 64, 6, 50},
+		"leader-election": {2, 10, 0, 16, 4, 50},
+		"workload-high":   {2, 40, 50, 128, 6, 50},
+		"workload-low":    {2, 100, 90, 128, 6, 50},
+		"global-default":  {2, 20, 50, 128, 6, 50},
 	}
-	for _, want := range kube.FlowSchemas {
-		i := slices.IndexFunc(d.FlowSchemas, func(fs *flowcontrolv1.FlowSchema) bool { return fs.Name == want.Name })
-		if i < 0 {
-			t.Errorf("missing FlowSchema %s", want.Name)
+	for _, pl := range d.PriorityLevels {
+		want, ok := levels[pl.Name]
+		if !ok {
+			continue // Pace's own
+		}
+		delete(levels, pl.Name)
+		var got [6]int32
+		switch {
+		case pl.Spec.Exempt != nil:
+			got = [6]int32{0, *pl.Spec.Exempt.NominalConcurrencyShares, *pl.Spec.Exempt.LendablePercent}
+		case pl.Spec.Limited.LimitResponse.Queuing == nil:
+			got = [6]int32{1, *pl.Spec.Limited.NominalConcurrencyShares, *pl.Spec.Limited.LendablePercent}
+		default:
+			q := pl.Spec.Limited.LimitResponse.Queuing
+			got = [6]int32{2, *pl.Spec.Limited.NominalConcurrencyShares, *pl.Spec.Limited.LendablePercent, q.Queues, q.HandSize, q.QueueLengthLimit}
+		}
+		if got != want {
+			t.Errorf("level %s = %v, want %v", pl.Name, got, want)
+		}
+		if pl.Spec.Limited != nil && pl.Spec.Limited.BorrowingLimitPercent != nil {
+			t.Errorf("level %s has a borrowing limit; kube's defaults have none", pl.Name)
+		}
+	}
+	if len(levels) > 0 {
+		t.Errorf("missing levels %v", levels)
+	}
+	schemas := map[string]string{ // precedence/level/distinguisher
+		"exempt": "1/exempt/", "probes": "2/exempt/", "system-leader-election": "100/leader-election/ByUser",
+		"system-node-high": "400/node-high/ByUser", "system-nodes": "500/system/ByUser",
+		"kube-controller-manager": "800/workload-high/ByNamespace", "kube-scheduler": "800/workload-high/ByNamespace",
+		"kube-system-service-accounts": "900/workload-high/ByNamespace", "service-accounts": "9000/workload-low/ByUser",
+		"global-default": "9900/global-default/ByUser", "catch-all": "10000/catch-all/ByUser",
+	}
+	for _, fs := range d.FlowSchemas {
+		want, ok := schemas[fs.Name]
+		if !ok {
 			continue
 		}
-		if diff := cmp.Diff(want.Spec, d.FlowSchemas[i].Spec); diff != "" {
-			t.Errorf("%s spec (-kube +pace):\n%s", want.Name, diff)
+		delete(schemas, fs.Name)
+		dist := ""
+		if fs.Spec.DistinguisherMethod != nil {
+			dist = string(fs.Spec.DistinguisherMethod.Type)
 		}
+		if got := fmt.Sprintf("%d/%s/%s", fs.Spec.MatchingPrecedence, fs.Spec.PriorityLevelConfiguration.Name, dist); got != want {
+			t.Errorf("schema %s = %s, want %s", fs.Name, got, want)
+		}
+	}
+	if len(schemas) > 0 {
+		t.Errorf("missing schemas %v", schemas)
 	}
 	for _, fs := range d.FlowSchemas {
 		if fs.Annotations[policy.AutoUpdateAnnotation] != "true" {

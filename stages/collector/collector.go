@@ -381,7 +381,11 @@ func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead ma
 	if err == nil {
 		var msg *nats.Msg
 		if msg, err = bus.NewMsg(ctx, c.prefix.Metrics(s.Job, schemas.RawMetrics), s); err == nil {
-			f, err = c.js.PublishMsgAsync(msg, jetstream.WithMsgTTL(c.cfg.RawTTL))
+			var opts []jetstream.PublishOpt
+			if c.cfg.RawTTL > 0 {
+				opts = append(opts, jetstream.WithMsgTTL(c.cfg.RawTTL))
+			}
+			f, err = c.js.PublishMsgAsync(msg, opts...)
 		}
 	}
 	if err != nil {

@@ -16,7 +16,8 @@ type Config struct {
 	// Concurrency is how many jobs are sampled at once; 0 means 32.
 	Concurrency int `json:"concurrency,omitempty"`
 	// RawTTL is how long a raw sample stays on the bus (Nats-TTL); the
-	// processor reads it at once, and progress is kept longer. 0 means 1h.
+	// processor reads it at once, and progress is kept longer. 0 means 1h;
+	// negative publishes without a TTL (samples live as long as progress).
 	RawTTL time.Duration `json:"raw_ttl,omitempty"`
 }
 
@@ -43,7 +44,7 @@ func (c Config) Validate() field.ErrorList {
 	if c.Interval < 10*time.Millisecond {
 		errs = append(errs, field.Invalid(field.NewPath("interval"), c.Interval.String(), "must be at least 10ms"))
 	}
-	if c.RawTTL < time.Second {
+	if c.RawTTL >= 0 && c.RawTTL < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("raw_ttl"), c.RawTTL.String(), "must be at least 1s"))
 	}
 	if c.Concurrency < 1 {

@@ -39,12 +39,20 @@ func benchJobs(b *testing.B, c *bus.Client, n int) []*schemas.JobRecord {
 // creates the 2,000 counting consumers, is timed separately and reported
 // with the heap the server grew by.
 func BenchmarkRound(b *testing.B) {
-	for _, mode := range []schemas.JobMode{schemas.Batch, schemas.Streaming} {
+	for _, tc := range []struct {
+		mode schemas.JobMode
+		ttl  time.Duration
+	}{{schemas.Batch, 0}, {schemas.Streaming, 0}, {schemas.Batch, -1}} {
 		const n = 1000
-		b.Run(fmt.Sprintf("jobs=%d/mode=%s", n, mode), func(b *testing.B) {
+		mode := tc.mode
+		ttl := "1h"
+		if tc.ttl < 0 {
+			ttl = "none"
+		}
+		b.Run(fmt.Sprintf("jobs=%d/mode=%s/raw-ttl=%s", n, mode, ttl), func(b *testing.B) {
 			c := bustest.Client(b, bustest.Server(b), bus.WithName("bench"))
 			recs := benchJobs(b, c, n)
-			col, err := New(c, Config{}, nil, nil, nil)
+			col, err := New(c, Config{RawTTL: tc.ttl}, nil, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

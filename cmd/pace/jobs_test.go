@@ -289,7 +289,13 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 	if !strings.HasPrefix(id, "kj-") {
 		t.Fatalf("id = %q", id)
 	}
-	bustest.Eventually(t, 60*time.Second, "payload 2 completed", func() bool {
+	t.Cleanup(func() {
+		if t.Failed() {
+			stderr := j.u.stderr.String()
+			t.Logf("pace up log tail:\n%s", stderr[max(0, len(stderr)-4000):])
+		}
+	})
+	bustest.Eventually(t, 90*time.Second, "payload 2 completed", func() bool {
 		v := j.status(t, id)
 		if final(v["status"].(string)) && v["status"] != "completed" {
 			t.Fatalf("job ended %v: %v", v["status"], v["reason"])

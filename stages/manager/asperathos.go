@@ -87,14 +87,14 @@ type k8sResourceControl struct {
 }
 
 // controllerParams is what an Asperathos controller configuration becomes
-// in JobSpec.Controller.Params.
+// in JobSpec.Controller.Params: the settings of its scheduler, in the
+// names of Pace's default (threshold) and pid controllers. The actuator
+// and metric source are Asperathos' plumbing and are not passed on.
 type controllerParams struct {
 	ActuationSize    *int              `json:"actuation_size,omitempty"`
 	TriggerUp        *float64          `json:"trigger_up,omitempty"`
 	TriggerDown      *float64          `json:"trigger_down,omitempty"`
 	HeuristicOptions *heuristicOptions `json:"heuristic_options,omitempty"`
-	Actuator         string            `json:"actuator,omitempty"`
-	MetricSource     string            `json:"metric_source,omitempty"`
 }
 
 // Asperathos plugin names this manager accepts.
@@ -208,8 +208,11 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 		return schemas.JobSpec{}, errs
 	}
 
-	params, _ := json.Marshal(controllerParams{ActuationSize: c.ActuationSize, TriggerUp: c.TriggerUp,
-		TriggerDown: c.TriggerDown, HeuristicOptions: c.HeuristicOptions, Actuator: c.Actuator, MetricSource: c.MetricSource})
+	cparams := controllerParams{ActuationSize: c.ActuationSize, TriggerUp: c.TriggerUp, TriggerDown: c.TriggerDown}
+	if strategy == "pid" { // gains kept alongside the default strategy (radiomics does) are not its settings
+		cparams = controllerParams{HeuristicOptions: c.HeuristicOptions}
+	}
+	params, _ := json.Marshal(cparams)
 	spec := schemas.JobSpec{
 		Mode:     schemas.Batch,
 		Deadline: schemas.Deadline{After: schemas.Duration(time.Duration(*pi.MonitorInfo.ExpectedTime) * time.Second)},

@@ -157,7 +157,8 @@ func TestCollectorKnownStates(t *testing.T) {
 	putRecord(t, c, done)
 
 	clk := testingclock.NewFakeClock(t0.Add(30 * time.Second))
-	col, err := collector.New(c, collector.Config{Interval: time.Second}, replicas{"j1": 2}, clk, nil)
+	// A long interval, so that activity samples cannot be interval ones.
+	col, err := collector.New(c, collector.Config{Interval: time.Hour, ActivityGap: 200 * time.Millisecond}, replicas{"j1": 2}, clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,15 +179,18 @@ func TestCollectorKnownStates(t *testing.T) {
 		t.Errorf("j3 (completed) sampled %d times, want 0", n)
 	}
 
-	// Queue activity: a third result makes j1 due within the activity gap.
-	finish(held[2])
+	// Queue activity: a third result makes j1 due at the next activity tick.
+	// The result reaches the collector asynchronously, so tick until it shows.
 	_, n1 := got.last("j1")
-	clk.Step(200 * time.Millisecond)
-	got.waitFor(t, "j1", "sample after activity", func(s schemas.Sample, n int) bool { return n > n1 && s.Done == 3 })
+	finish(held[2])
+	got.waitFor(t, "j1", "sample after activity", func(s schemas.Sample, n int) bool {
+		clk.Step(200 * time.Millisecond)
+		return n > n1 && s.Done == 3
+	})
 
 	// The interval samples every running job, idle ones too.
 	_, n2 := got.last("j2")
-	clk.Step(time.Second)
+	clk.Step(time.Hour)
 	got.waitFor(t, "j2", "interval sample", func(_ schemas.Sample, n int) bool { return n > n2 })
 
 	// A lifecycle event samples its job at once, without a tick.
@@ -207,7 +211,7 @@ func TestCollectorKnownStates(t *testing.T) {
 		return errors.Is(err, jetstream.ErrConsumerNotFound)
 	})
 	_, nEnd := got.last("j1")
-	clk.Step(time.Second)
+	clk.Step(time.Hour)
 	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool { return n > n2 })
 	if _, n := got.last("j1"); n != nEnd {
 		t.Errorf("j1 sampled %d times after its final sample", n-nEnd)

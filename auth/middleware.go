@@ -3,12 +3,15 @@ package auth
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/pace-platform/pace/schemas"
 )
 
 // Middleware authenticates every request with a and stores the caller in the
 // request's context (see FromContext). A request without credentials, or
 // any request when a is nil, proceeds as AnonymousUser; invalid credentials
-// are refused with 401. Authorization is left to the handlers.
+// are refused with 401 and the API's error envelope (schemas.APIError).
+// Authorization is left to the handlers.
 func Middleware(a Authenticator) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -19,8 +22,8 @@ func Middleware(a Authenticator) func(http.Handler) http.Handler {
 					w.Header().Set("Content-Type", "application/json")
 					w.Header().Set("WWW-Authenticate", `Bearer realm="pace"`)
 					w.WriteHeader(http.StatusUnauthorized)
-					_ = json.NewEncoder(w).Encode(map[string]any{
-						"error_code": http.StatusUnauthorized, "error_name": "Unauthorized", "error_message": err.Error()})
+					_ = json.NewEncoder(w).Encode(&schemas.APIError{
+						Code: http.StatusUnauthorized, Name: "UNAUTHORIZED", Message: err.Error()})
 					return
 				}
 				if ok {

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pace-platform/pace/flowcontrol/borrowing"
@@ -60,12 +62,18 @@ func (e *RejectedError) Error() string {
 type Controller struct {
 	clock      eventclock.Interface
 	retryAfter *retryafter.Tracker
-	levels     map[string]*level
-	order      []*level // configuration order, for borrowing and dumps
-	nominalSum int
+	tab        atomic.Pointer[levelTable] // replaced whole by Reconfigure and pruning
 
-	mu       sync.Mutex // serialises AdjustBorrowing; guards fairFrac
+	mu       sync.Mutex // serialises AdjustBorrowing and Reconfigure; guards the fields below
+	cfg      Config     // the desired configuration
 	fairFrac float64    // the last adjustment's fair proportion (0 when constrained)
+}
+
+// levelTable is one immutable set of levels.
+type levelTable struct {
+	byName     map[string]*level
+	order      []*level // configuration order (lingering levels last), for borrowing and dumps
+	nominalSum int
 }
 
 type level struct {
@@ -73,6 +81,9 @@ type level struct {
 	limits   borrowing.Limits
 	maxSeats int // widest request for queuing levels; 0 for others
 	qs       *queueset.QueueSet
+	// lingering marks a level removed from the configuration that still has
+	// requests waiting or executing; it keeps its seats until idle.
+	lingering bool
 	// guarded by Controller.mu
 	demand  borrowing.DemandStats
 	current int
@@ -84,16 +95,67 @@ func New(clk eventclock.Interface, cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	specs := make([]borrowing.Level, len(cfg.Levels))
-	for i, l := range cfg.Levels {
+	c := &Controller{clock: clk, retryAfter: retryafter.New(clk.Now), cfg: cfg}
+	tab, err := c.buildTable(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.tab.Store(tab)
+	c.AdjustBorrowing()
+	return c, nil
+}
+
+// Reconfigure applies a new configuration without dropping anything: a level
+// that stays keeps its queue set (queues added or drained, limits changed,
+// waiting requests kept, executing ones never pre-empted); a removed level
+// with requests waiting or executing lingers, still counted in the shares,
+// until it is idle (then AdjustBorrowing drops it); new levels start empty.
+// On error nothing changes.
+func (c *Controller) Reconfigure(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tab, err := c.buildTable(cfg, c.tab.Load())
+	if err != nil {
+		return err
+	}
+	c.cfg = cfg
+	c.tab.Store(tab)
+	c.adjustLocked()
+	return nil
+}
+
+// buildTable computes the levels of cfg, reusing old's queue sets by name
+// and keeping old's busy levels that cfg drops as lingering ones.
+func (c *Controller) buildTable(cfg Config, old *levelTable) (*levelTable, error) {
+	levels := slices.Clone(cfg.Levels)
+	lingering := map[string]bool{}
+	if old != nil {
+		for _, lv := range old.order {
+			if !slices.ContainsFunc(cfg.Levels, func(l PriorityLevel) bool { return l.Name == lv.cfg.Name }) && !lv.qs.IsIdle() {
+				levels = append(levels, lv.cfg)
+				lingering[lv.cfg.Name] = true
+			}
+		}
+	}
+	specs := make([]borrowing.Level, len(levels))
+	for i, l := range levels {
 		specs[i] = borrowing.Level{Name: l.Name, Exempt: l.Exempt, NominalConcurrencyShares: l.NominalConcurrencyShares,
 			LendablePercent: l.LendablePercent, BorrowingLimitPercent: l.BorrowingLimitPercent}
 	}
 	limits, sum := borrowing.ComputeLimits(cfg.ServerConcurrencyLimit, specs)
-	c := &Controller{clock: clk, retryAfter: retryafter.New(clk.Now), levels: map[string]*level{}, nominalSum: sum}
-	for i, l := range cfg.Levels {
+	tab := &levelTable{byName: map[string]*level{}, nominalSum: sum}
+	type reuse struct {
+		qs    *queueset.QueueSet
+		qcfg  queueset.Config
+		limit int
+	}
+	var reused []reuse
+	for i, l := range levels {
 		qcfg := queueset.Config{Name: l.Name, Queues: l.Queues, QueueLengthLimit: l.QueueLengthLimit, HandSize: l.HandSize}
-		lv := &level{cfg: l, limits: limits[i]}
+		lv := &level{cfg: l, limits: limits[i], lingering: lingering[l.Name]}
 		switch {
 		case l.Exempt:
 			qcfg.Queues = queueset.Exempt
@@ -102,16 +164,30 @@ func New(clk eventclock.Interface, cfg Config) (*Controller, error) {
 		default:
 			lv.maxSeats = borrowing.MaxSeats(limits[i].Nominal, l.HandSize)
 		}
-		qs, err := queueset.New(clk, qcfg, limits[i].Nominal-limits[i].Lendable/2)
-		if err != nil {
-			return nil, fmt.Errorf("level %s: %w", l.Name, err)
+		limit := limits[i].Nominal - limits[i].Lendable/2
+		var prev *level
+		if old != nil {
+			prev = old.byName[l.Name]
 		}
-		lv.qs = qs
-		c.levels[l.Name] = lv
-		c.order = append(c.order, lv)
+		if prev != nil && prev.cfg.Exempt == l.Exempt {
+			lv.qs, lv.demand, lv.current = prev.qs, prev.demand, prev.current
+			reused = append(reused, reuse{prev.qs, qcfg, limit})
+		} else {
+			qs, err := queueset.New(c.clock, qcfg, limit)
+			if err != nil {
+				return nil, fmt.Errorf("level %s: %w", l.Name, err)
+			}
+			lv.qs = qs
+		}
+		tab.byName[l.Name] = lv
+		tab.order = append(tab.order, lv)
 	}
-	c.AdjustBorrowing()
-	return c, nil
+	for _, r := range reused { // after every possible error: all or nothing
+		if err := r.qs.Reconfigure(r.qcfg, r.limit); err != nil {
+			return nil, fmt.Errorf("level %s: %w", r.qcfg.Name, err)
+		}
+	}
+	return tab, nil
 }
 
 // StartRequest admits a request of the given flow into a priority level,
@@ -120,7 +196,7 @@ func New(clk eventclock.Interface, cfg Config) (*Controller, error) {
 // time-out when ctx ends or the wait limit passes), or ErrUnknownPriorityLevel.
 // hash is the flow's hash (see HashFlow); label names the request in dumps.
 func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash uint64, flowSchema, priorityLevel, label string) (*Request, error) {
-	lv := c.levels[priorityLevel]
+	lv := c.tab.Load().byName[priorityLevel]
 	if lv == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownPriorityLevel, priorityLevel)
 	}
@@ -158,7 +234,7 @@ func (c *Controller) reject(priorityLevel, flowSchema string, reason RejectReaso
 // MaxSeats returns the widest estimate the level allows (0: no per-level
 // cap); pass it to work.NewEstimator.
 func (c *Controller) MaxSeats(priorityLevel string) int {
-	if lv := c.levels[priorityLevel]; lv != nil {
+	if lv := c.tab.Load().byName[priorityLevel]; lv != nil {
 		return lv.maxSeats
 	}
 	return 0
@@ -166,7 +242,7 @@ func (c *Controller) MaxSeats(priorityLevel string) int {
 
 // IsIdle reports whether the level has nothing waiting or executing.
 func (c *Controller) IsIdle(priorityLevel string) bool {
-	lv := c.levels[priorityLevel]
+	lv := c.tab.Load().byName[priorityLevel]
 	return lv == nil || lv.qs.IsIdle()
 }
 
@@ -176,14 +252,25 @@ func (c *Controller) IsIdle(priorityLevel string) bool {
 func (c *Controller) AdjustBorrowing() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	states := make([]borrowing.LevelState, len(c.order))
-	for i, lv := range c.order {
+	tab := c.tab.Load()
+	if slices.ContainsFunc(tab.order, func(lv *level) bool { return lv.lingering && lv.qs.IsIdle() }) {
+		if pruned, err := c.buildTable(c.cfg, tab); err == nil { // drops the idle lingering levels
+			c.tab.Store(pruned)
+		}
+	}
+	c.adjustLocked()
+}
+
+func (c *Controller) adjustLocked() {
+	tab := c.tab.Load()
+	states := make([]borrowing.LevelState, len(tab.order))
+	for i, lv := range tab.order {
 		lv.demand.Update(lv.qs.SeatDemand().Reset())
 		states[i] = borrowing.LevelState{Exempt: lv.cfg.Exempt, Limits: lv.limits, Demand: lv.demand, Current: lv.current}
 	}
-	current, fairFrac := borrowing.Adjust(c.nominalSum, states)
+	current, fairFrac := borrowing.Adjust(tab.nominalSum, states)
 	c.fairFrac = fairFrac
-	for i, lv := range c.order {
+	for i, lv := range tab.order {
 		lv.current = current[i]
 		lv.qs.SetConcurrencyLimit(current[i])
 	}

@@ -10,6 +10,7 @@ import (
 // LevelDump describes one priority level for debugging.
 type LevelDump struct {
 	Name         string                `json:"name"`
+	Lingering    bool                  `json:"lingering,omitempty"` // removed, draining
 	Limits       borrowing.Limits      `json:"limits"`
 	CurrentLimit int                   `json:"currentLimit"`
 	MaxSeats     int                   `json:"maxSeats,omitempty"`
@@ -22,9 +23,10 @@ type LevelDump struct {
 func (c *Controller) Dump() []LevelDump {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]LevelDump, 0, len(c.order))
-	for _, lv := range c.order {
-		out = append(out, LevelDump{Name: lv.cfg.Name, Limits: lv.limits, CurrentLimit: lv.current, MaxSeats: lv.maxSeats,
+	tab := c.tab.Load()
+	out := make([]LevelDump, 0, len(tab.order))
+	for _, lv := range tab.order {
+		out = append(out, LevelDump{Name: lv.cfg.Name, Lingering: lv.lingering, Limits: lv.limits, CurrentLimit: lv.current, MaxSeats: lv.maxSeats,
 			Demand: lv.demand, RetryAfter: c.retryAfter.RetryAfter(lv.cfg.Name), QueueSet: lv.qs.Dump()})
 	}
 	return out

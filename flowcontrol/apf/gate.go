@@ -61,16 +61,16 @@ type Gate struct {
 	cfg     Config
 	metrics *Metrics
 
-	mu  sync.RWMutex // guards cur
-	cur *generation
+	reconf sync.Mutex   // serialises Reconfigure
+	mu     sync.RWMutex // guards cur
+	cur    *generation
 }
 
 // generation is one policy and the engine built for it.
 type generation struct {
 	digest *policy.Digest
-	cfg    flowcontrol.Config // what ctl was built from
+	cfg    flowcontrol.Config // ctl's configuration
 	ctl    *flowcontrol.Controller
-	cancel context.CancelFunc // stops ctl's borrowing loop
 }
 
 // New builds a Gate for cfg and objs (normally policy.Overlay(policy.Defaults(), file)).
@@ -91,16 +91,22 @@ func New(clk eventclock.Interface, cfg Config, objs policy.Objects, metrics *Met
 }
 
 func (g *Gate) build(objs policy.Objects) (*generation, error) {
+	d, cfg := g.compile(objs)
+	ctl, err := flowcontrol.New(g.clk, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("flowcontrol engine: %w", err)
+	}
+	return &generation{digest: d, cfg: cfg, ctl: ctl}, nil
+}
+
+// compile digests objs and derives the engine's configuration.
+func (g *Gate) compile(objs policy.Objects) (*policy.Digest, flowcontrol.Config) {
 	d := policy.Compile(objs)
 	cfg := flowcontrol.Config{ServerConcurrencyLimit: max(1, g.cfg.ServerConcurrencyLimit())}
 	for _, pl := range d.PriorityLevels() {
 		cfg.Levels = append(cfg.Levels, engineLevel(pl))
 	}
-	ctl, err := flowcontrol.New(g.clk, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("flowcontrol engine: %w", err)
-	}
-	return &generation{digest: d, cfg: cfg, ctl: ctl, cancel: func() {}}, nil
+	return d, cfg
 }
 
 func engineLevel(pl *flowcontrolv1.PriorityLevelConfiguration) flowcontrol.PriorityLevel {
@@ -148,31 +154,24 @@ func (g *Gate) current() *generation {
 // Digest returns the policy in force.
 func (g *Gate) Digest() *policy.Digest { return g.current().digest }
 
-// Reconfigure installs a new policy. When the priority levels are unchanged
-// (the common case: FlowSchemas edited, or the same objects re-read) only the
-// classification changes and the engine, its queues and its seats are kept.
-// Otherwise a new engine is built: requests queued or executing in the old one
-// finish there, and new requests use the new one.
-func (g *Gate) Reconfigure(ctx context.Context, objs policy.Objects) error {
+// Reconfigure installs a new policy. Classification switches at once; the
+// engine is reconfigured in place (flowcontrol.Controller.Reconfigure): a
+// priority level that stays keeps its queues and seats, a removed one drains
+// its waiting and executing requests before it goes, so nothing queued is
+// dropped. Concurrent calls are serialised.
+func (g *Gate) Reconfigure(_ context.Context, objs policy.Objects) error {
+	g.reconf.Lock()
+	defer g.reconf.Unlock()
 	cur := g.current()
-	gen, err := g.build(objs)
-	if err != nil {
-		return err
-	}
-	if reflect.DeepEqual(gen.cfg, cur.cfg) {
-		g.mu.Lock()
-		g.cur = &generation{digest: gen.digest, cfg: cur.cfg, ctl: cur.ctl, cancel: g.cur.cancel}
-		g.mu.Unlock()
-		return nil
+	d, cfg := g.compile(objs)
+	if !reflect.DeepEqual(cfg, cur.cfg) {
+		if err := cur.ctl.Reconfigure(cfg); err != nil {
+			return fmt.Errorf("flowcontrol engine: %w", err)
+		}
 	}
 	g.mu.Lock()
-	stopOld := g.cur.cancel
-	g.cur = gen
+	g.cur = &generation{digest: d, cfg: cfg, ctl: cur.ctl}
 	g.mu.Unlock()
-	if ctx != nil {
-		g.startBorrowing(ctx, gen)
-	}
-	stopOld()
 	return nil
 }
 
@@ -180,7 +179,10 @@ func (g *Gate) Reconfigure(ctx context.Context, objs policy.Objects) error {
 // gate's clock) and publishes the last-second peaks of the request-kind
 // metrics, until ctx ends; it returns nil.
 func (g *Gate) Run(ctx context.Context) error {
-	g.startBorrowing(ctx, g.current())
+	ctl := g.current().ctl // the same engine for the gate's life
+	borrowingDone := make(chan struct{})
+	go func() { defer close(borrowingDone); _ = ctl.Run(ctx) }()
+	defer func() { <-borrowingDone }()
 	tick := make(chan struct{}, 1)
 	var schedule func(time.Time)
 	schedule = func(time.Time) {
@@ -201,14 +203,6 @@ func (g *Gate) Run(ctx context.Context) error {
 			g.metrics.tick(g)
 		}
 	}
-}
-
-func (g *Gate) startBorrowing(ctx context.Context, gen *generation) {
-	runCtx, cancel := context.WithCancel(ctx)
-	g.mu.Lock()
-	gen.cancel = cancel
-	g.mu.Unlock()
-	go func() { _ = gen.ctl.Run(runCtx) }() // ends with runCtx, which Reconfigure or ctx cancels
 }
 
 // Classify classifies a without admitting it.

@@ -195,8 +195,12 @@ func (m *Metrics) tick(g *Gate) {
 	gen := g.current()
 	m.fairFrac.Set(gen.ctl.FairFraction())
 	var queueCapacity, nominalSum float64
-	for i, l := range gen.ctl.Dump() {
-		cfg := gen.cfg.Levels[i]
+	cfgs := map[string]flowcontrol.PriorityLevel{}
+	for _, l := range gen.cfg.Levels {
+		cfgs[l.Name] = l
+	}
+	for _, l := range gen.ctl.Dump() {
+		cfg := cfgs[l.Name] // zero for a lingering (removed) level
 		limit := float64(max(1, l.CurrentLimit))
 		qs := l.QueueSet
 		m.seatUtil.WithLabelValues(l.Name).Observe(float64(qs.SeatsInUse) / limit)

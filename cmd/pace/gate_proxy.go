@@ -72,6 +72,12 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	log := a.log.With("stage", "gate-proxy")
+	for _, name := range gate.Digest().Dangling {
+		log.Warn("flow schema dangling: its priority level does not exist", "flow_schema", name)
+	}
+	for _, name := range gate.Digest().Broken {
+		log.Warn("invalid flowcontrol object ignored", "object", name)
+	}
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.FlushInterval = -1 // stream watches
 	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {

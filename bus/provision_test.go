@@ -3,11 +3,15 @@ package bus_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -75,5 +79,23 @@ func TestConnectGivesUpOnUnreachableServer(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "connect to nats") {
 		t.Errorf("err = %v, want it to say what failed", err)
+	}
+}
+
+func TestMoreJobsThanTheServersDefaultConsumerLimit(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range 1010 { // the server's default is 1,000 consumers per stream
+		g.Go(func() error {
+			job := fmt.Sprintf("job-%d", i)
+			_, err := c.JetStream().CreateOrUpdateConsumer(ctx, "PACE_WORK", jetstream.ConsumerConfig{
+				Durable: "work-" + job, FilterSubject: c.Prefix().Work(job), AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }

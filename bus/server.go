@@ -59,6 +59,9 @@ func StartServer(cfg ServerConfig, log *slog.Logger) (*Server, error) {
 		NoSigs:             true,
 		NoLog:              true,
 		DontListen:         cfg.Listen == "",
+		// One work consumer per job: the server's default of 1,000
+		// consumers per stream would cap the number of jobs.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	if cfg.Listen != "" {
 		host, port, err := net.SplitHostPort(cfg.Listen)

@@ -38,7 +38,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr string, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous}
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: "http://" + httpAddr + "/ui"} // the built-in UI's job pages
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

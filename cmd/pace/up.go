@@ -21,6 +21,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/gate"
+	"github.com/pace-platform/pace/stages/visualizer"
 )
 
 type upOptions struct {
@@ -162,7 +163,12 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	api.Register(mux)
 	mux.Handle(apf.DebugPrefix, fcGate.DebugHandler())
-	handler := auth.Middleware(authn)(fcGate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
+	// The web UI's pages and event streams are long-running reads of the bus
+	// and bypass APF, like log follows; its commands go through the API.
+	root := http.NewServeMux()
+	visualizer.New(mgr, c, visualizer.Config{}, a.log.With("stage", "visualizer")).Register(root)
+	root.Handle("/", fcGate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
+	handler := auth.Middleware(authn)(root)
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -193,6 +199,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		fmt.Fprintln(a.stdout, "NATS: in-process only (no TCP listener)")
 	}
 	fmt.Fprintf(a.stdout, "HTTP: http://%s\n", ln.Addr())
+	fmt.Fprintf(a.stdout, "UI: http://%s%s\n", ln.Addr(), visualizer.Prefix)
 	log.Info("pace is up", "data", data, "http", ln.Addr().String(), "nats", srv.ClientURL())
 	if o.demo {
 		g.Go(func() error { return runDemo(gctx, a, "http://"+ln.Addr().String()) })

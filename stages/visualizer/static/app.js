@@ -1,0 +1,169 @@
+"use strict";
+// Pace UI: reads Server-Sent Events with fetch (so the bearer token can be
+// sent in the Authorization header, which EventSource cannot do).
+(function () {
+  const KEY = "pace-token";
+  const $ = (id) => document.getElementById(id);
+  const token = () => sessionStorage.getItem(KEY) || "";
+  const headers = () => (token() ? { Authorization: "Bearer " + token() } : {});
+  let current = null; // AbortController of the open stream
+
+  function notice(msg) { $("notice").textContent = msg || ""; }
+
+  function showLogin() {
+    $("token").value = "";
+    $("logout").hidden = !token();
+  }
+
+  // stream reads url as text/event-stream and calls on(event, data) per event;
+  // it reconnects after an error unless done() says the page is finished.
+  async function stream(url, on, done) {
+    if (current) current.abort();
+    const ctl = new AbortController();
+    current = ctl;
+    for (;;) {
+      try {
+        const r = await fetch(url, { headers: headers(), signal: ctl.signal });
+        if (r.status === 401 || r.status === 403) { notice("Sign in: this token may not see it (" + r.status + ")."); showLogin(); return; }
+        if (r.status === 404) { notice("Not found."); return; }
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done: end } = await reader.read();
+          if (end) break;
+          buf += value;
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, i); buf = buf.slice(i + 2);
+            let ev = "message", data = "";
+            for (const line of block.split("\n")) {
+              if (line.startsWith("event: ")) ev = line.slice(7);
+              else if (line.startsWith("data: ")) data += line.slice(6);
+            }
+            if (data) on(ev, JSON.parse(data));
+          }
+        }
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+        notice("Connection lost, retrying…");
+      }
+      if (ctl.signal.aborted || (done && done())) return;
+      await new Promise((res) => setTimeout(res, 2000));
+    }
+  }
+
+  const pct = (x) => (100 * x).toFixed(0) + "%";
+  const when = (s) => (s ? new Date(s).toLocaleTimeString() : "—");
+
+  function cell(tr, text, cls) {
+    const td = document.createElement("td");
+    if (text instanceof Node) td.append(text); else td.textContent = text;
+    if (cls) td.className = cls;
+    tr.append(td);
+    return td;
+  }
+
+  function renderList(rows) {
+    const tb = $("jobs").tBodies[0];
+    tb.replaceChildren();
+    $("no-jobs").hidden = rows.length > 0;
+    for (const j of rows) {
+      const tr = document.createElement("tr");
+      tr.dataset.job = j.id;
+      const a = document.createElement("a");
+      a.href = "/ui/jobs/" + encodeURIComponent(j.id);
+      a.textContent = j.name || j.id;
+      a.title = j.id;
+      cell(tr, a);
+      cell(tr, j.owner || "—");
+      cell(tr, j.state, "status state-" + j.state);
+      const p = document.createElement("progress");
+      p.max = 1; p.value = j.progress; p.setAttribute("aria-label", "Progress of " + (j.name || j.id));
+      const span = document.createElement("span");
+      span.append(p, " " + pct(j.progress) + " (" + j.done + "/" + j.total + ")");
+      cell(tr, span, "progress");
+      cell(tr, String(j.replicas), "replicas");
+      cell(tr, when(j.deadline));
+      tb.append(tr);
+    }
+  }
+
+  let final = false;
+  function renderJob(v) {
+    document.title = (v.name || v.id) + " · Pace";
+    $("job-name").textContent = v.name || v.id;
+    const st = $("job-status");
+    st.textContent = v.state + (v.stop_requested && !v.final ? " (stopping)" : "");
+    st.className = "badge state-" + v.state;
+    $("job-reason").textContent = v.reason || "";
+    $("job-progress").value = v.progress;
+    $("job-percent").textContent = pct(v.progress) + " (" + v.done + "/" + v.total + ")";
+    $("job-deadline").textContent = when(v.deadline);
+    $("job-replicas").textContent = String(v.replicas);
+    $("job-owner").textContent = v.owner || "—";
+    $("job-pending").textContent = String(v.pending);
+    $("job-processing").textContent = String(v.processing);
+    $("job-dead").textContent = String(v.dead);
+    const l = v.latest;
+    $("job-error").textContent = l ? l.error.toFixed(3) : "—";
+    $("job-throughput").textContent = l ? l.throughput.toFixed(2) + " items/s" : "—";
+    $("job-eta").textContent = l && l.eta ? l.eta : "—";
+    $("progress-box").innerHTML = v.progress_svg; // rendered and escaped by the server
+    $("replicas-box").innerHTML = v.replicas_svg;
+    const ol = $("decisions");
+    ol.replaceChildren(...v.decisions.slice().reverse().map((d) => {
+      const li = document.createElement("li");
+      li.textContent = when(d.at) + " " + d.type + (d.replicas ? " → " + d.replicas + " replicas" : "") + (d.reason ? ": " + d.reason : "");
+      return li;
+    }));
+    $("log").textContent = v.log.map((x) => (x.at ? new Date(x.at).toLocaleTimeString() + " " : "") + (x.source ? "[" + x.source + "] " : "") + x.line).join("\n");
+    final = v.final;
+    $("stop").disabled = v.final || v.stop_requested;
+    $("terminate").disabled = v.final;
+  }
+
+  async function command(id, verb) {
+    notice(verb === "stop" ? "Stopping…" : "Terminating…");
+    const r = await fetch("/submissions/" + encodeURIComponent(id) + "/" + verb, { method: "PUT", headers: headers() });
+    if (r.ok) { notice(verb === "stop" ? "Stop requested." : "Terminated."); return; }
+    let msg = "HTTP " + r.status;
+    try { msg = (await r.json()).message || msg; } catch (e) { /* not JSON */ }
+    notice(verb + " refused: " + msg);
+  }
+
+  function route() {
+    const m = location.pathname.match(/^\/ui\/jobs\/([^/]+)$/);
+    $("list-page").hidden = !!m;
+    $("job-page").hidden = !m;
+    if (m) {
+      const id = decodeURIComponent(m[1]);
+      final = false;
+      $("stop").onclick = () => command(id, "stop");
+      $("terminate").onclick = () => { if (confirm("Terminate " + id + " now? Items in flight are lost.")) command(id, "terminate"); };
+      stream("/ui/events/jobs/" + encodeURIComponent(id), (ev, d) => {
+        if (ev === "job") { renderJob(d); if (!$("notice").textContent.startsWith("Stop")) notice(""); }
+        else if (ev === "failure") notice(d.message);
+      }, () => final);
+    } else {
+      document.title = "Jobs · Pace";
+      stream("/ui/events/jobs", (ev, d) => {
+        if (ev === "jobs") { renderList(d); notice(""); }
+        else if (ev === "failure") notice(d.message);
+      });
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("login").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const t = $("token").value.trim();
+      if (t) sessionStorage.setItem(KEY, t);
+      showLogin();
+      route();
+    });
+    $("logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); showLogin(); route(); });
+    showLogin();
+    route();
+  });
+})();

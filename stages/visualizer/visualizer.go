@@ -1,0 +1,260 @@
+package visualizer
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"iter"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+//go:embed static
+var static embed.FS
+
+// Prefix is the path the UI is served under.
+const Prefix = "/ui/"
+
+// Jobs finds the jobs a caller may see; *manager.Manager implements it.
+type Jobs interface {
+	Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error)
+	Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error)
+}
+
+// Bus reads a job's work, progress, events and log; *bus.Client implements it.
+type Bus interface {
+	JobWork(ctx context.Context, job string) (bus.WorkState, error)
+	StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error)
+	JobEvents(ctx context.Context, job string, follow bool) iter.Seq2[bus.JobEvent, error]
+	Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error]
+}
+
+// Config holds the UI's settings.
+type Config struct {
+	// Interval is how often a stream re-reads the bus; 0 means 1s. A job
+	// event wakes the jobs list stream at once.
+	Interval time.Duration `json:"interval"`
+	// LogTail is how many log lines the job page shows; 0 means 50.
+	LogTail int `json:"log_tail"`
+}
+
+// Defaults fills the zero fields of c.
+func (c Config) Defaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.LogTail <= 0 {
+		c.LogTail = 50
+	}
+	return c
+}
+
+// Server is the web UI.
+type Server struct {
+	jobs Jobs
+	bus  Bus
+	cfg  Config
+	log  *slog.Logger
+}
+
+// New returns the UI over jobs and b.
+func New(jobs Jobs, b Bus, cfg Config, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{jobs: jobs, bus: b, cfg: cfg.Defaults(), log: log}
+}
+
+// Register adds the UI's routes under Prefix to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	sub, _ := fs.Sub(static, "static")
+	files := http.StripPrefix(Prefix+"static/", http.FileServerFS(sub))
+	mux.Handle("GET "+Prefix+"static/", files)
+	page := func(w http.ResponseWriter, _ *http.Request) {
+		b, _ := static.ReadFile("static/index.html")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'")
+		_, _ = w.Write(b)
+	}
+	mux.HandleFunc("GET "+Prefix+"{$}", page)
+	mux.HandleFunc("GET "+Prefix+"jobs/{id}", page)
+	mux.HandleFunc("GET "+Prefix+"events/jobs", s.listEvents)
+	mux.HandleFunc("GET "+Prefix+"events/jobs/{id}", s.jobEvents)
+}
+
+// Handler returns the UI alone on a new mux.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.Register(mux)
+	return mux
+}
+
+// JobURL is the path of a job's page.
+func JobURL(id string) string { return Prefix + "jobs/" + id }
+
+func user(r *http.Request) auth.User {
+	if u, ok := auth.FromContext(r.Context()); ok {
+		return u
+	}
+	return auth.AnonymousUser()
+}
+
+// stream is one Server-Sent Events response.
+type stream struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func startStream(w http.ResponseWriter) (*stream, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	return &stream{w: w, f: f}, true
+}
+
+// send writes one event whose data is v as JSON.
+func (st *stream) send(event string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := st.w.Write([]byte("event: " + event + "\ndata: " + string(b) + "\n\n")); err != nil {
+		return err
+	}
+	st.f.Flush()
+	return nil
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := &schemas.APIError{Code: http.StatusInternalServerError, Name: "INTERNAL_SERVER_ERROR", Message: err.Error()}
+	var ae *schemas.APIError
+	if errors.As(err, &ae) {
+		e = ae
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Code)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+// JobRow is one line of the jobs list.
+type JobRow struct {
+	ID       string           `json:"id"`
+	Name     string           `json:"name"`
+	Owner    string           `json:"owner"`
+	State    schemas.JobState `json:"state"`
+	Progress float64          `json:"progress"`
+	Done     int              `json:"done"`
+	Total    int              `json:"total"`
+	Replicas int              `json:"replicas"`
+	Deadline *time.Time       `json:"deadline,omitempty"`
+	Created  time.Time        `json:"created_at"`
+}
+
+func (s *Server) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
+	recs, err := s.jobs.Jobs(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]JobRow, 0, len(recs))
+	for _, rec := range recs {
+		row := JobRow{ID: rec.ID, Name: rec.Spec.Name, Owner: rec.Spec.Owner, State: rec.State,
+			Total: rec.Total, Replicas: rec.Replicas, Created: rec.CreatedAt}
+		if ws, err := s.bus.JobWork(ctx, rec.ID); err == nil {
+			row.Done = ws.Results + ws.Dead
+			if rec.Total > 0 {
+				row.Progress = min(1, float64(row.Done)/float64(rec.Total))
+			}
+		}
+		if rec.State == schemas.Completed {
+			row.Progress = 1
+		}
+		if !rec.StartedAt.IsZero() {
+			if dl := rec.Spec.Deadline.Time(rec.StartedAt); !dl.IsZero() {
+				row.Deadline = &dl
+			}
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b JobRow) int { return b.Created.Compare(a.Created) })
+	return rows, nil
+}
+
+// listEvents streams the jobs list: a "jobs" event when it changes.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	ctx, u := r.Context(), user(r)
+	rows, err := s.rows(ctx, u)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, ok := startStream(w)
+	if !ok {
+		return
+	}
+	wake := make(chan struct{}, 1)
+	go func() { // any job event wakes the stream
+		for _, err := range s.bus.JobEvents(ctx, "", true) {
+			if err != nil {
+				return
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	s.loop(ctx, st, wake, "jobs", rows, func() (any, error) { return s.rows(ctx, u) })
+}
+
+// loop sends first, then what next returns whenever it differs from the
+// last event sent, reading each interval or when woken, until ctx ends or
+// next reports done.
+func (s *Server) loop(ctx context.Context, st *stream, wake <-chan struct{}, event string, first any, next func() (any, error)) {
+	last, _ := json.Marshal(first)
+	if st.send(event, first) != nil {
+		return
+	}
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		v, err := next()
+		if err != nil {
+			if ctx.Err() == nil {
+				_ = st.send("failure", map[string]string{"message": err.Error()})
+			}
+			return
+		}
+		b, _ := json.Marshal(v)
+		if string(b) == string(last) {
+			continue
+		}
+		last = b
+		if st.send(event, v) != nil {
+			return
+		}
+	}
+}
+
+// trimID strips the ".json" a client may add.
+func trimID(r *http.Request) string { return strings.TrimSuffix(r.PathValue("id"), ".json") }

@@ -3,6 +3,7 @@ package visualizer
 import (
 	"fmt"
 	"html"
+	"math"
 	"strings"
 	"time"
 
@@ -45,7 +46,7 @@ func replicasChart(ps []*schemas.Progress) string {
 		need.ys = append(need.ys, float64(p.ReplicasNeeded))
 		top = max(top, float64(p.Replicas), float64(p.ReplicasNeeded))
 	}
-	return chart("Replicas over time", "replicas-chart", ps, top+1, []series{r, need})
+	return chart("Replicas over time", "replicas-chart", ps, 4*math.Ceil((top+1)/4), []series{r, need}) // whole-number ticks
 }
 
 func chart(title, id string, ps []*schemas.Progress, top float64, ss []series) string {

@@ -166,7 +166,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	// The web UI's pages and event streams are long-running reads of the bus
 	// and bypass APF, like log follows; its commands go through the API.
 	root := http.NewServeMux()
-	visualizer.New(mgr, c, visualizer.Config{}, a.log.With("stage", "visualizer")).Register(root)
+	ui := visualizer.New(mgr, c, visualizer.Config{Open: authn == nil}, a.log.With("stage", "visualizer"))
+	ui.SetFlowControl(fcGate)
+	ui.Register(root)
 	root.Handle("/", fcGate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
 	handler := auth.Middleware(authn)(root)
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}

@@ -14,7 +14,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/borrowing"
+	"github.com/pace-platform/pace/flowcontrol/queueset"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/visualizer"
 )
 
 var screenshots = flag.String("screenshots", "", "directory the browser test writes its PNG screenshots to (docs/ui: ../../docs/ui); empty: a temporary one")
@@ -106,7 +110,14 @@ func shot(t *testing.T, ctx context.Context, name string, width int) {
 }
 
 func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
-	e := newEnv(t)
+	fc := &fakeFC{}
+	fc.set([]flowcontrol.LevelDump{
+		{Name: "workload-high", Limits: borrowing.Limits{Nominal: 40, Min: 20, Max: 60}, CurrentLimit: 40, QueueSet: queueset.Dump{Dispatched: 120}},
+		{Name: "workload-low", Limits: borrowing.Limits{Nominal: 10, Min: 5, Max: 20}, CurrentLimit: 12,
+			QueueSet: queueset.Dump{SeatsInUse: 3, Executing: 2, Waiting: 1, Rejected: 4, TimedOut: 1, Dispatched: 9,
+				Queues: []queueset.QueueDump{{Executing: []queueset.RequestDump{rq("pace-jobs", "alice", 2), rq("pace-jobs", "bob", 1)},
+					Waiting: []queueset.RequestDump{rq("pace-jobs", "alice", 1)}}}}}})
+	e := newEnv(t, func(s *visualizer.Server) { s.SetFlowControl(fc) })
 	ctx := browser(t)
 	id := e.submit("alice-token", `{"name":"render frames","deadline":"2m","workload":{"items":["1","2","3","4","5","6"]}}`)
 	start := time.Now().Add(-3 * time.Second)
@@ -173,4 +184,16 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 		t.Errorf("decisions %q lack alice's stop", d)
 	}
 	shot(t, ctx, "job.png", 1200)
+
+	// An admin sees the flow-control page.
+	do(t, ctx, "flow control",
+		chromedp.Navigate(e.http.URL+"/ui/flowcontrol"),
+		chromedp.Click(chromedp.CSS("#logout")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "root-token"),
+		chromedp.Click(chromedp.CSS("#login-save")),
+		chromedp.WaitVisible(chromedp.CSS(`#levels tr[data-level="workload-low"]`)))
+	if top := text(t, ctx, "#flows tbody tr:first-child"); !strings.HasPrefix(top, "alice") {
+		t.Errorf("top flow %q, want alice's", top)
+	}
+	shot(t, ctx, "flowcontrol.png", 1200)
 }

@@ -26,6 +26,7 @@ var (
 
 const tokens = `alice-token,alice,1
 bob-token,bob,2
+root-token,root,0,"pace:admins"
 `
 
 // env is the manager's API and the UI on one mux behind auth.Middleware,
@@ -36,7 +37,7 @@ type env struct {
 	http *httptest.Server
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*visualizer.Server)) *env {
 	t.Helper()
 	srv := bustest.Server(t)
 	e := &env{t: t, c: bustest.Client(t, srv)}
@@ -52,7 +53,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	manager.NewAPI(m).Register(mux)
-	visualizer.New(m, e.c, visualizer.Config{Interval: 50 * time.Millisecond}, nil).Register(mux)
+	ui := visualizer.New(m, e.c, visualizer.Config{Interval: 50 * time.Millisecond}, nil)
+	for _, o := range opts {
+		o(ui)
+	}
+	ui.Register(mux)
 	e.http.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -45,6 +45,9 @@ type Config struct {
 	Interval time.Duration `json:"interval"`
 	// LogTail is how many log lines the job page shows; 0 means 50.
 	LogTail int `json:"log_tail"`
+	// Open shows the flow-control page to every caller, not only admins
+	// (the API has no authentication).
+	Open bool `json:"open"`
 }
 
 // Defaults fills the zero fields of c.
@@ -64,6 +67,7 @@ type Server struct {
 	bus  Bus
 	cfg  Config
 	log  *slog.Logger
+	fc   FlowControl // nil: no flow-control page
 }
 
 // New returns the UI over jobs and b.
@@ -87,6 +91,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET "+Prefix+"{$}", page)
 	mux.HandleFunc("GET "+Prefix+"jobs/{id}", page)
+	mux.HandleFunc("GET "+Prefix+"flowcontrol", page)
+	mux.HandleFunc("GET "+Prefix+"events/flowcontrol", s.flowControlEvents)
 	mux.HandleFunc("GET "+Prefix+"events/jobs", s.listEvents)
 	mux.HandleFunc("GET "+Prefix+"events/jobs/{id}", s.jobEvents)
 }
@@ -139,6 +145,8 @@ func (st *stream) send(event string, v any) error {
 	st.f.Flush()
 	return nil
 }
+
+var errForbidden = &schemas.APIError{Code: http.StatusForbidden, Name: "FORBIDDEN", Message: "flow control is shown to admins only"}
 
 func writeError(w http.ResponseWriter, err error) {
 	e := &schemas.APIError{Code: http.StatusInternalServerError, Name: "INTERNAL_SERVER_ERROR", Message: err.Error()}

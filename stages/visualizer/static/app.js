@@ -132,11 +132,37 @@
     notice(verb + " refused: " + msg);
   }
 
+  function renderFlowControl(v) {
+    const lv = $("levels").tBodies[0];
+    lv.replaceChildren();
+    for (const l of v.levels) {
+      const tr = document.createElement("tr");
+      tr.dataset.level = l.name;
+      for (const c of [l.name + (l.lingering ? " (removed)" : ""), l.nominal, l.current + " (" + l.min + "–" + l.max + ")", l.seats_in_use, l.executing, l.waiting, l.dispatched, l.rejected, l.timed_out]) cell(tr, String(c));
+      lv.append(tr);
+    }
+    const fl = $("flows").tBodies[0];
+    fl.replaceChildren();
+    $("no-flows").hidden = v.flows.length > 0;
+    for (const f of v.flows) {
+      const tr = document.createElement("tr");
+      for (const c of [f.flow || "—", f.flow_schema, f.level, f.seats, f.executing, f.waiting]) cell(tr, String(c));
+      fl.append(tr);
+    }
+  }
+
   function route() {
     const m = location.pathname.match(/^\/ui\/jobs\/([^/]+)$/);
-    $("list-page").hidden = !!m;
+    const fc = location.pathname === "/ui/flowcontrol";
+    $("list-page").hidden = !!m || fc;
     $("job-page").hidden = !m;
-    if (m) {
+    $("fc-page").hidden = !fc;
+    if (fc) {
+      document.title = "Flow control · Pace";
+      stream("/ui/events/flowcontrol", (ev, d) => {
+        if (ev === "flowcontrol") { renderFlowControl(d); notice(""); }
+      });
+    } else if (m) {
       const id = decodeURIComponent(m[1]);
       final = false;
       $("stop").onclick = () => command(id, "stop");

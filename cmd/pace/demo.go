@@ -56,7 +56,7 @@ func runDemo(ctx context.Context, a *app, url string) error {
 		return fmt.Errorf("submit the demo job: %w", err)
 	}
 	fmt.Fprintf(a.stdout, "Demo: job %s, %d items of 0.5 s due in 30 s; one worker would need a minute.\n", created.JobID, demoItems)
-	fmt.Fprintf(a.stdout, "Watch it at %s/submissions/%s or with: pace status %s\n", url, created.JobID, created.JobID)
+	fmt.Fprintf(a.stdout, "Watch it at %s/ui/jobs/%s or with: pace status %s --api %s\n", url, created.JobID, created.JobID, url)
 	follow := &submitOptions{pollInterval: time.Second, now: time.Now}
 	if err := follow.followTo(ctx, a.stdout, c, created.JobID); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(a.stdout, err)

@@ -77,30 +77,6 @@ func grantActuator(t *testing.T, admin kubernetes.Interface, ns, user string) {
 	}
 }
 
-func runStage(t *testing.T, f func(context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("stage: %v", err)
-		}
-	})
-}
-
-func publish(t *testing.T, c *bus.Client, subject string, m schemas.Message) {
-	t.Helper()
-	msg, err := bus.NewMsg(context.Background(), subject, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestKubernetesActuatorThroughTheGate drives a real kube-apiserver: scale
 // decisions pass Pace's APF bus gate, then the actuator creates and patches
 // the Job with an RBAC-restricted identity (which the apiserver's own APF
@@ -136,14 +112,14 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runStage(t, g.Run)
+	bustest.Run(t, g.Run)
 	rt := kubeactuator.New(kubernetes.NewForConfigOrDie(cp.User), "nats://pace-nats:4222", log)
 	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, log), gate.Config{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runStage(t, gs.Run)
-	runStage(t, actuator.New(c, log).Run)
+	bustest.Run(t, gs.Run)
+	bustest.Run(t, actuator.New(c, log).Run)
 
 	parallelism := func() int32 {
 		j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
@@ -153,7 +129,7 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 		return *j.Spec.Parallelism
 	}
 	for _, want := range []int{3, 5} {
-		publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: want, Reason: "test"})
+		bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: want, Reason: "test"})
 		bustest.Eventually(t, 20*time.Second, fmt.Sprintf("parallelism %d", want), func() bool { return parallelism() == int32(want) })
 	}
 	j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
@@ -170,7 +146,7 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 		t.Errorf("job spec: env %v, image %s, labels %v, pod failure policy %v", env, pod.Containers[0].Image, j.Labels, j.Spec.PodFailurePolicy)
 	}
 
-	publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
+	bustest.Publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
 		&schemas.JobEvent{Job: job, Type: schemas.EventTerminated, State: schemas.Terminated, At: time.Now()})
 	bustest.Eventually(t, 20*time.Second, "the Job deleted", func() bool {
 		j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
 )
 
 // Server starts an embedded server listening on a random loopback port with
@@ -60,4 +61,31 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Publish stores m on subject with Pace's headers, failing the test on error.
+func Publish(t testing.TB, c *bus.Client, subject string, m schemas.Message) {
+	t.Helper()
+	msg, err := bus.NewMsg(context.Background(), subject, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Run runs a blocking loop (a stage's Run) until the test ends, then cancels
+// it and fails the test if it returned an error.
+func Run(t testing.TB, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
 }

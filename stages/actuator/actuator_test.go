@@ -42,31 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// run runs f until the test ends.
-func run(t *testing.T, f func(context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("stage: %v", err)
-		}
-	})
-}
-
-func publish(t *testing.T, c *bus.Client, subject string, m schemas.Message) {
-	t.Helper()
-	msg, err := bus.NewMsg(context.Background(), subject, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestDecisionsScaleRealWorkersThroughTheGate runs the actuator, the APF bus
 // gate and the local runtime with real `pace worker` processes.
 func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
@@ -98,22 +73,22 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, g.Run)
+	bustest.Run(t, g.Run)
 	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: 5 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, rt.Run)
+	bustest.Run(t, rt.Run)
 	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{"local": actuator.Local(rt)}, log), gate.Config{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, gs.Run)
-	run(t, actuator.New(c, log).Run)
+	bustest.Run(t, gs.Run)
+	bustest.Run(t, actuator.New(c, log).Run)
 	presence := c.Presence(nil)
-	run(t, presence.Run)
+	bustest.Run(t, presence.Run)
 
-	publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Current: 0, Reason: "test wants two"})
+	bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Current: 0, Reason: "test wants two"})
 	bustest.Eventually(t, 20*time.Second, "two live workers", func() bool { return presence.Count(job) == 2 })
 
 	items := bus.Items("1", "2", "3", "4", "5", "6", "7", "8", "9", "10")
@@ -136,7 +111,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 		t.Fatalf("%d results, want %d", n, len(items))
 	}
 
-	publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
+	bustest.Publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
 		&schemas.JobEvent{Job: job, Type: schemas.EventTerminated, State: schemas.Terminated, At: time.Now()})
 	bustest.Eventually(t, 10*time.Second, "workers killed on terminate", func() bool { return rt.Running(job) == 0 })
 

@@ -44,13 +44,7 @@ func runStage(t testing.TB, c *bus.Client) (stop func()) {
 
 func publishProgress(t testing.TB, c *bus.Client, p *schemas.Progress) {
 	t.Helper()
-	msg, err := bus.NewMsg(context.Background(), c.Prefix().Metrics(p.Job, schemas.ProgressMetrics), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
+	bustest.Publish(t, c, c.Prefix().Metrics(p.Job, schemas.ProgressMetrics), p)
 }
 
 func nextDecision(t *testing.T, sub *nats.Subscription) schemas.Decision {

@@ -91,14 +91,8 @@ func record(t *testing.T, c *bus.Client) *recorder {
 
 func publish(t *testing.T, c *bus.Client, id, user string, groups ...string) {
 	t.Helper()
-	msg, err := bus.NewMsg(context.Background(), c.Prefix().KubeRequests(), &schemas.KubeRequest{ID: id, Job: "j", User: user,
+	bustest.Publish(t, c, c.Prefix().KubeRequests(), &schemas.KubeRequest{ID: id, Job: "j", User: user,
 		Groups: groups, Verb: "patch", APIGroup: "apps", Resource: "deployments", Subresource: "scale", Namespace: "ns", Name: "w", Replicas: 3, At: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestStageAdmitsRejectsAndReleases(t *testing.T) {

@@ -47,6 +47,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := cp.StartNodes(bin); err != nil {
+		cp.Stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	cp.Stop()
 	if code == 0 {
@@ -128,9 +133,23 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 		}
 		return *j.Spec.Parallelism
 	}
-	for _, want := range []int{3, 5} {
+	rec, err := c.Status(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func() int {
+		n, err := rt.Running(ctx, rec)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	for _, want := range []int{3, 5, 2} {
 		bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: want, Reason: "test"})
 		bustest.Eventually(t, 20*time.Second, fmt.Sprintf("parallelism %d", want), func() bool { return parallelism() == int32(want) })
+		// kube-controller-manager creates the pods, the scheduler binds them,
+		// kwok runs them: the observed count comes from real pod status.
+		bustest.Eventually(t, 30*time.Second, fmt.Sprintf("%d running pods", want), func() bool { return running() == want })
 	}
 	j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
 	if err != nil {
@@ -148,10 +167,9 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 
 	bustest.Publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
 		&schemas.JobEvent{Job: job, Type: schemas.EventTerminated, State: schemas.Terminated, At: time.Now()})
-	bustest.Eventually(t, 20*time.Second, "the Job deleted", func() bool {
-		j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
-		// Without a garbage collector a foreground delete leaves the Job marked.
-		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil)
+	bustest.Eventually(t, 30*time.Second, "the Job and its pods deleted", func() bool {
+		_, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && running() == 0
 	})
 
 	mu.Lock()
@@ -160,8 +178,8 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 			t.Errorf("admission event %+v, want dispatched by global-default (alice is an ordinary user)", ev)
 		}
 	}
-	if len(admitted) < 3 {
-		t.Errorf("%d admission events, want the two scales and the delete", len(admitted))
+	if len(admitted) < 4 {
+		t.Errorf("%d admission events, want the three scales and the delete", len(admitted))
 	}
 	mu.Unlock()
 

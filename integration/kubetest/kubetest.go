@@ -1,9 +1,9 @@
 // Package kubetest starts a real etcd and kube-apiserver on loopback for
 // integration tests. The binaries are built from the Go module proxy by
 // integration/kubetools/build.sh (once per machine; later runs relink from
-// the build cache), or taken from $KUBE_BIN. There is no controller-manager,
-// scheduler or kubelet: objects are stored, validated, authorized and
-// admitted by APF, but no pod runs.
+// the build cache), or taken from $KUBE_BIN. StartNodes adds a
+// controller-manager, a scheduler and kwok, so that Jobs get pods that
+// become Running on a fake node (no code runs in them).
 package kubetest
 
 import (
@@ -46,6 +46,7 @@ type ControlPlane struct {
 	CA    []byte       // the serving certificate's CA, PEM
 
 	etcd, apiserver *exec.Cmd
+	extra           []*exec.Cmd // controller-manager, scheduler, kwok (StartNodes)
 }
 
 // Binaries returns the directory holding kube-apiserver and etcd: $KUBE_BIN,
@@ -124,8 +125,11 @@ func (cp *ControlPlane) config(token string) *rest.Config {
 	return &rest.Config{Host: cp.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA}, QPS: 100, Burst: 200}
 }
 
-// Stop terminates kube-apiserver, then etcd.
+// Stop terminates the node stack, kube-apiserver, then etcd.
 func (cp *ControlPlane) Stop() {
+	for _, c := range cp.extra {
+		stop(c)
+	}
 	stop(cp.apiserver)
 	stop(cp.etcd)
 }

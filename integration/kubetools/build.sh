@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# build.sh [OUT_DIR]: build kube-apiserver and etcd from the Go module proxy
-# into OUT_DIR (default ~/.cache/pace-kube) and print OUT_DIR. The first build
-# takes 5-10 minutes on 2 cores; later ones relink from the Go build cache.
+# build.sh [OUT_DIR]: build kube-apiserver, etcd, kube-controller-manager,
+# kube-scheduler and kwok (with its pod and node stages) from the Go module
+# proxy into OUT_DIR (default ~/.cache/pace-kube) and print OUT_DIR. The first
+# build takes 10-15 minutes on 2 cores; later ones relink from the build cache.
 set -euo pipefail
 cd "$(dirname "$0")"
 OUT=${1:-$HOME/.cache/pace-kube}
@@ -12,4 +13,15 @@ export GOFLAGS=-mod=mod
 go build -ldflags "-X $V.gitVersion=v1.37.2 -X $V.gitMajor=1 -X $V.gitMinor=37 -X $V.gitTreeState=clean" \
   -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver >&2
 go build -o "$OUT/etcd" go.etcd.io/etcd/server/v3 >&2
+for c in kube-controller-manager kube-scheduler; do
+  go build -ldflags "-X $V.gitVersion=v1.37.2 -X $V.gitMajor=1 -X $V.gitMinor=37 -X $V.gitTreeState=clean" \
+    -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c" >&2
+done
+cd ../kwoktools
+go build -o "$OUT/kwok" sigs.k8s.io/kwok/cmd/kwok >&2
+# kwok has no built-in stages: nodes become ready, pods run until deleted.
+KWOK=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+for f in node/fast/node-initialize pod/fast/pod-ready pod/fast/pod-delete; do
+  cat "$KWOK/kustomize/stage/$f.yaml"; echo "---"
+done > "$OUT/kwok-stages.yaml"
 echo "$OUT"

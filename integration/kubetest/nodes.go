@@ -1,0 +1,75 @@
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// StartNodes makes pods run: it starts kube-controller-manager (Jobs create
+// pods), kube-scheduler and kwok from binDir, and registers one fake node
+// that kwok keeps ready. Pods never execute code; kwok marks them Running.
+// Stop stops them too.
+func (cp *ControlPlane) StartNodes(binDir string) error {
+	kubeconfig := filepath.Join(cp.Dir, "admin.kubeconfig")
+	ca := filepath.Join(cp.Dir, "certs", "apiserver.crt")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: admin, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: admin}}]
+current-context: test
+`, cp.URL, ca, AdminToken)
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	auth := []string{"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1"}
+	kcm, err := start(cp.Dir, "kcm.log", filepath.Join(binDir, "kube-controller-manager"), append(auth,
+		"--secure-port="+strconv.Itoa(freePort()), "--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
+		"--root-ca-file="+ca, "--use-service-account-credentials=false", "--controllers=*,-nodeipam,-nodelifecycle")...)
+	if err != nil {
+		return err
+	}
+	cp.extra = append(cp.extra, kcm)
+	sched, err := start(cp.Dir, "scheduler.log", filepath.Join(binDir, "kube-scheduler"),
+		append(auth, "--secure-port="+strconv.Itoa(freePort()))...)
+	if err != nil {
+		return err
+	}
+	cp.extra = append(cp.extra, sched)
+	kwok, err := start(cp.Dir, "kwok.log", filepath.Join(binDir, "kwok"), "--kubeconfig="+kubeconfig,
+		"--manage-all-nodes=true", "--config="+filepath.Join(binDir, "kwok-stages.yaml"),
+		"--cidr=10.244.0.0/16", "--node-ip=10.0.0.99")
+	if err != nil {
+		return err
+	}
+	cp.extra = append(cp.extra, kwok)
+
+	cs, err := kubernetes.NewForConfig(cp.Admin)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kwok-node-0", Labels: map[string]string{"type": "kwok"}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create fake node: %w", err)
+	}
+	// Admission taints a new node not-ready; only the (disabled) node
+	// lifecycle controller would lift it, as no kubelet reports.
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("untaint fake node: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLocalJobNeedingThreeReplicasMeetsItsDeadline is the control loop end
+// to end on one machine: 2,000 items of 50 ms (100 s of work) due in 60 s,
+// so at least three workers are needed with start-up and scheduling costs;
+// the deadline controller scales out, the job completes in time, and the
+// workers are scaled in at the end.
+func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a one-minute job")
+	}
+	u := startUp(t, t.TempDir())
+	items := make([]string, 2000)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	spec, _ := json.Marshal(map[string]any{
+		"name": "three", "mode": "batch", "deadline": "60s", "item_timeout": "10s",
+		"workload":   map[string]any{"items": items},
+		"worker":     map[string]any{"exec": "sleep 0.05; cat"},
+		"replicas":   map[string]any{"min": 1, "max": 8, "initial": 1},
+		"controller": map[string]any{"name": "deadline"},
+	})
+	resp, err := http.Post(u.httpURL+"/submissions", "application/json", strings.NewReader(string(spec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %s", resp.Status)
+	}
+
+	var status string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var v map[string]any
+		getJSON(t, u.httpURL+"/submissions/"+created.JobID, &v)
+		if status, _ = v["status"].(string); final(status) {
+			break
+		}
+	}
+	if status != "completed" {
+		t.Fatalf("job ended %q, want completed", status)
+	}
+	var sum struct {
+		DeadlineMet *bool `json:"deadline_met"`
+		ItemsOK     int   `json:"items_ok"`
+	}
+	getJSON(t, u.httpURL+"/submissions/"+created.JobID+"/report/summary", &sum)
+	if sum.DeadlineMet == nil || !*sum.DeadlineMet || sum.ItemsOK != len(items) {
+		t.Errorf("summary: deadline met %v, %d items ok; want met and %d", sum.DeadlineMet, sum.ItemsOK, len(items))
+	}
+	var detail map[string]struct {
+		Replicas int `json:"replicas"`
+	}
+	getJSON(t, u.httpURL+"/submissions/"+created.JobID+"/report", &detail)
+	times := make([]string, 0, len(detail))
+	for k := range detail {
+		times = append(times, k)
+	}
+	sort.Strings(times)
+	most := 0
+	for _, k := range times {
+		most = max(most, detail[k].Replicas)
+	}
+	if most < 3 {
+		t.Errorf("at most %d replicas; the deadline needs at least 3", most)
+	}
+	if last := detail[times[len(times)-1]].Replicas; last >= most {
+		t.Errorf("replicas at the end = %d, peak %d: no scale-in as the queue drained", last, most)
+	}
+	u.stop(t)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}

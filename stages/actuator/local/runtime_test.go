@@ -14,11 +14,12 @@ import (
 	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
-// A replica that notes its start and its graceful stop in dir.
-const graceful = `echo $$ >> "$DIR/started"; echo $$ > "$DIR/$PACE_WORKER_ID"; trap 'echo $$ >> "$DIR/stopped"; exit 0' TERM; while :; do sleep 0.05; done`
+// A replica that notes its start and its graceful stop in dir. The trap is
+// set before the start is noted, so a SIGTERM right after the note finds it.
+const graceful = `trap 'echo $$ >> "$DIR/stopped"; exit 0' TERM; echo $$ >> "$DIR/started"; echo $$ > "$DIR/$PACE_WORKER_ID"; while :; do sleep 0.05; done`
 
 // A replica that ignores SIGTERM.
-const stubborn = `echo $$ >> "$DIR/started"; trap '' TERM; while :; do sleep 0.05; done`
+const stubborn = `trap '' TERM; echo $$ >> "$DIR/started"; while :; do sleep 0.05; done`
 
 func newRuntime(t *testing.T, grace time.Duration) *local.Runtime {
 	t.Helper()

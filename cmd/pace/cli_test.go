@@ -65,6 +65,7 @@ func startUp(t *testing.T, dataDir string, extra ...string) *paceUp {
 	t.Helper()
 	args := append([]string{"up", "--data", dataDir, "--http", freeAddr(t), "--nats-listen", freeAddr(t), "--log-format", "json"}, extra...)
 	cmd := exec.Command(paceBin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // even a test killed by its timeout leaves no server
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -287,26 +287,8 @@ func (c *Controller) FairFraction() float64 {
 // Run calls AdjustBorrowing every borrowing.AdjustmentPeriod of the
 // controller's clock until ctx ends, then returns nil.
 func (c *Controller) Run(ctx context.Context) error {
-	tick := make(chan struct{}, 1)
-	var schedule func(time.Time)
-	schedule = func(time.Time) {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-		if ctx.Err() == nil {
-			c.clock.EventAfterDuration(schedule, borrowing.AdjustmentPeriod)
-		}
-	}
-	c.clock.EventAfterDuration(schedule, borrowing.AdjustmentPeriod)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-			c.AdjustBorrowing()
-		}
-	}
+	eventclock.Every(ctx, c.clock, borrowing.AdjustmentPeriod, c.AdjustBorrowing)
+	return nil
 }
 
 // HashFlow returns the flow hash kube-apiserver uses: the first 8 bytes,

@@ -183,26 +183,8 @@ func (g *Gate) Run(ctx context.Context) error {
 	borrowingDone := make(chan struct{})
 	go func() { defer close(borrowingDone); _ = ctl.Run(ctx) }()
 	defer func() { <-borrowingDone }()
-	tick := make(chan struct{}, 1)
-	var schedule func(time.Time)
-	schedule = func(time.Time) {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-		if ctx.Err() == nil {
-			g.clk.EventAfterDuration(schedule, time.Second)
-		}
-	}
-	g.clk.EventAfterDuration(schedule, time.Second)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-			g.metrics.tick(g)
-		}
-	}
+	eventclock.Every(ctx, g.clk, time.Second, func() { g.metrics.tick(g) })
+	return nil
 }
 
 // Classify classifies a without admitting it.

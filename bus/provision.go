@@ -23,6 +23,9 @@ type Limits struct {
 	MetricsMaxBytes int64 `json:"metrics_max_bytes,omitempty"`
 	// Replicas is the stream replication factor; zero means 1.
 	Replicas int `json:"replicas,omitempty"`
+	// LeaseTTL is how long a stage leader's lease lives without renewal
+	// (the leases bucket's TTL); zero means 10s.
+	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
 }
 
 func (l Limits) withDefaults() Limits {
@@ -38,6 +41,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Replicas == 0 {
 		l.Replicas = 1
+	}
+	if l.LeaseTTL == 0 {
+		l.LeaseTTL = 10 * time.Second
 	}
 	return l
 }
@@ -58,6 +64,7 @@ const (
 
 	jobsBucket     = "jobs"
 	failuresBucket = "failures"
+	leasesBucket   = "leases"
 
 	deadLetterConsumer = "dead-letter"
 )
@@ -119,6 +126,8 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 		{Bucket: c.prefix.Bucket(workersBucket), Description: "running workers per job",
 			TTL: time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
 		{Bucket: c.prefix.Bucket("flowcontrol"), Description: "live APF FlowSchemas and priority levels", History: 8,
+			Storage: jetstream.FileStorage, Replicas: l.Replicas},
+		{Bucket: c.prefix.Bucket(leasesBucket), Description: "stage leader leases", TTL: l.LeaseTTL,
 			Storage: jetstream.FileStorage, Replicas: l.Replicas},
 	} {
 		if err := c.ensureBucket(ctx, kv); err != nil {

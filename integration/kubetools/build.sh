@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build.sh [OUT_DIR]: build kube-apiserver, etcd, kube-controller-manager,
-# kube-scheduler and kwok (with its pod and node stages) from the Go module
-# proxy into OUT_DIR (default ~/.cache/pace-kube) and print OUT_DIR. The first
+# kube-scheduler, kwok (with its pod and node stages) and kustomize from the Go
+# module proxy into OUT_DIR (default ~/.cache/pace-kube) and print OUT_DIR. The first
 # build takes 10-15 minutes on 2 cores; later ones relink from the build cache.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,6 +17,7 @@ for c in kube-controller-manager kube-scheduler; do
   go build -ldflags "-X $V.gitVersion=v1.37.2 -X $V.gitMajor=1 -X $V.gitMinor=37 -X $V.gitTreeState=clean" \
     -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c" >&2
 done
+(cd kustomize && go build -o "$OUT/kustomize" sigs.k8s.io/kustomize/kustomize/v5 >&2)
 cd ../kwoktools
 go build -o "$OUT/kwok" sigs.k8s.io/kwok/cmd/kwok >&2
 # kwok has no built-in stages: nodes become ready, pods run until deleted.

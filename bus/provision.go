@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -21,7 +22,10 @@ type Limits struct {
 	// MetricsMaxBytes bounds the metrics stream's size, the oldest samples
 	// going first; zero means no bound but the server's store.
 	MetricsMaxBytes int64 `json:"metrics_max_bytes,omitempty"`
-	// Replicas is the stream replication factor; zero means 1.
+	// Replicas is the replication factor of streams and buckets, 1 to 5.
+	// Zero means auto: 3 when the JetStream cluster can place three
+	// replicas, else 1; auto never lowers an existing object's replicas
+	// (an explicit value does, by a stream update).
 	Replicas int `json:"replicas,omitempty"`
 	// LeaseTTL is how long a stage leader's lease lives without renewal
 	// (the leases bucket's TTL); zero means 10s.
@@ -38,9 +42,6 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.LogsMaxAge == 0 {
 		l.LogsMaxAge = 7 * day
-	}
-	if l.Replicas == 0 {
-		l.Replicas = 1
 	}
 	if l.LeaseTTL == 0 {
 		l.LeaseTTL = 10 * time.Second
@@ -111,10 +112,19 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 // Provision creates or updates every stream, key-value bucket and static
 // consumer Pace uses. It is idempotent; when an existing object's
 // configuration differs from Pace's it is corrected and the change logged.
+//
+// Replicas are resolved once (see Limits.Replicas) and logged. A stream or
+// bucket whose replicas differ is scaled by a stream update, which
+// JetStream performs online; its consumers follow it.
 func (c *Client) Provision(ctx context.Context, l Limits) error {
 	l = l.withDefaults()
+	auto := l.Replicas == 0
+	var err error
+	if l.Replicas, err = c.replicas(ctx, l.Replicas); err != nil {
+		return err
+	}
 	for _, cfg := range c.streams(l) {
-		if err := c.ensureStream(ctx, cfg); err != nil {
+		if err := c.ensureStream(ctx, cfg, auto); err != nil {
 			return err
 		}
 	}
@@ -130,11 +140,11 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 		{Bucket: c.prefix.Bucket(leasesBucket), Description: "stage leader leases", TTL: l.LeaseTTL,
 			Storage: jetstream.FileStorage, Replicas: l.Replicas},
 	} {
-		if err := c.ensureBucket(ctx, kv); err != nil {
+		if err := c.ensureBucket(ctx, kv, auto); err != nil {
 			return err
 		}
 	}
-	_, err := c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(advisoriesFamily), jetstream.ConsumerConfig{
+	_, err = c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(advisoriesFamily), jetstream.ConsumerConfig{
 		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		Description: "moves items past their max deliveries to the dead-letter subject",
 	})
@@ -144,12 +154,12 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 	return nil
 }
 
-func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) error {
-	before, err := c.js.Stream(ctx, cfg.Name)
-	var old *jetstream.StreamConfig
-	if err == nil {
-		old = &before.CachedInfo().Config
+func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig, auto bool) error {
+	old, err := c.existing(ctx, cfg.Name)
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 	}
+	cfg.Replicas = keepReplicas(auto, cfg.Replicas, old)
 	st, err := c.js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
@@ -158,13 +168,13 @@ func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) e
 	return nil
 }
 
-func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig) error {
+func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig, auto bool) error {
 	name := "KV_" + cfg.Bucket
-	before, err := c.js.Stream(ctx, name)
-	var old *jetstream.StreamConfig
-	if err == nil {
-		old = &before.CachedInfo().Config
+	old, err := c.existing(ctx, name)
+	if err != nil {
+		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
 	}
+	cfg.Replicas = keepReplicas(auto, cfg.Replicas, old)
 	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
 	}
@@ -174,6 +184,19 @@ func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig)
 	}
 	c.logDrift("bucket", cfg.Bucket, old, &after.CachedInfo().Config)
 	return nil
+}
+
+// existing returns the configuration of stream name, or nil when it does
+// not exist.
+func (c *Client) existing(ctx context.Context, name string) (*jetstream.StreamConfig, error) {
+	st, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &st.CachedInfo().Config, nil
 }
 
 // logDrift logs which settings of an existing object Provision changed.

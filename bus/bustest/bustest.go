@@ -33,9 +33,17 @@ func ServerAt(t testing.TB, dir, listen string) *bus.Server {
 // when the test ends.
 func Client(t testing.TB, s *bus.Server, opts ...bus.Option) *bus.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return provisioned(t, "", append([]bus.Option{bus.WithServer(s)}, opts...))
+}
+
+// provisioned connects to url, provisions the bus with automatic replicas
+// and closes the client when the test ends.
+func provisioned(t testing.TB, url string, opts []bus.Option) *bus.Client {
+	t.Helper()
+	// Replicated streams are slower to create, the more so under -race.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := bus.Connect(ctx, "", append([]bus.Option{bus.WithServer(s)}, opts...)...)
+	c, err := bus.Connect(ctx, url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -26,6 +27,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	switch v := v.(type) {
 	case float64:
+		// Converting an out-of-range float to an integer gives a
+		// platform-dependent value: refuse it instead.
+		if math.Abs(v) >= math.MaxInt64/float64(time.Second) {
+			return fmt.Errorf("invalid duration %s: more than %d seconds", b, math.MaxInt64/int64(time.Second))
+		}
 		*d = Duration(v * float64(time.Second))
 	case string:
 		p, err := time.ParseDuration(v)

@@ -291,7 +291,7 @@ func (d Deadline) Time(start time.Time) time.Time {
 
 func (d Deadline) String() string {
 	if !d.At.IsZero() {
-		return d.At.Format(time.RFC3339)
+		return d.At.Format(time.RFC3339Nano) // fractions of a second too, so that it reads back the same
 	}
 	return d.After.D().String()
 }

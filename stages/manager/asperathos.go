@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -201,6 +202,16 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 	if pi.JobResourcesLifetime != nil && *pi.JobResourcesLifetime < 0 {
 		errs = append(errs, field.Invalid(root.Child("job_resources_lifetime"), *pi.JobResourcesLifetime, "must not be negative"))
 	}
+	for _, s := range []struct {
+		p *field.Path
+		n *int
+	}{{mp.Child("expected_time"), expectedTime(pi)}, {cp.Child("check_interval"), c.CheckInterval},
+		{root.Child("job_resources_lifetime"), pi.JobResourcesLifetime},
+		{root.Child("termination_grace_period_seconds"), pi.TerminationGracePeriodSeconds}} {
+		if s.n != nil && *s.n > maxSeconds { // more would overflow a time.Duration
+			errs = append(errs, field.Invalid(s.p, *s.n, fmt.Sprintf("must be at most %d seconds", maxSeconds)))
+		}
+	}
 	if r := pi.K8sResourcesControl; r != nil && (r.Limits == nil || r.Requests == nil) {
 		errs = append(errs, field.Required(root.Child("k8s_resources_control"), "needs both limits and requests"))
 	}
@@ -257,6 +268,16 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 	return spec, nil
 }
 
+// maxSeconds is the longest duration in seconds a time.Duration holds.
+const maxSeconds = math.MaxInt64 / int(time.Second)
+
+func expectedTime(pi *pluginInfo) *int {
+	if pi.MonitorInfo == nil {
+		return nil
+	}
+	return pi.MonitorInfo.ExpectedTime
+}
+
 // asperathosPaths maps Pace spec paths to the Asperathos fields they came from.
 var asperathosPaths = map[string]string{
 	"spec.deadline":                  "plugin_info.monitor_info.expected_time",
@@ -270,6 +291,7 @@ var asperathosPaths = map[string]string{
 	"spec.worker.image":              "plugin_info.img",
 	"spec.actuator.cluster":          "plugin_info.cluster_name",
 	"spec.resources_lifetime":        "plugin_info.job_resources_lifetime",
+	"spec.worker.termination_grace":  "plugin_info.termination_grace_period_seconds",
 }
 
 func stringMap(m map[string]any) map[string]string {

@@ -111,7 +111,7 @@ Start it with 'pace up', push items with 'pace push', process them with
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "auto", "log format: text, json or auto (text on a terminal)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitUsage, err} })
-	root.AddCommand(newUpCmd(a), newPushCmd(a), newWorkerCmd(a), newResultsCmd(a), newVersionCmd(a), newAPFCmd(a), newGateCmd(a), newSimCmd(a),
+	root.AddCommand(newUpCmd(a), newPushCmd(a), newWorkerCmd(a), newResultsCmd(a), newVersionCmd(a), newAPFCmd(a), newGateCmd(a), newStageCmd(a), newSimCmd(a),
 		newSubmitCmd(a), newJobsCmd(a), newStatusCmd(a), newStopCmd(a), newTerminateCmd(a), newDeleteCmd(a), newLogsCmd(a), newReportCmd(a))
 	annotateEnv(root)
 	return root

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,18 +9,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/pace-platform/pace/bus"
-	"github.com/pace-platform/pace/flowcontrol/apf"
-	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 	"github.com/pace-platform/pace/stages/actuator/local"
-	"github.com/pace-platform/pace/stages/controller"
-	"github.com/pace-platform/pace/stages/gate"
 )
 
-// controlFlags configure the control loop of `pace up`: the controller, the
-// APF bus gate and the actuator.
+// controlFlags configure the runtimes of the gate stage, which executes the
+// infrastructure requests APF admits (pace up and pace stage gate).
 type controlFlags struct {
 	actuator   string
 	grace      time.Duration
@@ -32,12 +25,12 @@ type controlFlags struct {
 }
 
 func (f *controlFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.actuator, "actuator", "local", `runtime of the workers: "local" (processes on this machine) or "none" (decisions only)`)
+	fs.StringVar(&f.actuator, "actuator", "local", `runtime of the workers: "local" (processes on this machine) or "none" (no local workers; without --kubernetes, decisions only)`)
 	fs.DurationVar(&f.grace, "worker-grace", 30*time.Second, "time a local worker gets to finish its items when scaled down")
 	fs.IntVar(&f.replicas, "max-local-replicas", 64, "most local worker processes per job")
 	fs.BoolVar(&f.kubernetes, "kubernetes", false, "also run jobs whose actuator is kubernetes, as batch/v1 Jobs (kubeconfig by --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: the standard loading rules)")
-	fs.StringVar(&f.podNATSURL, "pod-nats-url", "", "NATS URL given to worker pods (default: the URL pace up prints)")
+	fs.StringVar(&f.podNATSURL, "pod-nats-url", "", "NATS URL given to worker pods (default: the URL local workers get)")
 }
 
 func (f *controlFlags) validate(natsURL string) error {
@@ -56,38 +49,10 @@ func (f *controlFlags) validate(natsURL string) error {
 	return nil
 }
 
-// build returns the loops of the control plane: the controller stage and,
-// with the local actuator, the actuator stage, the APF bus gate (sharing
-// fcGate's configuration and seats) and the local runtime.
-func (f *controlFlags) build(c *bus.Client, fcGate *apf.Gate, natsURL, logLevel string, log *slog.Logger) ([]func(context.Context) error, error) {
-	ctl, err := controller.New(c, controller.Config{}, controller.Builtin(), log)
-	if err != nil {
-		return nil, err
-	}
-	loops := []func(context.Context) error{ctl.Run}
-	if f.actuator == "none" {
-		log.Info("no actuator: decisions are published, workers are not run")
-		return loops, nil
-	}
-	runtimes := map[string]actuator.Runtime{}
-	if f.kubernetes {
-		krt, err := f.kubernetesRuntime(natsURL, log)
-		if err != nil {
-			return nil, err
-		}
-		runtimes[schemas.KubernetesActuator] = krt
-	}
-	rt, err := local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas,
-		Env: []string{"PACE_LOG_LEVEL=" + logLevel}}, log)
-	if err != nil {
-		return nil, err
-	}
-	runtimes[schemas.LocalActuator] = actuator.Local(rt)
-	gs, err := gate.New(c, fcGate, actuator.NewExecutor(c, runtimes, log), gate.Config{}, log)
-	if err != nil {
-		return nil, err
-	}
-	return append(loops, rt.Run, gs.Run, actuator.New(c, log).Run), nil
+// localRuntime returns a local process runtime whose workers connect to
+// natsURL with the extra environment env.
+func (f *controlFlags) localRuntime(natsURL string, env []string, log *slog.Logger) (*local.Runtime, error) {
+	return local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env}, log)
 }
 
 // kubernetesRuntime connects to the cluster of the kubeconfig (or the one

@@ -95,10 +95,10 @@ func runDemo(ctx context.Context, a *app, url string) error {
 // prepareDemo checks that --demo can run and quiets the logs so that the
 // progress display stays readable. Without --data it uses a fresh directory.
 func (o *upOptions) prepareDemo(cmd *cobra.Command, a *app) error {
-	if o.fc.tokenFile != "" {
+	if o.f.fc.tokenFile != "" {
 		return usageError("--demo submits its job anonymously: run it without --token-file")
 	}
-	if o.control.actuator != "local" {
+	if o.f.control.actuator != "local" {
 		return usageError("--demo needs --actuator local")
 	}
 	if !cmd.Flags().Changed("log-level") {

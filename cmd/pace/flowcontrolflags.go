@@ -26,8 +26,20 @@ type flowcontrolFlags struct {
 // add registers the flags; configFlag names the policy file flag
 // ("flowcontrol-config" for pace up, "config" for the proxy).
 func (f *flowcontrolFlags) add(fs *pflag.FlagSet, configFlag string) {
-	fs.StringVar(&f.config, configFlag, "", "FlowSchema and PriorityLevelConfiguration YAML applied over the defaults")
+	f.addSeats(fs, configFlag)
+	f.addTokens(fs)
+}
+
+// addTokens registers --token-file alone (stages that authenticate callers
+// without queuing them).
+func (f *flowcontrolFlags) addTokens(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "token-file", "", `static tokens in kube's --token-auth-file CSV format: token,user,uid,"group1,group2" (none: everyone is system:anonymous)`)
+}
+
+// addSeats registers the APF flags without --token-file (the bus gate,
+// whose requests carry their user).
+func (f *flowcontrolFlags) addSeats(fs *pflag.FlagSet, configFlag string) {
+	fs.StringVar(&f.config, configFlag, "", "FlowSchema and PriorityLevelConfiguration YAML applied over the defaults")
 	fs.IntVar(&f.maxInflight, "max-requests-inflight", 400, "seats for read-only requests (with APF: added to the mutating ones to form the server concurrency limit)")
 	fs.IntVar(&f.maxMutating, "max-mutating-requests-inflight", 200, "seats for mutating requests")
 	fs.BoolVar(&f.enabled, "enable-priority-and-fairness", true, "queue requests by API Priority and Fairness; false: only the two max-inflight limits")

@@ -29,16 +29,22 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.Var(&f.maxWorkload, "max-workload", "largest workload downloaded or read for a job")
 	fs.DurationVar(&f.workloadTimeout, "workload-timeout", 30*time.Second, "time limit of a workload download")
 	fs.DurationVar(&f.resourceInterval, "job-check-interval", time.Second, "how often running jobs are checked for completion")
+	f.addAccess(fs)
+}
+
+// addAccess registers the flags of who may see and change which jobs.
+func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowAnonymous, "allow-anonymous", false, "with --token-file, let callers without a token submit and change their own (system:anonymous) jobs")
 }
 
-// build returns the manager and its API. authn is the --token-file
-// authenticator; without one the API is open, which is logged as a
-// warning (an error when not on loopback).
-func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr string, log *slog.Logger) (*manager.Manager, *manager.API, error) {
+// build returns the manager and its API, served on httpAddr, with links to
+// the UI at uiURL ("" = none). authn is the --token-file authenticator;
+// without one the API is open, which is logged as a warning (an error when
+// not on loopback).
+func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL string, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous, VisualizerURL: "http://" + httpAddr + "/ui"} // the built-in UI's job pages
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// stageDef is one stage of the pipeline as a command.
+type stageDef struct {
+	name, short, long string
+	// flags registers the stage's own flags in f.
+	flags func(f *stageFlags, fs *pflag.FlagSet)
+	// validate checks them before anything connects (nil: nothing to check).
+	validate func(f *stageFlags) error
+	// wire adds the stage to w.
+	wire func(ctx context.Context, w *wiring) error
+}
+
+// stageDefs are the stages in pipeline order; pace up wires them all.
+var stageDefs = []stageDef{
+	{name: "manager", short: "Serve the job API and run the job lifecycle",
+		long: `The manager serves the job API (/submissions, /plugins, /openapi.json;
+docs/api.md) behind API Priority and Fairness, on every replica. The
+lifecycle loop (recovering job records from their events, the NATS API on
+pace.submit and pace.control.*, completion checks) runs on the leader. Every
+replica also moves items past their max deliveries to the dead-letter stream.`,
+		flags: func(f *stageFlags, fs *pflag.FlagSet) {
+			f.fc.add(fs, "flowcontrol-config")
+			f.manager.add(fs)
+			fs.StringVar(&f.uiURL, "ui-url", "", `base URL of the web UI for jobs' visualizer_url, e.g. https://pace.example/ui ("" = none)`)
+		},
+		wire: wireManager},
+	{name: "collector", short: "Sample every running job's queue and workers",
+		long: `The collector samples each running job (queue depth, results, workers)
+every --sample-interval and on job events, and publishes raw samples on
+pace.metrics.<job>.raw. It runs on the leader.`,
+		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addCollector(fs) },
+		validate: func(f *stageFlags) error { return f.monitor.validate() },
+		wire:     wireCollector},
+	{name: "processor", short: "Turn raw samples into job progress",
+		long: `The processor turns raw samples into progress (rates, expected finish,
+error against the deadline) on pace.metrics.<job>.progress. It keeps each
+job's rate window in memory and runs on the leader.`,
+		flags: func(*stageFlags, *pflag.FlagSet) {},
+		wire:  wireProcessor},
+	{name: "sink", short: "Export job progress to Prometheus and InfluxDB",
+		long: `The sink serves every job's latest progress as pace_job_* on /metrics (each
+replica its own copy) and, with --influx-url, writes progress to InfluxDB
+through a durable consumer the replicas share.`,
+		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addSink(fs) },
+		validate: func(f *stageFlags) error { return f.monitor.validate() },
+		wire:     wireSink},
+	{name: "controller", short: "Turn job progress into scaling decisions",
+		long: `The controller runs each job's control plugin (docs/control.md) on its
+progress and publishes scaling decisions on pace.decisions.<job>. Plugins
+keep their state in memory, so it runs on the leader.`,
+		flags: func(*stageFlags, *pflag.FlagSet) {},
+		wire:  wireController},
+	{name: "gate", short: "Admit infrastructure requests through APF and execute them",
+		long: `The gate consumes infrastructure requests (pace.k8s.requests), admits them
+through API Priority and Fairness and executes them on the job's runtime:
+local worker processes (--actuator local; they connect to --nats) and, with
+--kubernetes, batch/v1 Jobs. APF's seats are one pool and a job's requests
+must apply in order, so it runs on the leader; local workers are children of
+the leader and stop with its term.`,
+		flags: func(f *stageFlags, fs *pflag.FlagSet) {
+			f.fc.addSeats(fs, "flowcontrol-config")
+			f.control.add(fs)
+		},
+		wire: wireGate},
+	{name: "actuator", short: "Turn scaling decisions into infrastructure requests",
+		long: `The actuator turns scaling decisions and job lifecycle events into
+infrastructure requests on pace.k8s.requests, which the gate admits and
+executes. It remembers the replicas last requested per job and runs on the
+leader; a new leader first requests every running job's replicas again.`,
+		flags: func(*stageFlags, *pflag.FlagSet) {},
+		wire:  wireActuator},
+	{name: "visualizer", short: "Serve the web UI",
+		long: `The visualizer serves the web UI under /ui/ on every replica: job lists,
+job pages with progress, events and logs. Its commands go to the job API.`,
+		flags: func(f *stageFlags, fs *pflag.FlagSet) {
+			f.fc.addTokens(fs)
+			f.manager.addAccess(fs)
+		},
+		wire: wireVisualizer},
+}
+
+func newStageCmd(a *app) *cobra.Command {
+	names := make([]string, len(stageDefs))
+	for i, d := range stageDefs {
+		names[i] = d.name
+	}
+	cmd := &cobra.Command{
+		Use:   "stage NAME",
+		Short: "Run one stage of Pace against a NATS server",
+		Long: `Stage runs one stage of Pace's pipeline against an external NATS server
+with JetStream, so that each stage can be deployed, scaled and restarted on
+its own (docs/stages.md). 'pace up' runs every stage in one process with an
+embedded server instead.
+
+Stages: ` + strings.Join(names, ", ") + `.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError("%s needs a stage: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
+		},
+	}
+	for _, d := range stageDefs {
+		cmd.AddCommand(newStageRunCmd(a, d))
+	}
+	return cmd
+}
+
+// stageOptions are the flags of one pace stage command.
+type stageOptions struct {
+	nats     natsFlags
+	f        stageFlags
+	identity string
+}
+
+const stageCommon = `
+
+Every stage connects to --nats, provisions the streams and buckets Pace
+uses (idempotent: give every stage the same --metrics-*, --lease-ttl), and
+serves /livez, /readyz (NATS and JetStream reachable; a standby is ready
+too) and /metrics (pace_stage_leader{stage} is 1 on the leader) on --http,
+with HTTPS by --tls-cert and --tls-key. Stages that run on a leader elect
+one among their replicas with a lease of --lease-ttl; the others stand by.
+SIGTERM stops the stage cleanly and hands leadership over at once.`
+
+func newStageRunCmd(a *app, d stageDef) *cobra.Command {
+	o := &stageOptions{}
+	cmd := &cobra.Command{
+		Use:   d.name,
+		Short: d.short,
+		Long:  d.long + stageCommon,
+		Example: fmt.Sprintf(`  pace stage %[1]s --nats nats://nats:4222 --http :8080
+  PACE_NATS_URL=tls://nats:4222 PACE_NATS_CREDS=/etc/pace/nats.creds pace stage %[1]s --identity $POD_NAME`, d.name),
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a, d) },
+	}
+	f := cmd.Flags()
+	o.nats.add(f)
+	o.f.http.add(f, ":8080")
+	o.f.prov.add(f, "no bound")
+	f.StringVar(&o.identity, "identity", "", "name of this replica in leader election and logs, unique per process (default: host name and process id)")
+	d.flags(&o.f, f)
+	return cmd
+}
+
+func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
+	if err := o.f.http.validate(); err != nil {
+		return err
+	}
+	if err := o.f.prov.validate(); err != nil {
+		return err
+	}
+	if d.validate != nil {
+		if err := d.validate(&o.f); err != nil {
+			return err
+		}
+	}
+	identity := o.identity
+	if identity == "" {
+		host, _ := os.Hostname()
+		identity = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	log := a.log.With("replica", identity)
+	c, err := o.nats.connect(ctx, a, "pace-"+d.name)
+	if err != nil {
+		return err
+	}
+	defer closeClient(c)
+	if err := c.Provision(ctx, o.f.prov.limits(0)); err != nil {
+		return signalled(ctx, err)
+	}
+	ln, err := net.Listen("tcp", o.f.http.addr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", o.f.http.addr, err)
+	}
+	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
+	w := newWiring(a, &o.f, c, log, ln, o.nats.url, o.workerEnv(a))
+	if err := d.wire(ctx, w); err != nil {
+		return signalled(ctx, err)
+	}
+	elect, err := w.elector(identity)
+	if err != nil {
+		return err
+	}
+	log.Info("stage started", "stage", d.name, "http", w.url, "nats", o.nats.url)
+	err = w.run(ctx, ln, elect)
+	log.Info("stage stopped", "stage", d.name)
+	return err
+}
+
+// workerEnv passes the connection settings on to local workers.
+func (o *stageOptions) workerEnv(a *app) []string {
+	env := workerEnv(a, o.nats.prefix)
+	for _, kv := range [][2]string{{"PACE_NATS_CREDS", o.nats.creds}, {"PACE_NATS_CA", o.nats.tlsCA},
+		{"PACE_NATS_CERT", o.nats.tlsCert}, {"PACE_NATS_KEY", o.nats.tlsKey}} {
+		if kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return env
+}
+
+// workerEnv is the environment of local workers: the log level and prefix.
+func workerEnv(a *app, prefix string) []string {
+	env := []string{"PACE_LOG_LEVEL=" + a.logLevel}
+	if prefix != string(schemas.DefaultPrefix) {
+		env = append(env, "PACE_PREFIX="+prefix)
+	}
+	return env
+}
+
+// elector returns the wrapper that runs each stage's leader work under
+// leader election as identity, with a pace_stage_leader gauge per stage.
+func (w *wiring) elector(identity string) (func(term) func(context.Context) error, error) {
+	cands := map[string]*bus.Candidate{}
+	for _, t := range w.terms {
+		cand, err := w.c.Candidate(t.stage, identity)
+		if err != nil {
+			return nil, usageError("--identity %q: %v", identity, err)
+		}
+		cands[t.stage] = cand
+		w.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pace_stage_leader", Help: "1 while this replica leads the stage, 0 while it stands by.",
+			ConstLabels: prometheus.Labels{"stage": t.stage},
+		}, func() float64 {
+			if cand.Leading() {
+				return 1
+			}
+			return 0
+		}))
+	}
+	return func(t term) func(context.Context) error {
+		return func(ctx context.Context) error { return cands[t.stage].Run(ctx, t.run) }
+	}, nil
+}

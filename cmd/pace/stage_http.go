@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+
+	"github.com/pace-platform/pace/bus"
+)
+
+// httpFlags configure the HTTP server of pace up and pace stage: health,
+// metrics and, by stage, the job API and the UI.
+type httpFlags struct {
+	addr    string
+	tlsCert string
+	tlsKey  string
+	tls     *tls.Config // loaded by validate when both files are set
+}
+
+func (f *httpFlags) add(fs *pflag.FlagSet, addr string) {
+	fs.StringVar(&f.addr, "http", addr, "HTTP listen address for health, metrics and (by stage) the API and UI")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate file (PEM) of the HTTP server; with --tls-key it serves HTTPS")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "private key file (PEM) of --tls-cert")
+}
+
+// validate checks the address and loads the certificate.
+func (f *httpFlags) validate() error {
+	if _, _, err := net.SplitHostPort(f.addr); err != nil {
+		return usageError("--http %q: want host:port", f.addr)
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageError("--tls-cert and --tls-key go together: set both or neither")
+	}
+	if f.tlsCert == "" {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return usageError("--tls-cert %q / --tls-key %q: %v", f.tlsCert, f.tlsKey, err)
+	}
+	f.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// url is the base URL of the server listening on ln.
+func (f *httpFlags) url(ln net.Listener) string {
+	if f.tls != nil {
+		return "https://" + ln.Addr().String()
+	}
+	return "http://" + ln.Addr().String()
+}
+
+// HTTP server limits: headers must arrive within readHeaderTimeout and fit
+// in maxHeaderBytes; request bodies are bounded by the API (--max-body).
+// No write timeout: log follows and UI event streams are long-lived.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	shutdownTimeout   = 5 * time.Second
+)
+
+// serve serves h on ln until ctx ends, then shuts down gracefully.
+func (f *httpFlags) serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{Handler: h, TLSConfig: f.tls, ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		if f.tls != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", serr)
+	}
+	return err
+}
+
+// opsHandler serves the health probes and Prometheus metrics of reg, with
+// extra collectors (the monitor's pace_job_* and pace_monitor_* metrics).
+// /readyz is ready while NATS and JetStream answer, leader or not.
+func opsHandler(c *bus.Client, reg *prometheus.Registry, extra ...prometheus.Collector) *http.ServeMux {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		bus.NewStreamCollector(c))
+	reg.MustRegister(extra...)
+	ready := func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := c.JetStream().AccountInfo(ctx); err != nil {
+			http.Error(w, "jetstream: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", ready)
+	mux.HandleFunc("GET /healthz", ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

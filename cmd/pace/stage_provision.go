@@ -1,0 +1,44 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pace-platform/pace/bus"
+)
+
+// provisionFlags are the settings of the streams and buckets that every
+// process provisions at start (pace up and each pace stage): the same flags
+// give the same configuration, so every stage must be given the same ones.
+type provisionFlags struct {
+	retention time.Duration
+	maxBytes  byteSize
+	leaseTTL  time.Duration
+}
+
+func (p *provisionFlags) add(fs *pflag.FlagSet, maxBytesDefault string) {
+	fs.DurationVar(&p.retention, "metrics-retention", 7*24*time.Hour, "how long progress (and decisions) stay in the bus: the history read without InfluxDB")
+	fs.Var(&p.maxBytes, "metrics-max-bytes", "bound of the metrics stream, oldest first, e.g. 2GiB (default "+maxBytesDefault+")")
+	fs.DurationVar(&p.leaseTTL, "lease-ttl", 10*time.Second, "how long a stage leader's lease outlives its last renewal: the longest failover after a crash")
+}
+
+func (p *provisionFlags) validate() error {
+	if p.retention < time.Minute {
+		return usageError("--metrics-retention %s: must be at least 1m", p.retention)
+	}
+	if p.leaseTTL < time.Second {
+		return usageError("--lease-ttl %s: must be at least 1s", p.leaseTTL)
+	}
+	return nil
+}
+
+// limits are the bus settings the flags ask for; the metrics stream takes
+// a quarter of maxStore (0: no bound) unless --metrics-max-bytes says otherwise.
+func (p *provisionFlags) limits(maxStore int64) bus.Limits {
+	maxBytes := int64(p.maxBytes)
+	if maxBytes == 0 {
+		maxBytes = maxStore / 4
+	}
+	return bus.Limits{MetricsMaxAge: p.retention, MetricsMaxBytes: maxBytes, LeaseTTL: p.leaseTTL}
+}

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
+	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	"github.com/pace-platform/pace/stages/collector"
+	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/gate"
+	"github.com/pace-platform/pace/stages/manager"
+	"github.com/pace-platform/pace/stages/processor"
+	"github.com/pace-platform/pace/stages/sink"
+	"github.com/pace-platform/pace/stages/sink/influx"
+	"github.com/pace-platform/pace/stages/sink/prom"
+	"github.com/pace-platform/pace/stages/visualizer"
+)
+
+// stageFlags hold the flags of every stage; each command registers the
+// groups its stages read (pace up all of them).
+type stageFlags struct {
+	prov    provisionFlags
+	http    httpFlags
+	monitor monitorFlags
+	fc      flowcontrolFlags
+	manager managerFlags
+	control controlFlags
+	uiURL   string
+}
+
+// wiring assembles stages into one process: pace up wires all of them, pace
+// stage one. It holds what the stages of a process share.
+type wiring struct {
+	a         *app
+	f         *stageFlags
+	c         *bus.Client
+	log       *slog.Logger // the process's logger, with its replica identity in pace stage
+	reg       *prometheus.Registry
+	api       *http.ServeMux // health, metrics and the job API; behind APF when the API is served
+	root      *http.ServeMux // the UI, outside APF, and api at "/"
+	addr      string         // the HTTP listen address
+	url       string         // the HTTP base URL
+	natsURL   string         // the NATS URL local workers connect to
+	workerEnv []string       // extra environment of local workers
+
+	fc      *apf.Gate // one per process: pace up's job API and bus gate share its seats
+	apiGate bool      // the job API is served: api goes behind fc
+	authn   auth.Authenticator
+	mgr     *manager.Manager // the manager of the job API, if wired
+
+	loops []func(context.Context) error // run on every replica
+	terms []term                        // run by each stage's leader
+}
+
+// term is the leader-only work of a stage.
+type term struct {
+	stage string
+	run   func(context.Context) error
+}
+
+func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
+	reg := prometheus.NewRegistry()
+	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg), root: http.NewServeMux(),
+		addr: ln.Addr().String(), url: f.http.url(ln), natsURL: natsURL, workerEnv: workerEnv}
+}
+
+// flowControl returns the process's APF gate, building it with its live
+// configuration (the pace_flowcontrol bucket, maintained every minute) on
+// first use.
+func (w *wiring) flowControl(ctx context.Context) (*apf.Gate, error) {
+	if w.fc != nil {
+		return w.fc, nil
+	}
+	g, err := w.f.fc.gate(w.reg)
+	if err != nil {
+		return nil, err
+	}
+	file, err := w.f.fc.file()
+	if err != nil {
+		return nil, err
+	}
+	store, err := gate.OpenConfig(ctx, w.c, w.log)
+	if err != nil {
+		return nil, err
+	}
+	w.loops = append(w.loops, g.Run, func(ctx context.Context) error { return store.Run(ctx, g, file) })
+	w.fc = g
+	return g, nil
+}
+
+// authenticator loads --token-file once (nil: everyone is anonymous).
+func (w *wiring) authenticator() (auth.Authenticator, error) {
+	if w.authn == nil && w.f.fc.tokenFile != "" {
+		a, err := w.f.fc.authenticator()
+		if err != nil {
+			return nil, err
+		}
+		w.authn = a
+	}
+	return w.authn, nil
+}
+
+// lead adds a stage's leader-only work. newTerm builds a fresh instance for
+// each leadership term, so no in-memory state outlives its term, and
+// returns its run func and metrics (nil: none). It is called once here, so
+// that bad settings fail at start and not at the first takeover.
+func (w *wiring) lead(stage string, newTerm func() (func(context.Context) error, prometheus.Collector, error)) error {
+	run, m, err := newTerm()
+	if err != nil {
+		return err
+	}
+	metrics := &termMetrics{}
+	metrics.set(m)
+	w.reg.MustRegister(metrics)
+	w.terms = append(w.terms, term{stage: stage, run: func(ctx context.Context) error {
+		if run == nil { // terms run one at a time
+			if run, m, err = newTerm(); err != nil {
+				return err
+			}
+			metrics.set(m)
+		}
+		r := run
+		run = nil
+		return r(ctx)
+	}})
+	return nil
+}
+
+// handler is the HTTP handler of everything wired.
+func (w *wiring) handler() http.Handler {
+	var h http.Handler = w.api
+	if w.apiGate {
+		h = w.fc.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(h)
+	}
+	w.root.Handle("/", h)
+	return auth.Middleware(w.authn)(w.root)
+}
+
+// run runs the wired stages and serves HTTP on ln until ctx ends or one of
+// them fails. elect, when set, wraps each stage's leader work in leader
+// election; without it (pace up) the work runs at once.
+func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(term) func(context.Context) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, loop := range w.loops {
+		g.Go(func() error { return loop(gctx) })
+	}
+	for _, t := range w.terms {
+		run := t.run
+		if elect != nil {
+			run = elect(t)
+		}
+		g.Go(func() error { return run(gctx) })
+	}
+	g.Go(func() error { return w.f.http.serve(gctx, ln, w.handler(), w.log) })
+	return g.Wait()
+}
+
+// group runs loops together until ctx ends or one fails.
+func group(loops ...func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		g, gctx := errgroup.WithContext(ctx)
+		for _, loop := range loops {
+			g.Go(func() error { return loop(gctx) })
+		}
+		return g.Wait()
+	}
+}
+
+// termMetrics exposes the metrics of the current term's stage instance. It
+// describes nothing (an unchecked collector), as its instance changes.
+type termMetrics struct {
+	cur atomic.Pointer[prometheus.Collector]
+}
+
+func (t *termMetrics) set(c prometheus.Collector) {
+	if c != nil {
+		t.cur.Store(&c)
+	}
+}
+
+func (t *termMetrics) Describe(chan<- *prometheus.Desc) {}
+
+func (t *termMetrics) Collect(ch chan<- prometheus.Metric) {
+	if c := t.cur.Load(); c != nil {
+		(*c).Collect(ch)
+	}
+}
+
+// The stages, in pipeline order. Each wire func adds a stage to w: loops
+// every replica runs, and leader work through w.lead.
+
+// wireManager serves the job API behind APF on every replica and runs the
+// dead-letter mover, a shared durable consumer, on every replica too. The
+// lifecycle loop (recovery, the NATS API, job checks) runs on the leader.
+func wireManager(ctx context.Context, w *wiring) error {
+	fc, err := w.flowControl(ctx)
+	if err != nil {
+		return err
+	}
+	authn, err := w.authenticator()
+	if err != nil {
+		return err
+	}
+	mgr, api, err := w.f.manager.build(w.c, authn, w.addr, w.f.uiURL, w.log)
+	if err != nil {
+		return err
+	}
+	api.Register(w.api)
+	w.api.Handle(apf.DebugPrefix, fc.DebugHandler())
+	w.apiGate, w.mgr = true, mgr
+	w.loops = append(w.loops, w.c.DeadLetters)
+	return w.lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
+		return mgr.Run, nil, nil
+	})
+}
+
+// wireCollector samples running jobs on the leader; every replica keeps
+// worker presence warm for a fast takeover.
+func wireCollector(_ context.Context, w *wiring) error {
+	presence := w.c.Presence(nil)
+	w.loops = append(w.loops, presence.Run)
+	return w.lead("collector", func() (func(context.Context) error, prometheus.Collector, error) {
+		col, err := collector.New(w.c, collector.Config{Interval: w.f.monitor.interval}, presence, nil, w.log)
+		if err != nil {
+			return nil, nil, usageError("collector: %v", err)
+		}
+		return col.Run, col.Metrics(), nil
+	})
+}
+
+func wireProcessor(_ context.Context, w *wiring) error {
+	return w.lead("processor", func() (func(context.Context) error, prometheus.Collector, error) {
+		proc, err := processor.New(w.c, processor.Config{}, nil, w.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return proc.Run, proc.Metrics(), nil
+	})
+}
+
+// wireSink serves every job's latest progress as pace_job_* metrics (each
+// replica its own reader) and, with --influx-url, writes progress to
+// InfluxDB through a durable consumer the replicas share.
+func wireSink(_ context.Context, w *wiring) error {
+	ps := prom.New(prom.Config{}, nil)
+	w.reg.MustRegister(ps)
+	w.loops = append(w.loops, sink.New(w.c, "prom", ps, sink.Latest, w.log).Run)
+	if w.f.monitor.influx.URL == "" {
+		return nil
+	}
+	is, err := influx.New(w.f.monitor.influx, nil, w.log)
+	if err != nil {
+		return usageError("--influx-*: %v", err)
+	}
+	w.reg.MustRegister(is.Stats())
+	w.loops = append(w.loops, is.Run, sink.New(w.c, "influx", is, sink.Durable, w.log).Run)
+	return nil
+}
+
+func wireController(_ context.Context, w *wiring) error {
+	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
+		ctl, err := controller.New(w.c, controller.Config{}, controller.Builtin(), w.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ctl.Run, nil, nil
+	})
+}
+
+// wireGate admits infrastructure requests through APF and executes them on
+// the runtimes (local processes, Kubernetes) on the leader. The local
+// runtime's workers are children of the leader: a new term starts a new
+// runtime.
+func wireGate(ctx context.Context, w *wiring) error {
+	cf := &w.f.control
+	if cf.actuator != "local" && !cf.kubernetes {
+		return usageError("the gate needs a runtime: --actuator local or --kubernetes")
+	}
+	fc, err := w.flowControl(ctx)
+	if err != nil {
+		return err
+	}
+	var krt *kubeactuator.Runtime
+	if cf.kubernetes {
+		if krt, err = cf.kubernetesRuntime(w.natsURL, w.log); err != nil {
+			return err
+		}
+	}
+	return w.lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
+		runtimes := map[string]actuator.Runtime{}
+		var loops []func(context.Context) error
+		if krt != nil {
+			runtimes[schemas.KubernetesActuator] = krt
+		}
+		if cf.actuator == "local" {
+			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.log)
+			if err != nil {
+				return nil, nil, err
+			}
+			runtimes[schemas.LocalActuator] = actuator.Local(rt)
+			loops = append(loops, rt.Run)
+		}
+		gs, err := gate.New(w.c, fc, actuator.NewExecutor(w.c, runtimes, w.log), gate.Config{}, w.log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return group(append(loops, gs.Run)...), nil, nil
+	})
+}
+
+// wireActuator turns decisions and job events into infrastructure requests
+// on the leader.
+func wireActuator(_ context.Context, w *wiring) error {
+	return w.lead("actuator", func() (func(context.Context) error, prometheus.Collector, error) {
+		return actuator.New(w.c, w.log).Run, nil, nil
+	})
+}
+
+// wireVisualizer serves the web UI under /ui/ on every replica, outside APF
+// (its commands go through the API). Its job list is read with the job
+// API's manager, or a manager of its own when the API runs elsewhere.
+func wireVisualizer(_ context.Context, w *wiring) error {
+	authn, err := w.authenticator()
+	if err != nil {
+		return err
+	}
+	jobs := w.mgr
+	if jobs == nil {
+		if jobs, _, err = w.f.manager.build(w.c, authn, w.addr, "", w.log); err != nil {
+			return err
+		}
+	}
+	ui := visualizer.New(jobs, w.c, visualizer.Config{Open: authn == nil}, w.log.With("stage", "visualizer"))
+	if w.fc != nil {
+		ui.SetFlowControl(w.fc)
+	}
+	ui.Register(w.root)
+	return nil
+}

@@ -72,7 +72,8 @@ func NewExecutor(c *bus.Client, runtimes map[string]Runtime, log *slog.Logger) *
 }
 
 // Execute scales (verb patch, subresource scale) or deletes (verb delete) a
-// job's workers, then reports the replica count.
+// job's workers, then reports the replica count and, in the outcome's
+// reason, the attempts the runtime retried (see NoteRetry).
 func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
 	if req.Job == "" {
 		return nil, fmt.Errorf("request %s names no job", req.ID)
@@ -102,23 +103,27 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 			Reason: "superseded by a newer request", At: time.Now()}, nil
 	}
 	o.last = req.At
+	ctx, retries := WithRetries(ctx)
 	replicas := 0
 	switch {
 	case req.Verb == "delete":
-		if err := rt.Terminate(ctx, rec); err != nil {
-			return nil, err
-		}
+		err = rt.Terminate(ctx, rec)
 	case req.Subresource == "scale":
-		if replicas, err = rt.Scale(ctx, rec, req.Replicas); err != nil {
-			return nil, err
-		}
+		replicas, err = rt.Scale(ctx, rec, req.Replicas)
 	default:
 		return nil, fmt.Errorf("request %s: unsupported %s on %s/%s", req.ID, req.Verb, req.Resource, req.Subresource)
+	}
+	if err != nil {
+		if retries.Total() > 0 {
+			return nil, fmt.Errorf("%w (after %s)", err, retries)
+		}
+		return nil, err
 	}
 	if !rec.State.Final() && req.Verb != "delete" {
 		e.recordScale(ctx, req.Job, replicas, rec.State)
 	}
-	return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: replicas, At: time.Now()}, nil
+	return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: replicas,
+		Reason: retries.String(), At: time.Now()}, nil
 }
 
 // recordScale publishes a scaled event and applies it to the job record, as

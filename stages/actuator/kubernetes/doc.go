@@ -7,6 +7,10 @@
 // subresource); the first scale creates the Job. A pod failure policy
 // ignores pods ended by disruptions, and pods that exit 0 after SIGTERM
 // count as successes, so scale-downs are never failures. Terminate deletes
-// the Job with foreground propagation. Conflicts, throttling (429) and
-// server errors are retried with exponential backoff.
+// the Job with foreground propagation. Conflicts, throttling (429, at
+// least its Retry-After), server errors, timeouts and broken connections
+// are retried with exponential backoff, each attempt bounded; both calls
+// are idempotent, so a write whose response was lost is simply repeated
+// (a create that finds its own Job patches it). Each retry is reported in
+// the request's outcome (actuator.NoteRetry).
 package kubernetes

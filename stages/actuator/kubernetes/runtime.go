@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
 )
 
 // Labels on every object Pace creates.
@@ -57,14 +59,14 @@ func namespace(rec *schemas.JobRecord) string {
 func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
 	ns, name := namespace(rec), Name(rec.ID)
 	patch := fmt.Appendf(nil, `{"spec":{"parallelism":%d}}`, replicas)
-	err := r.do(ctx, func() error {
+	err := r.do(ctx, func(ctx context.Context) error {
 		_, err := r.cs.BatchV1().Jobs(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if apierrors.IsNotFound(err) {
 			if replicas == 0 {
 				return nil // nothing to scale down
 			}
 			if rec.Spec.Worker.Image == "" {
-				return backoff.Permanent(ErrNoImage)
+				return ErrNoImage
 			}
 			_, err = r.cs.BatchV1().Jobs(ns).Create(ctx, r.job(rec, replicas), metav1.CreateOptions{})
 		}
@@ -81,7 +83,7 @@ func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas in
 func (r *Runtime) Terminate(ctx context.Context, rec *schemas.JobRecord) error {
 	ns, name := namespace(rec), Name(rec.ID)
 	fg := metav1.DeletePropagationForeground
-	err := r.do(ctx, func() error {
+	err := r.do(ctx, func(ctx context.Context) error {
 		err := r.cs.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -110,21 +112,79 @@ func (r *Runtime) Running(ctx context.Context, rec *schemas.JobRecord) (int, err
 	return n, nil
 }
 
-// do runs op, retrying conflicts, throttling and server errors.
-func (r *Runtime) do(ctx context.Context, op func() error) error {
-	return backoff.Retry(func() error {
-		err := op()
-		switch {
-		case err == nil:
-			return nil
-		case apierrors.IsConflict(err), apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err),
-			apierrors.IsTimeout(err), apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err),
-			apierrors.IsAlreadyExists(err): // a concurrent create: patch it next time
-			r.log.Debug("retrying", "err", err)
+// attemptTimeout bounds one API call, so that a request the network
+// swallowed is retried instead of awaited until the gate gives up on it.
+const attemptTimeout = 15 * time.Second
+
+// do runs op until it succeeds, fails for good, or the backoff gives up,
+// each attempt within attemptTimeout. It retries throttling, conflicts,
+// server errors, timeouts and broken connections, waiting at least the
+// server's Retry-After (client-go already waits it out for its own ten
+// retries of 429 and 5xx answers that carry one), and notes each retry in
+// ctx (actuator.NoteRetry) for the request's outcome.
+func (r *Runtime) do(ctx context.Context, op func(ctx context.Context) error) error {
+	b := r.retry()
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := op(actx)
+		cancel()
+		cause := retryCause(ctx, err)
+		if cause == "" {
 			return err
 		}
-		return backoff.Permanent(err)
-	}, backoff.WithContext(r.retry(), ctx))
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
+		}
+		if s, ok := apierrors.SuggestsClientDelay(err); ok {
+			wait = max(wait, time.Duration(s)*time.Second)
+		}
+		actuator.NoteRetry(ctx, cause)
+		r.log.Debug("retrying", "cause", cause, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// retryCause names why a failed call may succeed if repeated, or returns ""
+// when err is nil or final (or ctx has ended). A write whose response was
+// lost is safe to repeat: Scale patches an absolute parallelism and turns
+// AlreadyExists (its own earlier create) into a patch, and Terminate takes
+// NotFound as done.
+func retryCause(ctx context.Context, err error) string {
+	if err == nil || ctx.Err() != nil {
+		return ""
+	}
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		return "throttled"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	case apierrors.IsAlreadyExists(err):
+		return "already exists"
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err):
+		return "server timeout"
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if status.Status().Code >= 500 {
+			return "server error"
+		}
+		return ""
+	}
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue) && ue.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case ue != nil:
+		return "connection"
+	}
+	return ""
 }
 
 // job builds the Kubernetes Job of rec with parallelism replicas.

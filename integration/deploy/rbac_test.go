@@ -1,0 +1,96 @@
+package deploy
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pace-platform/pace/schemas"
+	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+)
+
+// TestGateRBACRunsTheKubernetesRuntime applies the base's namespaces and
+// RBAC for real, takes a token of the gate's ServiceAccount from the
+// apiserver, and drives Pace's Kubernetes runtime with it: the Role's verbs
+// must be enough to create, scale, count and delete a job's workers in
+// pace-jobs, and nothing lets the gate act in another namespace or read
+// Secrets.
+func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
+	ctx := context.Background()
+	objs := render(t, base)
+	a := newApplier(t)
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "RoleBinding":
+			if warns, err := a.apply(ctx, o, false); err != nil || len(warns) > 0 {
+				t.Fatalf("%s: %v %q", objectName(o), err, warns)
+			}
+		}
+	}
+	admin := kubernetes.NewForConfigOrDie(cp.Admin)
+	expiry := int64(600)
+	tok, err := admin.CoreV1().ServiceAccounts("pace").CreateToken(ctx, "pace-gate",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pace-jobs warns about the restricted Pod Security level, which the
+	// runtime's worker pods do not meet (it enforces baseline): logged.
+	podSecurity := &warnings{}
+	cfg := &rest.Config{Host: cp.URL, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA},
+		WarningHandler: podSecurity}
+	gate := kubernetes.NewForConfigOrDie(cfg)
+	rt := kubeactuator.New(gate, "nats://pace-nats.pace.svc:4222", slog.New(slog.DiscardHandler))
+
+	rec := &schemas.JobRecord{ID: "rbac-check", Spec: schemas.JobSpec{
+		Worker:   schemas.WorkerSpec{Image: "registry.example/worker:1", Command: []string{"pace", "worker", "rbac-check", "--exec", "cat"}},
+		Actuator: schemas.ActuatorSpec{Name: schemas.KubernetesActuator, Namespace: "pace-jobs"}}}
+	for _, n := range []int{2, 3} { // the first scale creates the Job, the second patches it
+		if _, err := rt.Scale(ctx, rec, n); err != nil {
+			t.Fatalf("scale to %d as pace-gate: %v", n, err)
+		}
+	}
+	job, err := admin.BatchV1().Jobs("pace-jobs").Get(ctx, kubeactuator.Name(rec.ID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := job.Spec.Parallelism; p == nil || *p != 3 {
+		t.Errorf("parallelism = %v, want 3", p)
+	}
+	if _, err := rt.Running(ctx, rec); err != nil {
+		t.Errorf("count running pods as pace-gate: %v", err)
+	}
+	if err := rt.Terminate(ctx, rec); err != nil {
+		t.Errorf("terminate as pace-gate: %v", err)
+	}
+	for _, w := range podSecurity.take() {
+		t.Logf("worker Job: %s", w)
+	}
+
+	elsewhere := *rec
+	elsewhere.Spec.Actuator.Namespace = "default"
+	if _, err := rt.Scale(ctx, &elsewhere, 1); !apierrors.IsForbidden(err) {
+		t.Errorf("scale in namespace default as pace-gate: err = %v, want Forbidden", err)
+	}
+	for _, attr := range []authzv1.ResourceAttributes{
+		{Namespace: "pace-jobs", Verb: "get", Resource: "secrets"},
+		{Namespace: "pace", Verb: "list", Resource: "pods"},
+		{Namespace: "pace-jobs", Verb: "create", Resource: "pods"},
+	} {
+		review, err := gate.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+			&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed {
+			t.Errorf("pace-gate may %s %s in %s: want denied", attr.Verb, attr.Resource, attr.Namespace)
+		}
+	}
+}

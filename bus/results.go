@@ -7,6 +7,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/schemas"
@@ -57,7 +58,17 @@ func (c *Client) Results(ctx context.Context, job string, opts ...ResultsOption)
 					caughtUp = md.NumPending == 0
 				}
 			}
-			if err := ignoreWaitEnd(batch.Error()); err != nil {
+			err = ignoreWaitEnd(batch.Error())
+			if errors.Is(err, nats.ErrNoResponders) {
+				// The ordered consumer is being recreated (its server went
+				// away); a later fetch reads from the new one.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				continue
+			}
+			if err != nil {
 				yield(nil, fmt.Errorf("read results of %s: %w", job, err))
 				return
 			}

@@ -16,18 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
-	"github.com/pace-platform/pace/flowcontrol/apf"
-	"github.com/pace-platform/pace/flowcontrol/eventclock"
-	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/integration/kubetest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
-	"github.com/pace-platform/pace/stages/gate"
 )
 
 var cp *kubetest.ControlPlane
@@ -113,18 +107,8 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, g.Run)
 	rt := kubeactuator.New(kubernetes.NewForConfigOrDie(cp.User), "nats://pace-nats:4222", log)
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, log), gate.Config{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, gs.Run)
-	bustest.Run(t, actuator.New(c, log).Run)
+	startActuatorPath(t, c, rt, log)
 
 	parallelism := func() int32 {
 		j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})

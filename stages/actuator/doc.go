@@ -18,5 +18,7 @@
 //
 // The Executor runs admitted requests with a runtime (the local process
 // runtime, or Kubernetes) and publishes a scaled job event with the new
-// count, from which the manager updates the job record.
+// count, from which the manager updates the job record. A runtime that
+// retries notes each retry (NoteRetry), and the request's outcome lists
+// them in its reason, e.g. "2 retries (conflict 1, server error 1)".
 package actuator

@@ -2,8 +2,14 @@ package apf
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // RequestInfo is what a Resolver learns from an *http.Request: the request
@@ -51,9 +57,14 @@ var longRunningSubresources = []string{"attach", "exec", "proxy", "log", "portfo
 //	/apis/{group}/{version}/[namespaces/{ns}/]{resource}[/{name}[/{subresource}]]
 //	/api/{version}/watch/... (deprecated watch paths)
 //
-// GET without a name is list, or watch with ?watch=true; DELETE without a
-// name is deletecollection; /api/v1/namespaces/{ns} is the namespace itself.
-// Everything else is a non-resource request whose verb is the lower-case method.
+// GET without a name is list, or watch with ?watch=true (any value but
+// false or 0), named by a fieldSelector on metadata.name if it has one;
+// DELETE without a name is deletecollection; /api/v1/namespaces/{ns} is the
+// namespace itself; methods other than GET, HEAD, POST, PUT, PATCH and DELETE
+// have the verb "". Everything else is a non-resource request whose verb is
+// the lower-case method; /debug/pprof/ ones are long-running.
+// FuzzKubeResolverMatchesKube (flowcontrol/conformance) compares it with
+// kube-apiserver's RequestInfoFactory.
 func KubeResolver(r *http.Request) RequestInfo {
 	ri := RequestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
 	parts := splitPath(r.URL.Path)
@@ -63,6 +74,7 @@ func KubeResolver(r *http.Request) RequestInfo {
 	case len(parts) >= 4 && parts[0] == "apis":
 		ri.APIGroup, ri.APIVersion, parts = parts[1], parts[2], parts[3:]
 	default:
+		ri.LongRunning = strings.HasPrefix(ri.Path, "/debug/pprof/") // profiles take seconds, as in kube-apiserver
 		return ri
 	}
 	ri.IsResourceRequest = true
@@ -90,8 +102,12 @@ func KubeResolver(r *http.Request) RequestInfo {
 		switch ri.Verb {
 		case "get":
 			ri.Verb = "list"
-			if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+			q := r.URL.Query()
+			if watchParam(q) {
 				ri.Verb = "watch"
+			}
+			if name, ok := selectedName(q); ok {
+				ri.Name = name
 			}
 		case "delete":
 			ri.Verb = "deletecollection"
@@ -114,7 +130,37 @@ func resourceVerb(method string) string {
 	case http.MethodDelete:
 		return "delete"
 	}
-	return strings.ToLower(method)
+	return "" // kube-apiserver's verb for other methods: only "*" rules match it
+}
+
+// watchParam reports whether a query asks for a watch as kube-apiserver
+// reads it: a watch parameter whose first value is neither "0" nor "false".
+func watchParam(q url.Values) bool {
+	w := q["watch"]
+	return len(w) > 0 && w[0] != "0" && !strings.EqualFold(w[0], "false")
+}
+
+// selectedName returns the object a list is narrowed to by a fieldSelector
+// requiring metadata.name, as kube-apiserver reads it (so that the list is
+// estimated as one object): only when its list options all parse and the
+// name is a valid path segment.
+func selectedName(q url.Values) (string, bool) {
+	for _, k := range []string{"limit", "timeoutSeconds"} {
+		if v := q[k]; len(v) > 0 {
+			if _, err := strconv.ParseInt(v[0], 10, 64); err != nil {
+				return "", false
+			}
+		}
+	}
+	if _, err := labels.Parse(q.Get("labelSelector")); err != nil {
+		return "", false
+	}
+	sel, err := fields.ParseSelector(q.Get("fieldSelector"))
+	if err != nil {
+		return "", false
+	}
+	name, ok := sel.RequiresExactMatch("metadata.name")
+	return name, ok && len(content.IsPathSegmentName(name)) == 0
 }
 
 func splitPath(p string) []string {
@@ -152,18 +198,19 @@ func Resources(group string, resources ...string) Resolver {
 		if len(parts) >= 3 {
 			ri.Subresource = parts[2]
 		}
-		ri.LongRunning = slices.Contains(longRunningSubresources, ri.Subresource)
 		if ri.Name == "" {
 			switch ri.Verb {
 			case "get":
 				ri.Verb = "list"
-				if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+				if watchParam(r.URL.Query()) {
 					ri.Verb = "watch"
 				}
 			case "delete":
 				ri.Verb = "deletecollection"
 			}
 		}
+		// A watch holds no max-inflight slot for its whole life, as in KubeResolver.
+		ri.LongRunning = ri.Verb == "watch" || slices.Contains(longRunningSubresources, ri.Subresource)
 		return ri
 	}
 }

@@ -3,12 +3,12 @@ package conformance
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/server/filters"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
 )
@@ -20,13 +20,19 @@ var kubeRequestInfo = &apirequest.RequestInfoFactory{
 	GrouplessAPIPrefixes: sets.NewString("api"),
 }
 
-// kubeLongRunning is kube-apiserver's long-running check (its defaults in
-// server.DefaultLongRunningFunc's verbs and subresources).
-var kubeLongRunning = filters.BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"),
-	sets.NewString("attach", "exec", "proxy", "log", "portforward"))
+// kubeLongRunning is kube-apiserver's long-running check:
+// filters.BasicLongRunningRequestCheck with the verbs and subresources
+// kube-apiserver passes it. It is restated rather than imported because
+// k8s.io/apiserver/pkg/server/filters brings in OpenTelemetry, CEL and gRPC,
+// minutes of compiling for every fuzzing run.
+func kubeLongRunning(ri *apirequest.RequestInfo) bool {
+	return sets.NewString("watch", "proxy").Has(ri.Verb) ||
+		ri.IsResourceRequest && sets.NewString("attach", "exec", "proxy", "log", "portforward").Has(ri.Subresource) ||
+		!ri.IsResourceRequest && strings.HasPrefix(ri.Path, "/debug/pprof/")
+}
 
 // FuzzKubeResolverMatchesKube compares apf.KubeResolver with kube-apiserver's
-// RequestInfoFactory and long-running check on arbitrary methods, paths and
+// RequestInfoFactory and long-running rule on arbitrary methods, paths and
 // queries. Where kube-apiserver refuses the path (a bare watch or proxy
 // prefix: a 500 before APF), Pace must read a non-resource request.
 func FuzzKubeResolverMatchesKube(f *testing.F) {
@@ -42,7 +48,7 @@ func FuzzKubeResolverMatchesKube(f *testing.F) {
 		}
 		want := apf.RequestInfo{IsResourceRequest: kri.IsResourceRequest, Verb: kri.Verb, APIGroup: kri.APIGroup,
 			APIVersion: kri.APIVersion, Resource: kri.Resource, Subresource: kri.Subresource, Namespace: kri.Namespace,
-			Name: kri.Name, Path: kri.Path, LongRunning: kubeLongRunning(r, kri)}
+			Name: kri.Name, Path: kri.Path, LongRunning: kubeLongRunning(kri)}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("%s %s (-kube +pace):\n%s", method, r.URL, diff)
 		}

@@ -33,9 +33,20 @@ func (m *monitorFlags) addSink(fs *pflag.FlagSet) {
 }
 
 func (m *monitorFlags) validate() error {
+	if err := m.validateCollector(); err != nil {
+		return err
+	}
+	return m.validateSink()
+}
+
+func (m *monitorFlags) validateCollector() error {
 	if m.interval < 10*time.Millisecond {
 		return usageError("--sample-interval %s: must be at least 10ms", m.interval)
 	}
+	return nil
+}
+
+func (m *monitorFlags) validateSink() error {
 	if m.influx.URL != "" {
 		if errs := m.influx.Defaults().Validate(); len(errs) > 0 {
 			return usageError("--influx-*: %v", errs.ToAggregate())

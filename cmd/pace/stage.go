@@ -45,7 +45,7 @@ replica also moves items past their max deliveries to the dead-letter stream.`,
 every --sample-interval and on job events, and publishes raw samples on
 pace.metrics.<job>.raw. It runs on the leader.`,
 		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addCollector(fs) },
-		validate: func(f *stageFlags) error { return f.monitor.validate() },
+		validate: func(f *stageFlags) error { return f.monitor.validateCollector() },
 		wire:     wireCollector},
 	{name: "processor", short: "Turn raw samples into job progress",
 		long: `The processor turns raw samples into progress (rates, expected finish,
@@ -58,7 +58,7 @@ job's rate window in memory and runs on the leader.`,
 replica its own copy) and, with --influx-url, writes progress to InfluxDB
 through a durable consumer the replicas share.`,
 		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addSink(fs) },
-		validate: func(f *stageFlags) error { return f.monitor.validate() },
+		validate: func(f *stageFlags) error { return f.monitor.validateSink() },
 		wire:     wireSink},
 	{name: "controller", short: "Turn job progress into scaling decisions",
 		long: `The controller runs each job's control plugin (docs/control.md) on its

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/bus/bustest"
+)
+
+// stageProc is a running `pace stage` process.
+type stageProc struct {
+	identity string
+	url      string // its HTTP base URL
+	logFile  string
+	cmd      *exec.Cmd
+	done     chan error
+}
+
+// startStage runs `pace stage name` against natsURL with a 2s lease, as
+// identity; it is killed when the test ends, and its log shown if it failed.
+func startStage(t *testing.T, natsURL, name, identity string, extra ...string) *stageProc {
+	t.Helper()
+	addr := freeAddr(t)
+	p := &stageProc{identity: identity, url: "http://" + addr, logFile: filepath.Join(t.TempDir(), identity+".log"), done: make(chan error, 1)}
+	log, err := os.Create(p.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"stage", name, "--nats", natsURL, "--http", addr, "--identity", identity,
+		"--lease-ttl", "2s", "--log-format", "json"}, extra...)
+	p.cmd = exec.Command(paceBin, args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait(); _ = log.Close() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			b, _ := os.ReadFile(p.logFile)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("%s log (last lines):\n%s", identity, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	})
+	return p
+}
+
+func (p *stageProc) get(path string) (int, string) {
+	resp, err := http.Get(p.url + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// ready reports whether /readyz answers 200, failing the test if the
+// process has exited.
+func (p *stageProc) ready(t *testing.T) func() bool {
+	return func() bool {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited: %v", p.identity, err)
+		default:
+		}
+		code, _ := p.get("/readyz")
+		return code == http.StatusOK
+	}
+}
+
+// leading reads pace_stage_leader of stage from the process's metrics.
+func (p *stageProc) leading(stage string) bool {
+	_, body := p.get("/metrics")
+	return strings.Contains(body, fmt.Sprintf("pace_stage_leader{stage=%q} 1", stage))
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (p *stageProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("%s exit after SIGTERM: %v", p.identity, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not stop within 30s of SIGTERM", p.identity)
+	}
+}
+
+// leaderOf returns the replica leading stage, waiting for one.
+func leaderOf(t *testing.T, stage string, replicas ...*stageProc) (leader, standby *stageProc) {
+	t.Helper()
+	bustest.Eventually(t, 30*time.Second, "a "+stage+" leader", func() bool {
+		n := 0
+		for _, r := range replicas {
+			if r.leading(stage) {
+				n, leader = n+1, r
+			} else {
+				standby = r
+			}
+		}
+		return n == 1
+	})
+	return leader, standby
+}
+
+// TestStagesRunAJobAndSurviveTheGateLeadersDeath runs Pace as separate
+// stage processes on an external NATS server, with two replicas of the
+// manager and of the gate: a job submitted to the manager that does not
+// lead its lifecycle completes, and so does a job whose gate leader (and
+// with it the local workers) is SIGKILLed midway, once the standby takes
+// over and restores the workers.
+func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ten processes and a job of several seconds")
+	}
+	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
+	managers := []*stageProc{startStage(t, natsURL, "manager", "manager-0"), startStage(t, natsURL, "manager", "manager-1")}
+	gates := []*stageProc{startStage(t, natsURL, "gate", "gate-0"), startStage(t, natsURL, "gate", "gate-1")}
+	all := append(append([]*stageProc{}, managers...), gates...)
+	for _, name := range []string{"collector", "processor", "sink", "controller", "actuator", "visualizer"} {
+		all = append(all, startStage(t, natsURL, name, name+"-0"))
+	}
+	for _, p := range all {
+		bustest.Eventually(t, 60*time.Second, p.identity+" ready", p.ready(t))
+	}
+	if code, body := all[len(all)-1].get("/ui/"); code != http.StatusOK || !strings.Contains(body, "<html") {
+		t.Errorf("visualizer /ui/ = %d %.100s", code, body)
+	}
+
+	// Submitted to the standby manager: the leader's job checks must leave
+	// a job being created elsewhere alone, and see it through.
+	_, mgr := leaderOf(t, "manager", managers...)
+	items := make([]string, 40)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	spec, _ := json.Marshal(map[string]any{
+		"name": "failover", "mode": "batch", "deadline": "10m", "item_timeout": "5s",
+		"workload": map[string]any{"items": items},
+		"worker":   map[string]any{"exec": "sleep 0.25; cat"},
+		"replicas": map[string]any{"min": 1, "max": 1, "initial": 1}, // decisions never change: only a restore restarts workers
+	})
+	resp, err := http.Post(mgr.url+"/submissions", "application/json", strings.NewReader(string(spec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %s", resp.Status)
+	}
+	job := func() jobView {
+		var v jobView
+		getJSON(t, mgr.url+"/submissions/"+created.JobID, &v)
+		return v
+	}
+	bustest.Eventually(t, 60*time.Second, "the first results", func() bool { return job().Done > 0 })
+
+	leader, standby := leaderOf(t, "gate", gates...)
+	if err := leader.cmd.Process.Kill(); err != nil { // its workers die with it
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "the standby gate to lead", func() bool { return standby.leading("gate") })
+	var v jobView
+	bustest.Eventually(t, 3*time.Minute, "the job to end", func() bool { v = job(); return final(v.Status) })
+	if v.Status != "completed" || v.Done != len(items) {
+		t.Fatalf("job %s with %d of %d done, want completed with all", v.Status, v.Done, len(items))
+	}
+	if b, _ := os.ReadFile(standby.logFile); !strings.Contains(string(b), "local workers restored") {
+		t.Error("the new gate leader did not restore the job's local workers")
+	}
+	for _, p := range all {
+		if p != leader {
+			p.stop(t)
+		}
+	}
+}
+
+// TestStageServesHTTPS checks --tls-cert/--tls-key with a self-signed
+// certificate, and that half of the pair is a usage error.
+func TestStageServesHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
+	p := startStage(t, natsURL, "processor", "processor-tls", "--tls-cert", certFile, "--tls-key", keyFile)
+	p.url = strings.Replace(p.url, "http://", "https://", 1)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	bustest.Eventually(t, 60*time.Second, "readyz over HTTPS", func() bool {
+		resp, err := hc.Get(p.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && resp.TLS != nil
+	})
+	if resp, err := http.Get(strings.Replace(p.url, "https://", "http://", 1) + "/readyz"); err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP answered on the HTTPS port")
+		}
+	}
+	p.stop(t)
+
+	cmd := exec.Command(paceBin, "stage", "processor", "--nats", natsURL, "--tls-cert", certFile)
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), "--tls-key") {
+		t.Errorf("--tls-cert alone: exit %d, %s; want %d naming --tls-key", code, out, exitUsage)
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key to dir and
+// returns their files and a pool trusting it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pace test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}

@@ -289,7 +289,9 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		m.mu.Lock()
 		busy := m.submitting[rec.ID]
 		m.mu.Unlock()
-		if !busy {
+		// Another replica may be creating it: a creation is interrupted
+		// once it outlives the time limit of the request that made it.
+		if !busy && m.clock.Since(rec.CreatedAt) > m.cfg.RequestTimeout {
 			_, err := m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventError, State: schemas.Error,
 				Reason: "interrupted while its workload was being queued"})
 			return err

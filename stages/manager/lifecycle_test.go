@@ -350,9 +350,10 @@ func TestInterruptedCreationEndsInError(t *testing.T) {
 	ctx := context.Background()
 	spec := schemas.JobSpec{Mode: schemas.Batch, Owner: "alice", Deadline: schemas.Deadline{After: schemas.Duration(time.Minute)},
 		Workload: schemas.Workload{URL: "http://example.com/w"}}.WithDefaults()
-	// A manager stored the created event and died before queueing the items.
+	// A manager stored the created event and died before queueing the items,
+	// longer ago than a request may take.
 	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "job-dead123", Type: schemas.EventCreated,
-		State: schemas.Created, Spec: &spec, At: time.Now()}); err != nil {
+		State: schemas.Created, Spec: &spec, At: e.clock.Now().Add(-2 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.m.Recover(ctx); err != nil {
@@ -361,6 +362,25 @@ func TestInterruptedCreationEndsInError(t *testing.T) {
 	e.waitState("job-dead123", schemas.Error)
 	if v := e.status("alice-token", "job-dead123"); !strings.Contains(v["reason"].(string), "interrupted") {
 		t.Errorf("reason = %v", v["reason"])
+	}
+}
+
+func TestCreationByAnotherReplicaIsLeftAlone(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	spec := schemas.JobSpec{Mode: schemas.Batch, Owner: "alice", Deadline: schemas.Deadline{After: schemas.Duration(time.Minute)},
+		Workload: schemas.Workload{URL: "http://example.com/w"}}.WithDefaults()
+	// Another manager replica has just stored the created event and is queueing the items.
+	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "job-other12", Type: schemas.EventCreated,
+		State: schemas.Created, Spec: &spec, At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Reconcile(ctx)
+	if rec, err := e.c.Status(ctx, "job-other12"); err != nil || rec.State != schemas.Created {
+		t.Fatalf("job being created elsewhere: %v %v, want still created", rec, err)
 	}
 }
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Run every fuzz target in turn for FUZZTIME each (Go fuzzes one target per
+# package per run), print a summary, and fail if any target finds an input
+# that breaks it. A finding is written by Go under the package's
+# testdata/fuzz/<Target>/: commit it with the fix, as a regression seed.
+#
+#   scripts/fuzz.sh                              # every target, 10s each
+#   FUZZTIME=5m FUZZ_PARALLEL=1 scripts/fuzz.sh FuzzLoad FuzzDecode
+#
+# FUZZTIME is go test's -fuzztime (a duration, or Nx for N executions);
+# FUZZ_PARALLEL is its -parallel (default: GOMAXPROCS). docs/fuzzing.md
+# describes the targets and their properties.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:--buildvcs=false}"
+
+fuzztime="${FUZZTIME:-10s}"
+parallel=()
+[ -n "${FUZZ_PARALLEL:-}" ] && parallel=(-parallel "$FUZZ_PARALLEL")
+
+# package directory and target; flowcontrol/conformance is its own module.
+targets=(
+	"schemas FuzzDuration"
+	"schemas FuzzDeadline"
+	"bus FuzzDecode"
+	"stages/manager FuzzParsePace"
+	"stages/manager FuzzParseAsperathos"
+	"flowcontrol/policy FuzzLoad"
+	"flowcontrol/apf FuzzKubeResolver"
+	"flowcontrol/apf FuzzResources"
+	"flowcontrol/conformance FuzzKubeResolverMatchesKube"
+)
+
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+summary=()
+failed=0
+start_all=$SECONDS
+for t in "${targets[@]}"; do
+	read -r dir name <<<"$t"
+	if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+		continue
+	fi
+	log="$logs/$name.log"
+	echo "== $name ($dir, $fuzztime)"
+	start=$SECONDS
+	status=ok
+	if [ "$dir" = flowcontrol/conformance ]; then
+		(cd "$dir" && go test -mod=mod -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "${parallel[@]}" .) >"$log" 2>&1 || status=FAIL
+	else
+		go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "${parallel[@]}" "./$dir/" >"$log" 2>&1 || status=FAIL
+	fi
+	# The last progress line: "fuzz: elapsed: 10s, execs: 123456 (12345/sec), new interesting: ..."
+	execs="$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
+	if [ "$status" = FAIL ]; then
+		failed=1
+		cat "$log"
+	fi
+	summary+=("$(printf '%-30s %-4s %12s execs %5ss (with build)' "$name" "$status" "${execs:-0}" "$((SECONDS - start))")")
+done
+
+echo "== fuzz summary ($fuzztime per target, $((SECONDS - start_all))s in all)"
+printf '%s\n' "${summary[@]}"
+if [ "$failed" -ne 0 ]; then
+	echo "fuzz: a target failed; its input is under the package's testdata/fuzz/" >&2
+	exit 1
+fi

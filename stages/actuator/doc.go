@@ -14,7 +14,9 @@
 // it like the Kubernetes call it stands for: verb patch on batch/jobs
 // (subresource scale) or verb delete. On start the Stage reconciles: every
 // ongoing job gets its last known replica count again, so a restarted Pace
-// restarts the workers of running jobs.
+// restarts the workers of running jobs. A request that was not applied (its
+// outcome on pace.k8s.outcomes is rejected or failed) is forgotten, so the
+// job's next decision asks again even for the same count.
 //
 // The Executor runs admitted requests with a runtime (the local process
 // runtime, or Kubernetes) and publishes a scaled job event with the new

@@ -5,12 +5,19 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
+	"github.com/pace-platform/pace/stages/gate"
 )
 
 func TestRetries(t *testing.T) {
@@ -72,4 +79,64 @@ func TestExecutorReportsRetries(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "forbidden (after 2 retries") {
 		t.Errorf("delete error = %v, want the runtime's error and its retries", err)
 	}
+}
+
+// failOnceRuntime fails its first scale for good, then applies them.
+type failOnceRuntime struct {
+	mu     sync.Mutex
+	calls  int // guarded by mu
+	scaled int // guarded by mu
+}
+
+func (r *failOnceRuntime) Scale(_ context.Context, _ *schemas.JobRecord, n int) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls++; r.calls == 1 {
+		return 0, errors.New("injected: retries exhausted")
+	}
+	r.scaled = n
+	return n, nil
+}
+
+func (r *failOnceRuntime) Terminate(context.Context, *schemas.JobRecord) error { return nil }
+
+func (r *failOnceRuntime) state() (calls, scaled int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls, r.scaled
+}
+
+// TestFailedRequestIsAskedAgain: after a request fails, the controller's
+// next decision for the same count is requested again, not skipped as
+// already requested.
+func TestFailedRequestIsAskedAgain(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "j"
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
+		Replicas: schemas.Replicas{Initial: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, g.Run)
+	rt := &failOnceRuntime{}
+	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, log), gate.Config{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, gs.Run)
+	bustest.Run(t, actuator.New(c, log).Run) // its reconcile asks for the initial 3, which fails
+
+	bustest.Eventually(t, 10*time.Second, "the first request failed", func() bool { calls, _ := rt.state(); return calls == 1 })
+	// The outcome reaches the stage asynchronously; the controller repeats
+	// its decision at every sample, and so does this test.
+	bustest.Eventually(t, 10*time.Second, "3 replicas applied by a repeated decision", func() bool {
+		bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 3, Reason: "same as before"})
+		_, scaled := rt.state()
+		return scaled == 3
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -34,16 +35,21 @@ func New(c *bus.Client, log *slog.Logger) *Stage {
 	return &Stage{c: c, log: log.With("stage", "actuator"), now: time.Now, requested: map[string]int{}}
 }
 
-// Run reconciles running jobs, then consumes decisions and job events until
-// ctx ends; cancellation returns nil.
+// Run follows request outcomes, reconciles running jobs, then consumes
+// decisions and job events until ctx ends; cancellation returns nil.
 func (s *Stage) Run(ctx context.Context) error {
+	p := s.c.Prefix()
+	outcomes, err := s.c.Conn().Subscribe(p.KubeOutcomes(), s.onOutcome)
+	if err != nil {
+		return fmt.Errorf("actuator outcomes: %w", err)
+	}
+	defer outcomes.Unsubscribe() //nolint:errcheck // stopping
 	if err := s.reconcile(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	p := s.c.Prefix()
 	decisions, err := s.consume(ctx, p.Stream("DECISIONS"), "pace-actuator", p.Decisions("*"), s.onDecision)
 	if err != nil {
 		return err
@@ -158,6 +164,24 @@ func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
 		return s.publish(ctx, rec, &schemas.KubeRequest{Verb: "delete"}, "job terminated")
 	default:
 		return s.scale(ctx, rec, 0, "job "+string(ev.Type))
+	}
+}
+
+// onOutcome forgets what was last requested for a job whose request was
+// not applied (refused by the gate, failed in the runtime, or superseded),
+// so that the job's next decision asks again even for the same count:
+// controllers repeat their decision at every progress sample.
+func (s *Stage) onOutcome(m *nats.Msg) {
+	out, err := bus.Decode[schemas.KubeOutcome](m.Data, m.Header)
+	if err != nil || out.Status == schemas.Applied || out.Job == "" {
+		return
+	}
+	s.mu.Lock()
+	_, had := s.requested[out.Job]
+	delete(s.requested, out.Job)
+	s.mu.Unlock()
+	if had {
+		s.log.Info("request not applied, the next decision asks again", "job", out.Job, "status", out.Status, "reason", out.Reason)
 	}
 }
 

@@ -50,7 +50,7 @@ func (c *Client) Candidate(name, identity string) (*Candidate, error) {
 		return nil, fmt.Errorf("%w: leader election %s: empty identity", ErrInvalidOption, name)
 	}
 	return &Candidate{c: c, key: name, identity: identity,
-		log: c.log.With("election", name, "replica", identity)}, nil
+		log: c.log.With("election", name)}, nil
 }
 
 // Leading reports whether the candidate holds the lease and runs its work.

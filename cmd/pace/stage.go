@@ -174,7 +174,8 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 		host, _ := os.Hostname()
 		identity = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	log := a.log.With("replica", identity)
+	a.log = a.log.With("replica", identity) // every line of this process, the bus client's too
+	log := a.log
 	c, err := o.nats.connect(ctx, a, "pace-"+d.name)
 	if err != nil {
 		return err

@@ -2,9 +2,12 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -32,6 +35,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	log := o.log
+	shown := redactURLs(url)
 	nopts := append([]nats.Option{
 		nats.Name(o.name),
 		nats.MaxReconnects(-1),
@@ -42,6 +46,15 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Permission violations and slow-consumer reports arrive here, not
+		// at the call that caused them; the subject is in err.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("nats error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Warn("nats error", "err", err)
+		}),
 	}, o.nats...)
 
 	b := backoff.NewExponentialBackOff()
@@ -52,18 +65,18 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	err = backoff.RetryNotify(func() error {
 		var err error
 		nc, err = nats.Connect(url, nopts...)
-		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+		if refused(err) {
 			return backoff.Permanent(err)
 		}
 		return err
 	}, backoff.WithContext(b, ctx), func(err error, next time.Duration) {
-		log.Warn("nats unreachable, retrying", "url", url, "err", err, "retry_in", next)
+		log.Warn("nats unreachable, retrying", "url", shown, "err", err, "retry_in", next)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to nats %s: %w", url, ctx.Err())
+			return nil, fmt.Errorf("connect to nats %s: %w", shown, ctx.Err())
 		}
-		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
+		return nil, fmt.Errorf("connect to nats %s: %w", shown, err)
 	}
 	c, err := newClient(nc, o)
 	if err != nil {
@@ -87,7 +100,56 @@ func newClient(nc *nats.Conn, o *options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	js = sizedPublisher{JetStream: js, nc: nc}
 	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now}, nil
+}
+
+// sizedPublisher names the sizes when a publish is refused for exceeding
+// the server's max_payload. nats.go refuses such a message at once, without
+// sending it, but its error says neither how large the message was nor the
+// limit.
+type sizedPublisher struct {
+	jetstream.JetStream
+	nc *nats.Conn
+}
+
+func (p sizedPublisher) Publish(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := p.JetStream.Publish(ctx, subj, data, opts...)
+	return ack, p.sizeError(&nats.Msg{Subject: subj, Data: data}, err)
+}
+
+func (p sizedPublisher) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := p.JetStream.PublishMsg(ctx, m, opts...)
+	return ack, p.sizeError(m, err)
+}
+
+func (p sizedPublisher) PublishAsync(subj string, data []byte, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	f, err := p.JetStream.PublishAsync(subj, data, opts...)
+	return f, p.sizeError(&nats.Msg{Subject: subj, Data: data}, err)
+}
+
+func (p sizedPublisher) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	f, err := p.JetStream.PublishMsgAsync(m, opts...)
+	return f, p.sizeError(m, err)
+}
+
+// sizeError adds the message's size and the limit to a max-payload error;
+// other errors pass unchanged. Headers count as nats.go counts them.
+func (p sizedPublisher) sizeError(m *nats.Msg, err error) error {
+	if !errors.Is(err, nats.ErrMaxPayload) {
+		return err
+	}
+	size := len(m.Data)
+	if len(m.Header) > 0 {
+		size += len("NATS/1.0\r\n\r\n")
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				size += len(k) + len(": \r\n") + len(v)
+			}
+		}
+	}
+	return fmt.Errorf("message to %s of %d bytes exceeds the server's max_payload of %d bytes: %w",
+		m.Subject, size, p.nc.MaxPayload(), err)
 }
 
 // Conn returns the underlying NATS connection.
@@ -122,4 +184,38 @@ func (c *Client) Close(ctx context.Context) error {
 		c.nc.Close()
 	}
 	return nil
+}
+
+// refused reports whether err means the server will not accept this
+// client however long it retries: bad credentials or an untrusted
+// certificate.
+func refused(err error) bool {
+	var certErr *tls.CertificateVerificationError
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.As(err, &certErr)
+}
+
+// redactURLs hides the credentials of a comma-separated list of NATS URLs,
+// for logs and errors: nats://pace:secret@host becomes nats://pace:xxxxx@host,
+// and a token or nkey standing alone before the @ becomes xxxxx.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		at := strings.LastIndex(p, "@")
+		if at < 0 {
+			continue
+		}
+		u, err := neturl.Parse(strings.TrimSpace(p))
+		if err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				parts[i] = u.Redacted()
+				continue
+			}
+		}
+		scheme := ""
+		if j := strings.Index(p, "://"); j >= 0 && j < at {
+			scheme = p[:j+3]
+		}
+		parts[i] = scheme + "xxxxx" + p[at:]
+	}
+	return strings.Join(parts, ",")
 }

@@ -24,6 +24,19 @@ type options struct {
 	nats       []nats.Option
 	connectMax time.Duration
 	now        func() time.Time
+	// auth names the option that chose how to authenticate, "" for none:
+	// credentials, nkey and user/password exclude each other.
+	auth string
+}
+
+// setAuth records that the option named by mode authenticates the
+// connection, refusing a second way of authenticating.
+func (o *options) setAuth(mode string) error {
+	if o.auth != "" {
+		return fmt.Errorf("%w: %s and %s both authenticate; choose one", ErrInvalidOption, o.auth, mode)
+	}
+	o.auth = mode
+	return nil
 }
 
 func buildOptions(opts []Option) (*options, error) {
@@ -69,12 +82,52 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithCredentials authenticates with a NATS credentials file (JWT + nkey).
+// [Alternatives]: WithNkeyFile, WithUserPassword; only one may be given.
 func WithCredentials(file string) Option {
 	return func(o *options) error {
 		if file == "" {
 			return fmt.Errorf("%w: empty credentials file", ErrInvalidOption)
 		}
+		if err := o.setAuth("credentials file"); err != nil {
+			return err
+		}
 		o.nats = append(o.nats, nats.UserCredentials(file))
+		return nil
+	}
+}
+
+// WithNkeyFile authenticates with the nkey whose seed (a line starting with
+// "SU") is in file; the server's authorization lists the public key. The
+// file is read at once, so a missing or malformed file fails here.
+func WithNkeyFile(file string) Option {
+	return func(o *options) error {
+		if file == "" {
+			return fmt.Errorf("%w: empty nkey seed file", ErrInvalidOption)
+		}
+		if err := o.setAuth("nkey"); err != nil {
+			return err
+		}
+		opt, err := nats.NkeyOptionFromSeed(file)
+		if err != nil {
+			return fmt.Errorf("%w: nkey seed file %s: %w", ErrInvalidOption, file, err)
+		}
+		o.nats = append(o.nats, opt)
+		return nil
+	}
+}
+
+// WithUserPassword authenticates as user with password. The password is
+// never logged; a user and password in the URL are redacted in logs and
+// errors.
+func WithUserPassword(user, password string) Option {
+	return func(o *options) error {
+		if user == "" || password == "" {
+			return fmt.Errorf("%w: user and password go together and must not be empty", ErrInvalidOption)
+		}
+		if err := o.setAuth("user/password"); err != nil {
+			return err
+		}
+		o.nats = append(o.nats, nats.UserInfo(user, password))
 		return nil
 	}
 }

@@ -14,6 +14,7 @@ import (
 // natsFlags are the connection flags of every client command.
 type natsFlags struct {
 	url, creds             string
+	user, password, nkey   string
 	tlsCA, tlsCert, tlsKey string
 	prefix                 string
 	connectTimeout         time.Duration
@@ -22,7 +23,10 @@ type natsFlags struct {
 func (f *natsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "NATS server URL (the one 'pace up' prints)")
 	_ = fs.SetAnnotation("nats", envAnnotation, []string{"PACE_NATS_URL"})
-	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed)")
+	fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file (alternative to --nats-creds and --nats-user)")
+	fs.StringVar(&f.user, "nats-user", "", "NATS user name, with --nats-password")
+	fs.StringVar(&f.password, "nats-password", "", "NATS password; prefer the environment variable, which ps does not show")
 	fs.StringVar(&f.tlsCA, "nats-ca", "", "CA file that verifies the NATS server (enables TLS)")
 	fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate file for NATS TLS")
 	fs.StringVar(&f.tlsKey, "nats-key", "", "client key file for NATS TLS")
@@ -32,12 +36,27 @@ func (f *natsFlags) add(fs *pflag.FlagSet) {
 
 // connect connects with the flags' settings, logging retries with a.
 func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Client, error) {
+	modes := 0
+	for _, v := range []string{f.creds, f.nkey, f.user + f.password} {
+		if v != "" {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return nil, usageError("--nats-creds, --nats-nkey and --nats-user/--nats-password exclude each other: choose one way to authenticate")
+	}
 	opts := []bus.Option{bus.WithName(name), bus.WithLogger(a.log), bus.WithConnectTimeout(f.connectTimeout)}
 	if f.prefix != string(schemas.DefaultPrefix) {
 		opts = append(opts, bus.WithPrefix(schemas.Prefix(f.prefix)))
 	}
 	if f.creds != "" {
 		opts = append(opts, bus.WithCredentials(f.creds))
+	}
+	if f.nkey != "" {
+		opts = append(opts, bus.WithNkeyFile(f.nkey))
+	}
+	if f.user != "" || f.password != "" {
+		opts = append(opts, bus.WithUserPassword(f.user, f.password))
 	}
 	if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" {
 		opts = append(opts, bus.WithTLS(f.tlsCA, f.tlsCert, f.tlsKey))

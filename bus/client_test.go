@@ -1,0 +1,53 @@
+package bus_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+func TestPublishOverMaxPayloadFailsNamingTheSizes(t *testing.T) {
+	ctx := testCtx(t)
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), MaxPayload: 4096, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	c, err := bus.Connect(ctx, s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(ctx) })
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 5000)
+	for name, publish := range map[string]func() error{
+		"push":   func() error { return c.PushItems(ctx, "big", bus.Items(big)) },
+		"result": func() error { return c.PublishResult(ctx, &schemas.Result{Job: "big", ItemID: "i", Output: big}) },
+	} {
+		err := publish()
+		if !errors.Is(err, nats.ErrMaxPayload) {
+			t.Fatalf("%s: err = %v, want ErrMaxPayload", name, err)
+		}
+		if !strings.Contains(err.Error(), "max_payload of 4096 bytes") || !strings.Contains(err.Error(), " bytes exceeds") {
+			t.Errorf("%s: err = %v, want the sizes", name, err)
+		}
+	}
+	// Smaller messages still go through on the same connection.
+	if err := c.PushItems(ctx, "big", bus.Items("small")); err != nil {
+		t.Fatal(err)
+	}
+}

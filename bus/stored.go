@@ -2,10 +2,12 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/schemas"
@@ -82,6 +84,13 @@ func stored[T any, P interface {
 		}
 		for ctx.Err() == nil {
 			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+			if errors.Is(err, nats.ErrNoResponders) {
+				// Each fetch recreates the ordered consumer, maybe on another
+				// server whose interest has not crossed the routes yet; the
+				// next fetch goes on from the same position.
+				pauseFor(ctx, 100*time.Millisecond)
+				continue
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					yield(nil, fmt.Errorf("read %s: %w", filter, err))
@@ -101,7 +110,10 @@ func stored[T any, P interface {
 					return
 				}
 			}
-			if err := ignoreWaitEnd(batch.Error()); err != nil {
+			if err := ignoreWaitEnd(batch.Error()); errors.Is(err, nats.ErrNoResponders) {
+				pauseFor(ctx, 100*time.Millisecond)
+				continue
+			} else if err != nil {
 				yield(nil, fmt.Errorf("read %s: %w", filter, err))
 				return
 			}
@@ -109,5 +121,15 @@ func stored[T any, P interface {
 				return
 			}
 		}
+	}
+}
+
+// pauseFor waits for d or until ctx ends.
+func pauseFor(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

@@ -137,7 +137,7 @@ func TestChaos(t *testing.T) {
 	// The workers the gate runs are SDK workers (this test binary); this one
 	// is `pace worker --exec`, a process per item as users run it.
 	s.cli = s.g.Add("pace-worker", bins.Pace, []string{"worker", s.job, "--nats", s.nats.URL(),
-		"--exec", `read l; echo "$l"`, "-c", "2", "--id", "cli", "--connect-timeout", "0", "--log-format", "json"})
+		"--exec", `read l; echo "$l"`, "-c", "2", "--id", "cli", "--connect-timeout", "0", "--log-format", "json"}).Supervise()
 	s.g.Start(s.cli)
 
 	before, restartAt, after := schedule(rng, items)
@@ -169,6 +169,7 @@ func TestChaos(t *testing.T) {
 	s.get(ctx, "/submissions/"+s.job+"/report/summary", &summary)
 	f := count(s.job, payloads, results)
 	f.kills, f.restarts, f.seed, f.took = s.kills, s.restarts, seed, time.Since(began)
+	f.crashes = s.crashes()
 	t.Log(f.detail())
 	t.Log(s.cpu())
 
@@ -203,8 +204,10 @@ func (s *system) waitNATS(ctx context.Context) {
 	}
 }
 
-// startStages starts every stage process and waits until the managers'
-// APIs answer.
+// startStages starts every stage process, the first manager alone so that
+// one process provisions the streams before the others check them, and
+// waits until the managers' APIs answer. Stages are supervised: one that
+// exits by itself (e.g. on a time-out at start) is restarted.
 func (s *system) startStages(ctx context.Context) {
 	s.t.Helper()
 	for _, st := range stages {
@@ -216,21 +219,28 @@ func (s *system) startStages(ctx context.Context) {
 			if st.name == "gate" {
 				args = append(args, "--worker-grace", "2s")
 			}
-			p := s.g.Add(id, bins.Pace, args)
-			s.g.Start(p)
+			p := s.g.Add(id, bins.Pace, args).Supervise()
 			s.stages[st.name] = append(s.stages[st.name], p)
 			if st.name == "manager" {
 				s.apis = append(s.apis, "http://"+addr)
 			}
 		}
 	}
-	s.waitAPIs(ctx)
+	first := s.stages["manager"][0]
+	s.g.Start(first)
+	s.waitAPIs(ctx, s.apis[0])
+	for _, st := range stages {
+		for _, p := range s.stages[st.name] {
+			s.g.Start(p)
+		}
+	}
+	s.waitAPIs(ctx, s.apis...)
 }
 
-// waitAPIs waits until every manager answers /readyz.
-func (s *system) waitAPIs(ctx context.Context) {
+// waitAPIs waits until the managers at apis answer /readyz.
+func (s *system) waitAPIs(ctx context.Context, apis ...string) {
 	s.t.Helper()
-	for _, api := range s.apis {
+	for _, api := range apis {
 		for {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+"/readyz", nil)
 			resp, err := http.DefaultClient.Do(req)
@@ -511,7 +521,23 @@ func (s *system) restartAll(ctx context.Context) {
 		s.g.Start(p)
 	}
 	s.count("", len(all))
-	s.waitAPIs(ctx)
+	s.waitAPIs(ctx, s.apis...)
+}
+
+// crashes counts the processes that exited by themselves and were
+// restarted by their supervision.
+func (s *system) crashes() map[string]int {
+	out := map[string]int{}
+	all := append([]*Proc{s.cli}, s.nats.Servers...)
+	for _, ps := range s.stages {
+		all = append(all, ps...)
+	}
+	for _, p := range all {
+		if n := p.Crashes(); n > 0 {
+			out[p.Name] = n
+		}
+	}
+	return out
 }
 
 // cpu stops every process and returns the processor time used by the NATS
@@ -538,6 +564,7 @@ type figures struct {
 	items, results, duplicates, lost, wrong int
 	kills                                   map[fault]int
 	restarts                                int
+	crashes                                 map[string]int // exits by themselves, by process
 	seed                                    uint64
 	took                                    time.Duration
 }
@@ -573,8 +600,8 @@ func (f figures) line() string {
 }
 
 func (f figures) detail() string {
-	return fmt.Sprintf("kills=%v restarts=%d wrong=%d took=%s seed=%d", f.kills, f.restarts, f.wrong,
-		f.took.Round(time.Second), f.seed)
+	return fmt.Sprintf("kills=%v restarts=%d crashes=%v wrong=%d took=%s seed=%d", f.kills, f.restarts, f.crashes,
+		f.wrong, f.took.Round(time.Second), f.seed)
 }
 
 // chaosItems is the size of the job: PACE_CHAOS_ITEMS, 20,000 by default.

@@ -26,10 +26,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(sdkWorker(os.Getenv("PACE_WORKER_ID")))
 	}
-	os.Exit(run(m))
+	os.Exit(runTests(m))
 }
 
-func run(m *testing.M) int {
+func runTests(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "pace-chaos-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -41,7 +41,7 @@ func StartNATSCluster(t testing.TB, g *Group, bin, conf, dir string, n int) *NAT
 		env := append([]string{"NATS_SERVER_NAME=" + name, "NATS_HOST=127.0.0.1",
 			"NATS_PORT=" + strconv.Itoa(p[0]), "NATS_CLUSTER_PORT=" + strconv.Itoa(p[1]),
 			"NATS_STORE_DIR=" + filepath.Join(dir, name+"-store")}, routes...)
-		proc := g.Add("nats-"+name, bin, []string{"-c", conf, "-m", strconv.Itoa(p[2])}, env...)
+		proc := g.Add("nats-"+name, bin, []string{"-c", conf, "-m", strconv.Itoa(p[2])}, env...).Supervise()
 		g.Start(proc)
 		c.Servers = append(c.Servers, proc)
 		c.client = append(c.client, fmt.Sprintf("nats://127.0.0.1:%d", p[0]))

@@ -15,6 +15,10 @@ import (
 	"time"
 )
 
+// ErrRunning is returned by Proc.Start when the process runs already (its
+// supervisor may have restarted it).
+var ErrRunning = errors.New("process is running")
+
 // Group owns the processes of a test: it starts them with their output in
 // log files under its directory, and when the test ends it kills them and,
 // if the test failed, prints the end of every log.
@@ -22,8 +26,9 @@ type Group struct {
 	t   testing.TB
 	dir string
 
-	mu    sync.Mutex // guards procs
-	procs []*Proc
+	mu     sync.Mutex // guards procs and closed
+	procs  []*Proc
+	closed bool // the test is over: no more restarts
 }
 
 // NewGroup returns a group whose logs go to dir.
@@ -31,6 +36,7 @@ func NewGroup(t testing.TB, dir string) *Group {
 	g := &Group{t: t, dir: dir}
 	t.Cleanup(func() {
 		g.mu.Lock()
+		g.closed = true
 		procs := append([]*Proc(nil), g.procs...)
 		g.mu.Unlock()
 		for _, p := range procs {
@@ -46,48 +52,70 @@ func NewGroup(t testing.TB, dir string) *Group {
 }
 
 // Proc is a program the test starts, kills with SIGKILL and restarts with
-// the same arguments; every run appends to the same log file.
+// the same arguments; every run appends to the same log file. A supervised
+// process that exits by itself is restarted, as Kubernetes restarts a
+// container.
 type Proc struct {
 	Name    string
+	g       *Group
 	path    string
 	args    []string
 	env     []string
 	logPath string
 
-	mu     sync.Mutex // guards cmd, exited, starts and cpu
+	mu        sync.Mutex // guards the fields below
+	supervise bool
+	cur       *run
+	starts    int
+	crashes   int
+	cpu       time.Duration // of the runs that have exited, their children included
+}
+
+// run is one execution of a Proc.
+type run struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	starts int
-	cpu    time.Duration // of the runs that have exited, their children included
+	killed bool // by Kill: not a crash
 }
 
 // Add declares a process without starting it. env is added to the test's
 // environment.
 func (g *Group) Add(name, path string, args []string, env ...string) *Proc {
-	p := &Proc{Name: name, path: path, args: args, env: env, logPath: filepath.Join(g.dir, name+".log")}
+	p := &Proc{Name: name, g: g, path: path, args: args, env: env, logPath: filepath.Join(g.dir, name+".log")}
 	g.mu.Lock()
 	g.procs = append(g.procs, p)
 	g.mu.Unlock()
 	return p
 }
 
-// Start starts p; it fails the test if p cannot be started or runs already.
+// Supervise restarts p whenever it exits without being killed by Kill,
+// after a second; such exits are counted by Crashes and logged.
+func (p *Proc) Supervise() *Proc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.supervise = true
+	return p
+}
+
+// Start starts p, failing the test if it cannot; a process that runs
+// already is left alone.
 func (g *Group) Start(p *Proc) {
 	g.t.Helper()
-	if err := p.Start(); err != nil {
+	if err := p.Start(); err != nil && !errors.Is(err, ErrRunning) {
 		g.t.Fatal(err)
 	}
 }
 
-// Start runs the process, its standard output and error appended to its log.
+// Start runs the process, its standard output and error appended to its
+// log. It returns ErrRunning if the process runs already.
 func (p *Proc) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil {
+	if p.cur != nil {
 		select {
-		case <-p.exited:
+		case <-p.cur.exited:
 		default:
-			return fmt.Errorf("start %s: already running as pid %d", p.Name, p.cmd.Process.Pid)
+			return fmt.Errorf("start %s: %w as pid %d", p.Name, ErrRunning, p.cur.cmd.Process.Pid)
 		}
 	}
 	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -106,42 +134,71 @@ func (p *Proc) Start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		p.mu.Lock()
-		p.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		p.mu.Unlock()
-		close(exited)
-	}()
-	p.cmd, p.exited = cmd, exited
+	r := &run{cmd: cmd, exited: make(chan struct{})}
+	p.cur = r
+	go p.wait(r)
 	return nil
+}
+
+// wait reaps run r and restarts a supervised process that crashed.
+func (p *Proc) wait(r *run) {
+	err := r.cmd.Wait()
+	p.mu.Lock()
+	p.cpu += r.cmd.ProcessState.UserTime() + r.cmd.ProcessState.SystemTime()
+	crashed := p.supervise && !r.killed
+	if crashed {
+		p.crashes++
+	}
+	p.mu.Unlock()
+	close(r.exited)
+	if !crashed {
+		return
+	}
+	p.g.mu.Lock()
+	defer p.g.mu.Unlock() // the test cannot end while it logs
+	if p.g.closed {
+		return
+	}
+	p.g.t.Logf("%s exited by itself (%v), restarting it; last lines:\n%s", p.Name, err, p.Tail(3))
+	time.AfterFunc(time.Second, func() {
+		p.g.mu.Lock()
+		defer p.g.mu.Unlock()
+		if p.g.closed {
+			return
+		}
+		if err := p.Start(); err != nil && !errors.Is(err, ErrRunning) {
+			p.g.t.Errorf("restart %s: %v", p.Name, err)
+		}
+	})
 }
 
 // Kill sends SIGKILL and waits until the process has exited. Killing a
 // process that is not running does nothing.
 func (p *Proc) Kill() {
 	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
+	r := p.cur
+	if r != nil {
+		r.killed = true
+	}
 	p.mu.Unlock()
-	if cmd == nil {
+	if r == nil {
 		return
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return
 	}
-	<-exited
+	<-r.exited
 }
 
 // Running reports whether the process has been started and not exited.
 func (p *Proc) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	if p.cur == nil {
 		return false
 	}
 	select {
-	case <-p.exited:
+	case <-p.cur.exited:
 		return false
 	default:
 		return true
@@ -152,17 +209,17 @@ func (p *Proc) Running() bool {
 func (p *Proc) Pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	if p.cur == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.cur.cmd.Process.Pid
 }
 
-// Starts returns how many times the process was started.
-func (p *Proc) Starts() int {
+// Crashes returns how many times a supervised process exited by itself.
+func (p *Proc) Crashes() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.starts
+	return p.crashes
 }
 
 // CPU returns the processor time used by the runs that have exited, with
@@ -182,10 +239,7 @@ func (p *Proc) Tail(n int) string {
 	data = bytes.TrimRight(data, "\n")
 	i := len(data)
 	for ; n > 0 && i > 0; n-- {
-		i = bytes.LastIndexByte(data[:i], '\n')
-		if i < 0 {
-			i = 0
-		}
+		i = max(bytes.LastIndexByte(data[:i], '\n'), 0)
 	}
 	return string(bytes.TrimLeft(data[i:], "\n"))
 }

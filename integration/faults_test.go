@@ -239,9 +239,9 @@ func TestKubernetesActuatorConvergesThroughFaults(t *testing.T) {
 			t.Errorf("no %s fault injected; the default seed should draw every kind", f)
 		}
 	}
-	calls := 0
+	calls, byMethod := 0, proxy.Requests()
 	for _, m := range writes {
-		calls += proxy.Requests()[m]
+		calls += byMethod[m]
 	}
 	t.Logf("seed=%d writes=%d faults=%d (%s) requests=%d outcomes=%v retries_reported=%d in %d outcomes, seen_by_runtime=%d elapsed=%v",
 		seed, calls, total, strings.Join(mix, " "), len(requests), statuses, retries, retried, seen, elapsed.Round(100*time.Millisecond))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -235,6 +236,44 @@ func TestStageServesHTTPS(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), "--tls-key") {
 		t.Errorf("--tls-cert alone: exit %d, %s; want %d naming --tls-key", code, out, exitUsage)
+	}
+}
+
+// TestUpServesHTTPS checks pace up's --tls-cert/--tls-key.
+func TestUpServesHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	cmd := exec.Command(paceBin, "up", "--data", filepath.Join(dir, "data"), "--http", freeAddr(t), "--nats-listen", "",
+		"--actuator", "none", "--tls-cert", certFile, "--tls-key", keyFile, "--log-format", "json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	var url string
+	lines := bufio.NewScanner(stdout)
+	for url == "" && lines.Scan() {
+		if u, ok := strings.CutPrefix(lines.Text(), "HTTP: "); ok {
+			url = u
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout); done <- cmd.Wait() }()
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("pace up printed HTTP URL %q, want https://", url)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := hc.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /readyz over HTTPS = %s", resp.Status)
 	}
 }
 

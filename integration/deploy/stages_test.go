@@ -39,7 +39,7 @@ func stageNames(t *testing.T) []string {
 }
 
 // flagEnv maps each PACE_* variable that a command's help names to its flag.
-var flagEnv = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)\b.*\(env (PACE_[A-Z0-9_]+)\)$`)
+var flagEnv = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+) [^\n]*?\(env (PACE_[A-Z0-9_]+)\)`)
 
 // secretInURL matches a URL carrying a password (scheme://user:password@).
 var secretInURL = regexp.MustCompile(`://[^/@\s]*:[^/@\s]+@`)
@@ -124,6 +124,11 @@ func TestStageDeployments(t *testing.T) {
 				args = append(args, "--"+flag+"="+env[k])
 			}
 			pace(t, append(args, "--help")...)
+			for _, e := range c.Env { // and those set from the pod or a Secret
+				if _, ok := flags[e.Name]; e.ValueFrom != nil && strings.HasPrefix(e.Name, "PACE_") && !ok {
+					t.Errorf("env %s: pace stage %s reads no such variable", e.Name, name)
+				}
+			}
 
 			sc := c.SecurityContext
 			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {

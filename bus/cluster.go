@@ -59,15 +59,26 @@ func (c *Client) placeableReplicas(ctx context.Context) (int, error) {
 	return clusteredReplicas, nil
 }
 
-// replicas resolves Limits.Replicas: an explicit value is used as given,
-// zero (auto) asks the cluster. It logs what it chose and why.
-func (c *Client) replicas(ctx context.Context, explicit int) (int, error) {
+// replicas resolves Limits.Replicas: an explicit value is used as given;
+// zero (auto) is 1 on a standalone server, 3 when every object in have
+// exists with three replicas or more, and otherwise asks the cluster. It
+// logs what it chose and why.
+func (c *Client) replicas(ctx context.Context, explicit int, have map[string]*jetstream.StreamConfig) (int, error) {
 	if explicit < 0 || explicit > maxReplicas {
 		return 0, fmt.Errorf("provision: replicas %d: must be 0 (auto) to %d", explicit, maxReplicas)
 	}
 	if explicit > 0 {
 		c.log.Info("stream replicas set", "replicas", explicit, "source", "explicit")
 		return explicit, nil
+	}
+	replicated := len(have) > 0
+	for _, cfg := range have {
+		replicated = replicated && cfg != nil && cfg.Replicas >= clusteredReplicas
+	}
+	if replicated {
+		// Nothing to create or scale: no probe, which needs rights on
+		// streams that stages other than the manager do not have.
+		return clusteredReplicas, nil
 	}
 	n, err := c.placeableReplicas(ctx)
 	if err != nil {

@@ -119,47 +119,76 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 func (c *Client) Provision(ctx context.Context, l Limits) error {
 	l = l.withDefaults()
 	auto := l.Replicas == 0
-	var err error
-	if l.Replicas, err = c.replicas(ctx, l.Replicas); err != nil {
+	streams := c.streams(l)
+	buckets := c.buckets(l)
+	have := make(map[string]*jetstream.StreamConfig, len(streams)+len(buckets))
+	for _, name := range slices.Concat(streamNames(streams), bucketStreams(buckets)) {
+		cfg, err := c.existing(ctx, name)
+		if err != nil {
+			return fmt.Errorf("provision %s: %w", name, err)
+		}
+		have[name] = cfg
+	}
+	replicas, err := c.replicas(ctx, l.Replicas, have)
+	if err != nil {
 		return err
 	}
-	for _, cfg := range c.streams(l) {
-		if err := c.ensureStream(ctx, cfg, auto); err != nil {
+	for _, cfg := range streams {
+		cfg.Replicas = keepReplicas(auto, replicas, have[cfg.Name])
+		if err := c.ensureStream(ctx, cfg, have[cfg.Name]); err != nil {
 			return err
 		}
 	}
-	for _, kv := range []jetstream.KeyValueConfig{
-		{Bucket: c.prefix.Bucket(jobsBucket), Description: "current job records", History: 16,
-			Storage: jetstream.FileStorage, Replicas: l.Replicas},
-		{Bucket: c.prefix.Bucket(failuresBucket), Description: "last error of items being retried",
-			TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
-		{Bucket: c.prefix.Bucket(workersBucket), Description: "running workers per job",
-			TTL: time.Hour, Storage: jetstream.FileStorage, Replicas: l.Replicas},
-		{Bucket: c.prefix.Bucket("flowcontrol"), Description: "live APF FlowSchemas and priority levels", History: 8,
-			Storage: jetstream.FileStorage, Replicas: l.Replicas},
-		{Bucket: c.prefix.Bucket(leasesBucket), Description: "stage leader leases", TTL: l.LeaseTTL,
-			Storage: jetstream.FileStorage, Replicas: l.Replicas},
-	} {
-		if err := c.ensureBucket(ctx, kv, auto); err != nil {
+	for _, cfg := range buckets {
+		old := have["KV_"+cfg.Bucket]
+		cfg.Replicas = keepReplicas(auto, replicas, old)
+		if err := c.ensureBucket(ctx, cfg, old); err != nil {
 			return err
 		}
 	}
-	_, err = c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(advisoriesFamily), jetstream.ConsumerConfig{
-		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		Description: "moves items past their max deliveries to the dead-letter subject",
-	})
-	if err != nil {
-		return fmt.Errorf("provision consumer %s: %w", deadLetterConsumer, err)
-	}
-	return nil
+	return c.ensureDeadLetterConsumer(ctx)
 }
 
-func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig, auto bool) error {
-	old, err := c.existing(ctx, cfg.Name)
-	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+// buckets returns the desired configuration of every key-value bucket;
+// Replicas is set by Provision.
+func (c *Client) buckets(l Limits) []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: c.prefix.Bucket(jobsBucket), Description: "current job records", History: 16,
+			Storage: jetstream.FileStorage},
+		{Bucket: c.prefix.Bucket(failuresBucket), Description: "last error of items being retried",
+			TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage},
+		{Bucket: c.prefix.Bucket(workersBucket), Description: "running workers per job",
+			TTL: time.Hour, Storage: jetstream.FileStorage},
+		{Bucket: c.prefix.Bucket("flowcontrol"), Description: "live APF FlowSchemas and priority levels", History: 8,
+			Storage: jetstream.FileStorage},
+		{Bucket: c.prefix.Bucket(leasesBucket), Description: "stage leader leases", TTL: l.LeaseTTL,
+			Storage: jetstream.FileStorage},
 	}
-	cfg.Replicas = keepReplicas(auto, cfg.Replicas, old)
+}
+
+func streamNames(cfgs []jetstream.StreamConfig) []string {
+	names := make([]string, len(cfgs))
+	for i, cfg := range cfgs {
+		names[i] = cfg.Name
+	}
+	return names
+}
+
+func bucketStreams(cfgs []jetstream.KeyValueConfig) []string {
+	names := make([]string, len(cfgs))
+	for i, cfg := range cfgs {
+		names[i] = "KV_" + cfg.Bucket
+	}
+	return names
+}
+
+// ensureStream creates the stream or corrects its drift; a stream already
+// as desired is left alone, so that a client without the right to create
+// or update streams can run Provision once the bus is provisioned.
+func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig, old *jetstream.StreamConfig) error {
+	if covers(old, &cfg) {
+		return nil
+	}
 	st, err := c.js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
@@ -168,22 +197,63 @@ func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig, a
 	return nil
 }
 
-func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig, auto bool) error {
-	name := "KV_" + cfg.Bucket
-	old, err := c.existing(ctx, name)
-	if err != nil {
-		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+// ensureBucket is ensureStream for a key-value bucket.
+func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig, old *jetstream.StreamConfig) error {
+	history := int64(max(cfg.History, 1))
+	if covers(old, &jetstream.StreamConfig{Description: cfg.Description, MaxMsgsPerSubject: history,
+		MaxAge: cfg.TTL, Storage: cfg.Storage, Replicas: cfg.Replicas}) {
+		return nil
 	}
-	cfg.Replicas = keepReplicas(auto, cfg.Replicas, old)
 	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
 	}
-	after, err := c.js.Stream(ctx, name)
+	after, err := c.js.Stream(ctx, "KV_"+cfg.Bucket)
 	if err != nil {
 		return fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
 	}
 	c.logDrift("bucket", cfg.Bucket, old, &after.CachedInfo().Config)
 	return nil
+}
+
+func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
+	want := jetstream.ConsumerConfig{
+		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Description: "moves items past their max deliveries to the dead-letter subject",
+	}
+	stream := c.prefix.Stream(advisoriesFamily)
+	if cons, err := c.js.Consumer(ctx, stream, deadLetterConsumer); err == nil {
+		got := cons.CachedInfo().Config
+		if got.AckPolicy == want.AckPolicy && got.AckWait == want.AckWait && got.Description == want.Description {
+			return nil
+		}
+	}
+	if _, err := c.js.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
+		return fmt.Errorf("provision consumer %s: %w", deadLetterConsumer, err)
+	}
+	return nil
+}
+
+// covers reports whether an existing stream's configuration has every
+// setting that want sets. Settings want leaves at their zero value are the
+// server's defaults, which the server fills in, so they are not compared.
+func covers(have, want *jetstream.StreamConfig) bool {
+	if have == nil {
+		return false
+	}
+	var mh, mw map[string]any
+	jh, _ := json.Marshal(have)
+	jw, _ := json.Marshal(want)
+	_ = json.Unmarshal(jh, &mh)
+	_ = json.Unmarshal(jw, &mw)
+	for k, v := range mw {
+		if v == nil || reflect.ValueOf(v).IsZero() {
+			continue
+		}
+		if !reflect.DeepEqual(mh[k], v) {
+			return false
+		}
+	}
+	return true
 }
 
 // existing returns the configuration of stream name, or nil when it does

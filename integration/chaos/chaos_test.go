@@ -293,10 +293,15 @@ func (s *system) submit(ctx context.Context, payloads []string) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	// The replica that is not the manager's leader takes the submission, so
+	// the leader's job checks see a job another process is still creating.
+	api := s.apis[0]
+	if s.leader(ctx, "manager") == s.stages["manager"][0] {
+		api = s.apis[1]
+	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(sctx, http.MethodPost, s.apis[s.rng.IntN(len(s.apis))]+"/submissions",
-		bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(sctx, http.MethodPost, api+"/submissions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -562,6 +567,7 @@ func (s *system) cpu() string {
 // figures are the measured outcome of a run.
 type figures struct {
 	items, results, duplicates, lost, wrong int
+	byCLI                                   int // results of the pace worker --exec
 	kills                                   map[fault]int
 	restarts                                int
 	crashes                                 map[string]int // exits by themselves, by process
@@ -578,6 +584,9 @@ func count(job string, payloads []string, results []*schemas.Result) figures {
 	seen := make(map[string]int, len(results))
 	for _, r := range results {
 		seen[r.ItemID]++
+		if r.Worker == "cli" {
+			f.byCLI++
+		}
 		if seen[r.ItemID] > 1 {
 			f.duplicates++
 		}
@@ -600,8 +609,8 @@ func (f figures) line() string {
 }
 
 func (f figures) detail() string {
-	return fmt.Sprintf("kills=%v restarts=%d crashes=%v wrong=%d took=%s seed=%d", f.kills, f.restarts, f.crashes,
-		f.wrong, f.took.Round(time.Second), f.seed)
+	return fmt.Sprintf("kills=%v restarts=%d crashes=%v by_pace_worker_exec=%d wrong=%d took=%s seed=%d", f.kills,
+		f.restarts, f.crashes, f.byCLI, f.wrong, f.took.Round(time.Second), f.seed)
 }
 
 // chaosItems is the size of the job: PACE_CHAOS_ITEMS, 20,000 by default.

@@ -234,15 +234,17 @@ func (w *wiring) elector(identity string) (func(term) func(context.Context) erro
 			return nil, usageError("--identity %q: %v", identity, err)
 		}
 		cands[t.stage] = cand
+		labels := prometheus.Labels{"stage": t.stage}
 		w.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "pace_stage_leader", Help: "1 while this replica leads the stage, 0 while it stands by.",
-			ConstLabels: prometheus.Labels{"stage": t.stage},
+			Name: "pace_stage_leader", Help: "1 while this replica leads the stage, 0 while it stands by.", ConstLabels: labels,
 		}, func() float64 {
 			if cand.Leading() {
 				return 1
 			}
 			return 0
-		}))
+		}), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "pace_stage_leader_transitions_total", Help: "Times this replica became the stage's leader or stepped down.", ConstLabels: labels,
+		}, func() float64 { return float64(cand.Transitions()) }))
 	}
 	return func(t term) func(context.Context) error {
 		return func(ctx context.Context) error { return cands[t.stage].Run(ctx, t.run) }

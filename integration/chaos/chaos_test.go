@@ -117,6 +117,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &system{t: t, rng: rng, g: NewGroup(t, dir), stages: map[string][]*Proc{}, kills: map[fault]int{}}
+	t.Cleanup(s.pending.Wait) // a test that stops early still waits for its restarts
 	s.nats = StartNATSCluster(t, s.g, bins.NATSServer, conf, dir, 3)
 	s.waitNATS(ctx)
 	s.startStages(ctx)

@@ -188,10 +188,12 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	bustest.Eventually(t, 60*time.Second, "the first results", func() bool { return job().Done > 0 })
 
 	leader, standby := leaderOf(t, "gate", gates...)
+	killed := time.Now()
 	if err := leader.cmd.Process.Kill(); err != nil { // its workers die with it
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "the standby gate to lead", func() bool { return standby.leading("gate") })
+	t.Logf("the standby gate led %s after the leader's SIGKILL (lease TTL 2s)", time.Since(killed).Round(10*time.Millisecond))
 	var v jobView
 	bustest.Eventually(t, 3*time.Minute, "the job to end", func() bool { v = job(); return final(v.Status) })
 	if v.Status != "completed" || v.Done != len(items) {

@@ -132,9 +132,18 @@ func (w *wiring) lead(stage string, newTerm func() (func(context.Context) error,
 		}
 		r := run
 		run = nil
-		return r(ctx)
+		return stopped(ctx, r(ctx))
 	}})
 	return nil
+}
+
+// stopped is the result of work that returned err: nil once ctx has ended,
+// as whatever failed while stopping (a read cut short) is no failure.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // handler is the HTTP handler of everything wired.
@@ -153,7 +162,7 @@ func (w *wiring) handler() http.Handler {
 func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(term) func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, loop := range w.loops {
-		g.Go(func() error { return loop(gctx) })
+		g.Go(func() error { return stopped(gctx, loop(gctx)) })
 	}
 	for _, t := range w.terms {
 		run := t.run

@@ -201,7 +201,7 @@ func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig, o
 func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig, old *jetstream.StreamConfig) error {
 	history := int64(max(cfg.History, 1))
 	if covers(old, &jetstream.StreamConfig{Description: cfg.Description, MaxMsgsPerSubject: history,
-		MaxAge: cfg.TTL, Storage: cfg.Storage, Replicas: cfg.Replicas}) {
+		MaxAge: cfg.TTL, Storage: cfg.Storage, Replicas: cfg.Replicas, Discard: jetstream.DiscardNew}) {
 		return nil
 	}
 	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
@@ -235,7 +235,8 @@ func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
 
 // covers reports whether an existing stream's configuration has every
 // setting that want sets. Settings want leaves at their zero value are the
-// server's defaults, which the server fills in, so they are not compared.
+// server's defaults, which the server fills in, so they are not compared;
+// enumerations (retention, discard, storage) are, their zero being a value.
 func covers(have, want *jetstream.StreamConfig) bool {
 	if have == nil {
 		return false

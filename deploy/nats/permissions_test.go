@@ -1,0 +1,337 @@
+package nats_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// users are the users of auth.conf, by the suffix of their password variable.
+var users = []string{"manager", "collector", "processor", "sink", "controller", "gate", "actuator",
+	"visualizer", "worker", "client", "admin"}
+
+func password(user string) string { return "pw-" + user + "-not-a-secret" }
+
+// authServer starts single.conf (auth.conf's users) on a random port.
+func authServer(t *testing.T) string {
+	t.Helper()
+	env := map[string]string{"NATS_HOST": "127.0.0.1", "NATS_PORT": "-1", "NATS_STORE_DIR": t.TempDir()}
+	for _, u := range users {
+		env["PACE_NATS_"+strings.ToUpper(u)+"_PASSWORD"] = password(u)
+	}
+	return start(t, load(t, "single.conf", env)).ClientURL()
+}
+
+// connect connects as pace-<user> with the SDK.
+func connect(t *testing.T, ctx context.Context, url, user string) *bus.Client {
+	t.Helper()
+	c, err := bus.Connect(ctx, url, bus.WithName("test-"+user), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
+		bus.WithUserPassword("pace-"+user, password(user)), bus.WithConnectTimeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("connect as pace-%s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(cctx)
+	})
+	return c
+}
+
+// violations connects as pace-<user> without the SDK and returns the
+// connection with the permission violations the server reports.
+func violations(t *testing.T, url, user string) (*nats.Conn, <-chan string) {
+	t.Helper()
+	errs := make(chan string, 16)
+	nc, err := nats.Connect(url, nats.UserInfo("pace-"+user, password(user)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				errs <- err.Error()
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// checkDenied fails unless the server refuses each of user's publishes to
+// pub and subscriptions to sub.
+func checkDenied(t *testing.T, url, user string, pub, sub []string) {
+	t.Helper()
+	nc, errs := violations(t, url, user)
+	check := func(op, subject string) {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%s to %q", op, subject)
+		select {
+		case got := <-errs:
+			if !strings.Contains(got, want) {
+				t.Errorf("pace-%s: violation %q, want one for %s", user, got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("pace-%s: %s allowed", user, want)
+		}
+	}
+	for _, s := range pub {
+		if err := nc.Publish(s, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		check("Publish", s)
+	}
+	for _, s := range sub {
+		if _, err := nc.SubscribeSync(s); err != nil {
+			t.Fatal(err)
+		}
+		check("Subscription", s)
+	}
+}
+
+// checkAllowedSubscriptions fails if the server refuses any of user's
+// subscriptions to subjects.
+func checkAllowedSubscriptions(t *testing.T, url, user string, subjects ...string) {
+	t.Helper()
+	nc, errs := violations(t, url, user)
+	for _, s := range subjects {
+		if _, err := nc.SubscribeSync(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-errs:
+		t.Errorf("pace-%s: %s", user, got)
+	case <-time.After(200 * time.Millisecond): // violations arrive before the flush's PONG
+	}
+}
+
+// fetchOne creates (or updates) a durable consumer on stream, fetches one
+// message and acknowledges it.
+func fetchOne(ctx context.Context, c *bus.Client, stream string, cfg jetstream.ConsumerConfig) error {
+	cfg.AckPolicy = jetstream.AckExplicitPolicy
+	cons, err := c.JetStream().CreateOrUpdateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return fmt.Errorf("consumer %s on %s: %w", cfg.Durable, stream, err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		return err
+	}
+	n := 0
+	for m := range batch.Messages() {
+		n++
+		if err := m.DoubleAck(ctx); err != nil {
+			return fmt.Errorf("ack on %s: %w", stream, err)
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no message from %s: %w", stream, batch.Error())
+	}
+	return nil
+}
+
+// publish stores m on subject with JetStream, as the stages do.
+func publish(ctx context.Context, c *bus.Client, subject string, m schemas.Message) error {
+	msg, err := bus.NewMsg(ctx, subject, m)
+	if err != nil {
+		return err
+	}
+	_, err = c.JetStream().PublishMsg(ctx, msg)
+	return err
+}
+
+func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := authServer(t)
+	p := schemas.DefaultPrefix
+	const job = "perm"
+
+	// The manager provisions a fresh bus and declares the job.
+	manager := connect(t, ctx, url, "manager")
+	if err := manager.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatalf("manager provisions: %v", err)
+	}
+	if _, err := manager.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := manager.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 1,
+		State: schemas.Ongoing, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	checkAllowedSubscriptions(t, url, "manager", p.Submit(), p.Control("stop"))
+	now := time.Now()
+
+	steps := []struct {
+		user       string
+		work       func(ctx context.Context, c *bus.Client) error
+		pub, sub   []string // denied
+		subAllowed []string
+	}{{
+		user: "client",
+		work: func(ctx context.Context, c *bus.Client) error {
+			if err := c.PushItems(ctx, job, bus.Items("a", "b")); err != nil {
+				return err
+			}
+			_, err := c.Status(ctx, job)
+			return err
+		},
+		pub: []string{p.Results(job, "x"), p.Decisions(job), "$KV.pace_jobs." + job, "$JS.API.STREAM.DELETE.PACE_WORK"},
+		sub: []string{p.Submit(), p.Work(job)},
+	}, {
+		user: "worker",
+		work: func(ctx context.Context, c *bus.Client) error {
+			w, err := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) {
+				return strings.ToUpper(it.Payload), nil
+			})
+			if err != nil {
+				return err
+			}
+			wctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(wctx) }()
+			bustest.Eventually(t, 20*time.Second, "the worker's two results", func() bool { return w.Stats().Processed == 2 })
+			stop()
+			return <-done
+		},
+		pub: []string{p.Decisions(job), p.KubeRequests(), p.Work(job), "$KV.pace_jobs." + job,
+			"$JS.API.STREAM.PURGE.PACE_RESULTS", "$JS.API.CONSUMER.CREATE.PACE_DECISIONS.x"},
+		sub: []string{p.Submit(), p.Results(job, "*")},
+	}, {
+		user: "collector",
+		work: func(ctx context.Context, c *bus.Client) error {
+			if _, err := c.JetStream().CreateOrUpdateConsumer(ctx, "PACE_RESULTS", jetstream.ConsumerConfig{
+				Durable: "count-" + job, FilterSubject: p.JobResults(job), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+				return err
+			}
+			if _, err := c.JetStream().Consumer(ctx, "PACE_WORK", "work-"+job); err != nil {
+				return err
+			}
+			if _, err := c.Jobs(ctx); err != nil {
+				return err
+			}
+			return publish(ctx, c, p.Metrics(job, schemas.RawMetrics), &schemas.Sample{Job: job, At: now, Total: 2})
+		},
+		pub:        []string{p.Metrics(job, schemas.ProgressMetrics), p.Decisions(job), p.Results(job, "x")},
+		sub:        []string{p.Decisions(job)},
+		subAllowed: []string{p.Work("*"), p.Results("*", "*"), p.Dead("*"), p.Jobs("*", "*")},
+	}, {
+		user: "processor",
+		work: func(ctx context.Context, c *bus.Client) error {
+			if err := fetchOne(ctx, c, "PACE_METRICS", jetstream.ConsumerConfig{Durable: "processor",
+				FilterSubject: p.Metrics("*", schemas.RawMetrics)}); err != nil {
+				return err
+			}
+			return publish(ctx, c, p.Metrics(job, schemas.ProgressMetrics), &schemas.Progress{Job: job, At: now, Total: 2, Done: 2})
+		},
+		pub: []string{p.Metrics(job, schemas.RawMetrics), p.KubeRequests(), p.Decisions(job)},
+	}, {
+		user: "sink",
+		work: func(ctx context.Context, c *bus.Client) error {
+			return fetchOne(ctx, c, "PACE_METRICS", jetstream.ConsumerConfig{Durable: "sink-test",
+				FilterSubject: p.Metrics("*", schemas.ProgressMetrics)})
+		},
+		pub:        []string{p.KubeRequests(), p.Metrics(job, schemas.ProgressMetrics), p.Jobs(job, schemas.EventScaled)},
+		subAllowed: []string{p.Jobs("*", schemas.EventDeleted)},
+	}, {
+		user: "controller",
+		work: func(ctx context.Context, c *bus.Client) error {
+			kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "pace_controller",
+				Storage: jetstream.FileStorage})
+			if err != nil {
+				return err
+			}
+			if _, err := kv.Put(ctx, job, []byte("{}")); err != nil {
+				return err
+			}
+			if err := fetchOne(ctx, c, "PACE_METRICS", jetstream.ConsumerConfig{Durable: "controller",
+				FilterSubject: p.Metrics("*", schemas.ProgressMetrics)}); err != nil {
+				return err
+			}
+			return publish(ctx, c, p.Decisions(job), &schemas.Decision{Job: job, At: now, Replicas: 2, Reason: "test"})
+		},
+		pub: []string{p.KubeRequests(), p.Metrics(job, schemas.RawMetrics), "$KV.pace_jobs." + job},
+	}, {
+		user: "actuator",
+		work: func(ctx context.Context, c *bus.Client) error {
+			if err := fetchOne(ctx, c, "PACE_DECISIONS", jetstream.ConsumerConfig{Durable: "pace-actuator",
+				FilterSubject: p.Decisions("*")}); err != nil {
+				return err
+			}
+			if _, err := c.UpdateJob(ctx, job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+				r.Replicas = 2
+				return r, nil
+			}); err != nil {
+				return err
+			}
+			return publish(ctx, c, p.KubeRequests(), &schemas.KubeRequest{ID: "r1", Job: job, User: "pace-actuator",
+				Verb: "patch", APIGroup: "batch", Resource: "jobs", Subresource: "scale", Namespace: "default",
+				Name: job, Replicas: 2, At: now})
+		},
+		pub: []string{p.Decisions(job), p.KubeOutcomes(), p.Admission("l", "s")},
+	}, {
+		user: "gate",
+		work: func(ctx context.Context, c *bus.Client) error {
+			kv, err := c.JetStream().KeyValue(ctx, "pace_flowcontrol")
+			if err != nil {
+				return err
+			}
+			if _, err := kv.Put(ctx, "prioritylevel.test", []byte("{}")); err != nil {
+				return err
+			}
+			if err := fetchOne(ctx, c, "PACE_K8S", jetstream.ConsumerConfig{Durable: "gate"}); err != nil {
+				return err
+			}
+			return publish(ctx, c, p.KubeOutcomes(), &schemas.KubeOutcome{RequestID: "r1", Job: job,
+				Status: schemas.Applied, Replicas: 2, At: now})
+		},
+		pub: []string{p.KubeRequests(), p.Decisions(job), "$KV.pace_jobs." + job},
+	}, {
+		user: "visualizer",
+		work: func(ctx context.Context, c *bus.Client) error {
+			for _, err := range c.JobEvents(ctx, job, false) {
+				if err != nil {
+					return err
+				}
+			}
+			_, err := c.Status(ctx, job)
+			return err
+		},
+		pub: []string{p.Jobs(job, schemas.EventCreated), "$KV.pace_jobs." + job, p.Submit()},
+	}}
+	for _, st := range steps {
+		t.Run(st.user, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			c := connect(t, ctx, url, st.user)
+			// Every process provisions at start: on a provisioned bus
+			// that must need no more than reading.
+			if st.user != "worker" && st.user != "client" {
+				if err := c.Provision(ctx, bus.Limits{}); err != nil {
+					t.Fatalf("provision as pace-%s: %v", st.user, err)
+				}
+			}
+			if err := st.work(ctx, c); err != nil {
+				t.Fatalf("pace-%s doing its work: %v", st.user, err)
+			}
+			checkDenied(t, url, st.user, st.pub, st.sub)
+			checkAllowedSubscriptions(t, url, st.user, append(st.subAllowed, "_INBOX.test")...)
+		})
+	}
+}

@@ -3,6 +3,7 @@
 package nats_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 )
 
@@ -124,5 +126,50 @@ func TestClusterConfigNamesAMissingVariable(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "NATS_") {
 		t.Errorf("err = %v, want it to name the variable", err)
+	}
+}
+
+func TestProductionConfigFormsATLSClusterOfStageUsers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tlsFiles := bustest.TLS(t)
+	env := map[string]string{"NATS_TLS_CERT": tlsFiles.Cert, "NATS_TLS_KEY": tlsFiles.Key, "NATS_TLS_CA": tlsFiles.CA}
+	for _, u := range users {
+		env["PACE_NATS_"+strings.ToUpper(u)+"_PASSWORD"] = password(u)
+	}
+	servers := startCluster(t, "nats.conf", env)
+	url := servers[0].ClientURL()
+
+	admin, err := bus.Connect(ctx, url, bus.WithTLS(tlsFiles.CA, "", ""),
+		bus.WithUserPassword("pace-admin", password("admin")), bus.WithConnectTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(ctx) }()
+	if err := admin.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := admin.JetStream().Stream(ctx, "PACE_WORK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Replicas; got != 3 {
+		t.Errorf("PACE_WORK replicas = %d on the three-server cluster, want 3", got)
+	}
+
+	refused := map[string][]bus.Option{
+		// The server requires TLS; nats.go upgrades but trusts only the
+		// system roots then.
+		"no CA":        {bus.WithUserPassword("pace-admin", password("admin"))},
+		"no password":  {bus.WithTLS(tlsFiles.CA, "", "")},
+		"other CA":     {bus.WithTLS(bustest.TLS(t).CA, "", ""), bus.WithUserPassword("pace-admin", password("admin"))},
+		"bad password": {bus.WithTLS(tlsFiles.CA, "", ""), bus.WithUserPassword("pace-admin", "guess")},
+	}
+	for name, opts := range refused {
+		c, err := bus.Connect(ctx, url, append(opts, bus.WithConnectTimeout(time.Second))...)
+		if err == nil {
+			_ = c.Close(ctx)
+			t.Errorf("%s: connected", name)
+		}
 	}
 }

@@ -20,8 +20,9 @@ type stageDef struct {
 	name, short, long string
 	// flags registers the stage's own flags in f.
 	flags func(f *stageFlags, fs *pflag.FlagSet)
-	// validate checks them before anything connects (nil: nothing to check).
-	validate func(f *stageFlags) error
+	// validate checks them before anything connects (nil: nothing to
+	// check); natsURL is the server's.
+	validate func(f *stageFlags, natsURL string) error
 	// wire adds the stage to w.
 	wire func(ctx context.Context, w *wiring) error
 }
@@ -45,7 +46,7 @@ replica also moves items past their max deliveries to the dead-letter stream.`,
 every --sample-interval and on job events, and publishes raw samples on
 pace.metrics.<job>.raw. It runs on the leader.`,
 		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addCollector(fs) },
-		validate: func(f *stageFlags) error { return f.monitor.validateCollector() },
+		validate: func(f *stageFlags, _ string) error { return f.monitor.validateCollector() },
 		wire:     wireCollector},
 	{name: "processor", short: "Turn raw samples into job progress",
 		long: `The processor turns raw samples into progress (rates, expected finish,
@@ -58,7 +59,7 @@ job's rate window in memory and runs on the leader.`,
 replica its own copy) and, with --influx-url, writes progress to InfluxDB
 through a durable consumer the replicas share.`,
 		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addSink(fs) },
-		validate: func(f *stageFlags) error { return f.monitor.validateSink() },
+		validate: func(f *stageFlags, _ string) error { return f.monitor.validateSink() },
 		wire:     wireSink},
 	{name: "controller", short: "Turn job progress into scaling decisions",
 		long: `The controller runs each job's control plugin (docs/control.md) on its
@@ -76,6 +77,12 @@ the leader and stop with its term.`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
 			f.fc.addSeats(fs, "flowcontrol-config")
 			f.control.add(fs)
+		},
+		validate: func(f *stageFlags, natsURL string) error {
+			if f.control.actuator != "local" && !f.control.kubernetes {
+				return usageError("the gate needs a runtime: --actuator local or --kubernetes")
+			}
+			return f.control.validate(natsURL)
 		},
 		wire: wireGate},
 	{name: "actuator", short: "Turn scaling decisions into infrastructure requests",
@@ -109,8 +116,10 @@ its own (docs/stages.md). 'pace up' runs every stage in one process with an
 embedded server instead.
 
 Stages: ` + strings.Join(names, ", ") + `.`,
-		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError("%s: unknown stage %q: want one of %s", cmd.CommandPath(), args[0], strings.Join(names, ", "))
+			}
 			return usageError("%s needs a stage: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
 		},
 	}
@@ -165,7 +174,7 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 		return err
 	}
 	if d.validate != nil {
-		if err := d.validate(&o.f); err != nil {
+		if err := d.validate(&o.f, o.nats.url); err != nil {
 			return err
 		}
 	}

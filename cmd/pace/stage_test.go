@@ -241,6 +241,29 @@ func TestStageServesHTTPS(t *testing.T) {
 	}
 }
 
+func TestStageUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stage"}, "needs a stage"},
+		{[]string{"stage", "bogus"}, `unknown stage "bogus"`},
+		{[]string{"stage", "collector", "--sample-interval", "1ms"}, "--sample-interval"},
+		{[]string{"stage", "gate", "--actuator", "none"}, "--kubernetes"},
+		{[]string{"stage", "processor", "--lease-ttl", "10ms"}, "--lease-ttl"},
+	} {
+		args := c.args
+		if len(args) > 2 { // a stage: nothing may connect before its flags are checked
+			args = append(args, "--nats", "nats://127.0.0.1:1", "--connect-timeout", "1s")
+		}
+		cmd := exec.Command(paceBin, args...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), c.want) {
+			t.Errorf("pace %s: exit %d, %s; want %d naming %s", strings.Join(c.args, " "), code, out, exitUsage, c.want)
+		}
+	}
+}
+
 // TestUpServesHTTPS checks pace up's --tls-cert/--tls-key.
 func TestUpServesHTTPS(t *testing.T) {
 	dir := t.TempDir()

@@ -293,9 +293,6 @@ func wireController(_ context.Context, w *wiring) error {
 // runtime.
 func wireGate(ctx context.Context, w *wiring) error {
 	cf := &w.f.control
-	if cf.actuator != "local" && !cf.kubernetes {
-		return usageError("the gate needs a runtime: --actuator local or --kubernetes")
-	}
 	fc, err := w.flowControl(ctx)
 	if err != nil {
 		return err

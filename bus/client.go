@@ -35,7 +35,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	log := o.log
-	shown := redactURLs(url)
+	shown := RedactURLs(url)
 	nopts := append([]nats.Option{
 		nats.Name(o.name),
 		nats.MaxReconnects(-1),
@@ -194,10 +194,10 @@ func refused(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.As(err, &certErr)
 }
 
-// redactURLs hides the credentials of a comma-separated list of NATS URLs,
-// for logs and errors: nats://pace:secret@host becomes nats://pace:xxxxx@host,
+// RedactURLs hides the credentials of a comma-separated list of NATS URLs,
+// for logs and errors; Connect applies it to everything it logs or returns: nats://pace:secret@host becomes nats://pace:xxxxx@host,
 // and a token or nkey standing alone before the @ becomes xxxxx.
-func redactURLs(urls string) string {
+func RedactURLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
 		at := strings.LastIndex(p, "@")

@@ -51,3 +51,19 @@ func TestPublishOverMaxPayloadFailsNamingTheSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRedactURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":           "nats://127.0.0.1:4222",
+		"nats://u:pw@h:4222":              "nats://u:xxxxx@h:4222",
+		"tls://a:4222,nats://u:pw@b:4222": "tls://a:4222,nats://u:xxxxx@b:4222",
+		"nats://s3cr3t-token@h:4222":      "nats://xxxxx@h:4222",
+		"u:pw@h:4222":                     "xxxxx@h:4222",
+		"nats://u:p@ss@h:4222":            "nats://u:xxxxx@h:4222",
+		"":                                "",
+	} {
+		if got := bus.RedactURLs(in); got != want {
+			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

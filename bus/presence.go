@@ -88,13 +88,22 @@ func (c *Client) Presence(now func() time.Time) *Presence {
 
 // Run follows the workers bucket until ctx ends.
 func (p *Presence) Run(ctx context.Context) error {
-	kv, err := p.c.js.KeyValue(ctx, p.c.prefix.Bucket(workersBucket))
+	var w jetstream.KeyWatcher
+	err := RetryTemporary(ctx, p.c.log, startupBudget, "watch workers", func(ctx context.Context) error {
+		kv, err := p.c.js.KeyValue(ctx, p.c.prefix.Bucket(workersBucket))
+		if err != nil {
+			return fmt.Errorf("workers bucket (was the bus provisioned?): %w", err)
+		}
+		if w, err = kv.WatchAll(ctx); err != nil {
+			return fmt.Errorf("watch workers: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("workers bucket (was the bus provisioned?): %w", err)
-	}
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch workers: %w", err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	defer w.Stop() //nolint:errcheck // ending a watch
 	for {

@@ -67,9 +67,14 @@ func (w *Worker) Stats() WorkerStats {
 // Run processes items until ctx ends, then lets running items finish within
 // the grace period, returns unfinished ones to the queue and returns nil.
 // It returns ErrJobFinished when the job is finished, and an error when the
-// job cannot be opened.
+// job cannot be opened; temporary failures (a cluster electing its leaders)
+// are retried for up to two minutes first.
 func (w *Worker) Run(ctx context.Context) error {
-	rec, err := w.c.OpenJob(ctx, w.job)
+	var rec *schemas.JobRecord
+	err := RetryTemporary(ctx, w.log, startupBudget, "open job", func(ctx context.Context) (err error) {
+		rec, err = w.c.OpenJob(ctx, w.job)
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

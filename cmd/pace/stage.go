@@ -190,7 +190,12 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 		return err
 	}
 	defer closeClient(c)
-	if err := c.Provision(ctx, o.f.prov.limits(0)); err != nil {
+	// A stage started while its cluster recovers waits for it rather than
+	// exiting, for as long as it would wait for an unreachable server.
+	err = bus.RetryTemporary(ctx, log, o.nats.connectTimeout, "provision", func(ctx context.Context) error {
+		return c.Provision(ctx, o.f.prov.limits(0))
+	})
+	if err != nil {
 		return signalled(ctx, err)
 	}
 	ln, err := net.Listen("tcp", o.f.http.addr)

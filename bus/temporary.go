@@ -1,0 +1,55 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startupBudget bounds how long a worker opening its job, or a presence
+// watch starting, retries while the bus is temporarily unavailable.
+const startupBudget = 2 * time.Minute
+
+// Temporary reports whether err may pass by itself: a request that timed
+// out, found no responder or was answered "unavailable" while a server
+// restarts or a JetStream cluster elects its leaders. Refusals (permissions,
+// invalid options, a finished job, validation errors) are not temporary.
+func Temporary(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrConsumerLeadershipChanged):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.Code >= 500
+	}
+	return false
+}
+
+// RetryTemporary runs step until it succeeds, returns an error that is not
+// Temporary, ctx ends or budget has passed since the first attempt (zero:
+// no bound but ctx). It waits between attempts with exponential backoff,
+// from 200ms to 5s, and logs each temporary failure as what.
+func RetryTemporary(ctx context.Context, log *slog.Logger, budget time.Duration, what string, step func(context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 200 * time.Millisecond
+	b.MaxInterval = 5 * time.Second
+	b.MaxElapsedTime = budget
+	return backoff.RetryNotify(func() error {
+		err := step(ctx)
+		if err != nil && (ctx.Err() != nil || !Temporary(err)) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(b, ctx), func(err error, next time.Duration) {
+		log.Warn(what+" failed, retrying", "err", err, "retry_in", next)
+	})
+}

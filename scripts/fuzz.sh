@@ -8,15 +8,18 @@
 #   FUZZTIME=5m FUZZ_PARALLEL=1 scripts/fuzz.sh FuzzLoad FuzzDecode
 #
 # FUZZTIME is go test's -fuzztime (a duration, or Nx for N executions);
-# FUZZ_PARALLEL is its -parallel (default: GOMAXPROCS). docs/fuzzing.md
+# FUZZ_PARALLEL is its -parallel (default: GOMAXPROCS); FUZZMINIMIZETIME is
+# its -fuzzminimizetime (default here 10s). docs/fuzzing.md
 # describes the targets and their properties.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 fuzztime="${FUZZTIME:-10s}"
-parallel=()
-[ -n "${FUZZ_PARALLEL:-}" ] && parallel=(-parallel "$FUZZ_PARALLEL")
+# Go minimizes every new interesting input for up to 60s by default, which
+# would eat a short run; a failing input is still minimized within this.
+flags=(-vet=off -run '^$' -fuzztime "$fuzztime" -fuzzminimizetime "${FUZZMINIMIZETIME:-10s}")
+[ -n "${FUZZ_PARALLEL:-}" ] && flags+=(-parallel "$FUZZ_PARALLEL")
 
 # package directory and target; flowcontrol/conformance is its own module.
 targets=(
@@ -46,9 +49,9 @@ for t in "${targets[@]}"; do
 	start=$SECONDS
 	status=ok
 	if [ "$dir" = flowcontrol/conformance ]; then
-		(cd "$dir" && go test -mod=mod -vet=off -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "${parallel[@]}" .) >"$log" 2>&1 || status=FAIL
+		(cd "$dir" && go test -mod=mod "${flags[@]}" -fuzz "^$name\$" .) >"$log" 2>&1 || status=FAIL
 	else
-		go test -vet=off -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "${parallel[@]}" "./$dir/" >"$log" 2>&1 || status=FAIL
+		go test "${flags[@]}" -fuzz "^$name\$" "./$dir/" >"$log" 2>&1 || status=FAIL
 	fi
 	# The last progress line: "fuzz: elapsed: 10s, execs: 123456 (12345/sec), new interesting: ..."
 	execs="$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"

@@ -75,7 +75,11 @@ func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 		for _, k := range sortedKeys(obj) {
 			f, ok := fields[k]
 			if !ok {
-				errs = append(errs, field.Forbidden(p.Child(k), "unknown field"))
+				fp := p.Child(k)
+				if p == nil && k == "" {
+					fp = docPath(p).Key(k) // "body[]": an empty name has no path of its own at the top
+				}
+				errs = append(errs, field.Forbidden(fp, "unknown field"))
 				continue
 			}
 			errs = append(errs, check(obj[k], f.Type, p.Child(k))...)

@@ -92,16 +92,17 @@ func checkRequestInfo(t *testing.T, r *http.Request, ri apf.RequestInfo) {
 		return
 	}
 	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	collection := ri.Verb == "list" || ri.Verb == "watch" || ri.Verb == "deletecollection"
+	// A list or watch may name its object with a fieldSelector; a watch by path names it in the path.
+	selected := (ri.Verb == "list" || ri.Verb == "watch") && strings.Contains(r.URL.RawQuery, "fieldSelector")
 	for name, v := range map[string]string{"resource": ri.Resource, "namespace": ri.Namespace, "name": ri.Name, "subresource": ri.Subresource} {
-		if v != "" && !slices.Contains(segs, v) && (name != "name" || !collection) {
+		if v != "" && !slices.Contains(segs, v) && (name != "name" || !selected) {
 			t.Fatalf("%s %s: %s %q is not a segment of the path", r.Method, r.URL, name, v)
 		}
 	}
 	switch {
 	case ri.Verb != "" && !slices.Contains(resourceVerbs, ri.Verb):
 		t.Fatalf("%s %s: verb %q", r.Method, r.URL, ri.Verb)
-	case collection && ri.Name != "" && (ri.Verb == "deletecollection" || !strings.Contains(r.URL.RawQuery, "fieldSelector")):
+	case ri.Verb == "deletecollection" && ri.Name != "", ri.Verb == "list" && ri.Name != "" && !selected:
 		t.Fatalf("%s %s: %s of the single object %q", r.Method, r.URL, ri.Verb, ri.Name)
 	case ri.IsWatch() && !ri.LongRunning:
 		t.Fatalf("%s %s: a watch that is not long-running", r.Method, r.URL)

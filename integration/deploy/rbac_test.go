@@ -9,6 +9,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -24,27 +25,12 @@ import (
 // Secrets.
 func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	ctx := context.Background()
-	objs := render(t, base)
-	a := newApplier(t)
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "RoleBinding":
-			if warns, err := a.apply(ctx, o, false); err != nil || len(warns) > 0 {
-				t.Fatalf("%s: %v %q", objectName(o), err, warns)
-			}
-		}
-	}
+	token := gateToken(t, render(t, base))
 	admin := kubernetes.NewForConfigOrDie(cp.Admin)
-	expiry := int64(600)
-	tok, err := admin.CoreV1().ServiceAccounts("pace").CreateToken(ctx, "pace-gate",
-		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// pace-jobs warns about the restricted Pod Security level, which the
 	// runtime's worker pods do not meet (it enforces baseline): logged.
 	podSecurity := &warnings{}
-	cfg := &rest.Config{Host: cp.URL, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA},
+	cfg := &rest.Config{Host: cp.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA},
 		WarningHandler: podSecurity}
 	gate := kubernetes.NewForConfigOrDie(cfg)
 	rt := kubeactuator.New(gate, "nats://pace-nats.pace.svc:4222", slog.New(slog.DiscardHandler))
@@ -93,4 +79,27 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 			t.Errorf("pace-gate may %s %s in %s: want denied", attr.Verb, attr.Resource, attr.Namespace)
 		}
 	}
+}
+
+// gateToken applies the namespaces and RBAC objects of objs for real and
+// returns a token of the gate's ServiceAccount, issued by the apiserver.
+func gateToken(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	ctx := context.Background()
+	a := newApplier(t)
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "RoleBinding":
+			if warns, err := a.apply(ctx, o, false); err != nil || len(warns) > 0 {
+				t.Fatalf("%s: %v %q", objectName(o), err, warns)
+			}
+		}
+	}
+	expiry := int64(600)
+	tok, err := kubernetes.NewForConfigOrDie(cp.Admin).CoreV1().ServiceAccounts("pace").CreateToken(ctx, "pace-gate",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Status.Token
 }

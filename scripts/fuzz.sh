@@ -54,7 +54,8 @@ for t in "${targets[@]}"; do
 		go test "${flags[@]}" -fuzz "^$name\$" "./$dir/" >"$log" 2>&1 || status=FAIL
 	fi
 	# The last progress line: "fuzz: elapsed: 10s, execs: 123456 (12345/sec), new interesting: ..."
-	execs="$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
+	# (none when the run ended while gathering the seeds' baseline coverage).
+	execs="$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)"
 	if [ "$status" = FAIL ]; then
 		failed=1
 		cat "$log"

@@ -99,3 +99,17 @@ func keepReplicas(auto bool, want int, existing *jetstream.StreamConfig) int {
 	}
 	return want
 }
+
+// Replicas returns the replication factor the bus was provisioned with
+// (that of the jobs bucket), for stages that create buckets of their own.
+func (c *Client) Replicas(ctx context.Context) (int, error) {
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
+	if err != nil {
+		return 0, fmt.Errorf("jobs bucket (was the bus provisioned?): %w", err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("jobs bucket: %w", err)
+	}
+	return st.Config().Replicas, nil
+}

@@ -67,6 +67,10 @@ func TestProvisionOnThreeServersUsesThreeReplicas(t *testing.T) {
 	if _, err := c.JetStream().Stream(ctx, "PACE_PROBE"); err == nil {
 		t.Error("the placement probe stream was left behind")
 	}
+	// Stages creating buckets of their own replicate them as the rest.
+	if n, err := c.Replicas(ctx); err != nil || n != 3 {
+		t.Errorf("Replicas() = %d, %v; want 3", n, err)
+	}
 }
 
 // clusterCtx bounds a cluster test: replicated streams take longer.

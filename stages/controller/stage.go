@@ -107,9 +107,20 @@ func (s *Stage) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if s.kv != nil {
 		return s.kv, nil
 	}
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: s.c.Prefix().Bucket(s.cfg.Bucket), Description: "controller state per job", Storage: jetstream.FileStorage,
-	})
+	// Created when missing, replicated as the rest of the bus; an existing
+	// bucket is left as it is.
+	name := s.c.Prefix().Bucket(s.cfg.Bucket)
+	kv, err := s.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		var replicas int
+		if replicas, err = s.c.Replicas(ctx); err == nil {
+			kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name,
+				Description: "controller state per job", Storage: jetstream.FileStorage, Replicas: replicas})
+		}
+		if errors.Is(err, jetstream.ErrBucketExists) { // another replica's
+			kv, err = s.js.KeyValue(ctx, name)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("controller state bucket: %w", err)
 	}

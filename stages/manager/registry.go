@@ -46,9 +46,12 @@ func (m *Manager) bucket(ctx context.Context, name, desc string) (jetstream.KeyV
 	js := m.bus.JetStream()
 	bucket := m.bus.Prefix().Bucket(name)
 	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: desc,
-			Storage: jetstream.FileStorage})
+	if errors.Is(err, jetstream.ErrBucketNotFound) { // replicated as the rest of the bus
+		var replicas int
+		if replicas, err = m.bus.Replicas(ctx); err == nil {
+			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: desc,
+				Storage: jetstream.FileStorage, Replicas: replicas})
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)

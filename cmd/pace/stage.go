@@ -211,16 +211,18 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	if err != nil {
 		return err
 	}
-	log.Info("stage started", "stage", d.name, "http", w.url, "nats", o.nats.url)
+	log.Info("stage started", "stage", d.name, "http", w.url, "nats", bus.RedactURLs(o.nats.url))
 	err = w.run(ctx, ln, elect)
 	log.Info("stage stopped", "stage", d.name)
 	return err
 }
 
-// workerEnv passes the connection settings on to local workers.
+// workerEnv passes the connection settings on to local workers, secrets
+// in their environment (never on a command line).
 func (o *stageOptions) workerEnv(a *app) []string {
 	env := workerEnv(a, o.nats.prefix)
-	for _, kv := range [][2]string{{"PACE_NATS_CREDS", o.nats.creds}, {"PACE_NATS_CA", o.nats.tlsCA},
+	for _, kv := range [][2]string{{"PACE_NATS_CREDS", o.nats.creds}, {"PACE_NATS_NKEY", o.nats.nkey},
+		{"PACE_NATS_USER", o.nats.user}, {"PACE_NATS_PASSWORD", o.nats.password}, {"PACE_NATS_CA", o.nats.tlsCA},
 		{"PACE_NATS_CERT", o.nats.tlsCert}, {"PACE_NATS_KEY", o.nats.tlsKey}} {
 		if kv[1] != "" {
 			env = append(env, kv[0]+"="+kv[1])

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -336,4 +337,20 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
+}
+
+func TestStageWorkerEnvCarriesNATSAuth(t *testing.T) {
+	o := stageOptions{nats: natsFlags{user: "worker", password: "s3cret", nkey: "/seed.nk", creds: "", tlsCA: "/ca.pem",
+		prefix: "pace"}}
+	env := o.workerEnv(&app{logLevel: "info"})
+	for _, want := range []string{"PACE_NATS_USER=worker", "PACE_NATS_PASSWORD=s3cret", "PACE_NATS_NKEY=/seed.nk", "PACE_NATS_CA=/ca.pem"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("worker env %q lacks %s", env, want)
+		}
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PACE_NATS_CREDS=") {
+			t.Errorf("unset credentials passed on: %s", kv)
+		}
+	}
 }

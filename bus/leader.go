@@ -64,7 +64,8 @@ func (cd *Candidate) Transitions() int64 { return cd.changes.Load() }
 // the lease, waits for work to return and stands by again. When ctx ends it
 // stops work and releases the lease, so that a standby takes over at once.
 // If work returns by itself, Run releases the lease and returns work's
-// error; cancellation of ctx returns nil.
+// error, unless the error is Temporary: then it stands by again. Cancellation
+// of ctx returns nil.
 func (cd *Candidate) Run(ctx context.Context, work func(context.Context) error) error {
 	kv, err := cd.c.js.KeyValue(ctx, cd.c.prefix.Bucket(leasesBucket))
 	if err != nil {
@@ -174,7 +175,18 @@ func (cd *Candidate) lead(ctx context.Context, kv jetstream.KeyValue, ttl time.D
 		case err := <-done: // work ended by itself
 			cd.setLeading(false)
 			cd.release(ctx, kv, rev)
-			return false, err
+			if !Temporary(err) || ctx.Err() != nil {
+				return false, err
+			}
+			// A bus that is recovering (a restarted server, a cluster
+			// electing leaders) fails work for a while: stand by again,
+			// leaving the lease to another replica for a third of its TTL.
+			cd.log.Warn("work failed for a while, standing by again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(ttl / 3):
+			}
+			return true, nil
 		case <-ctx.Done():
 			err := stepDown()
 			cd.release(ctx, kv, rev)

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,5 +181,29 @@ func TestWorkErrorEndsRunAndReleasesTheLease(t *testing.T) {
 	}
 	if _, err := c.Candidate("a.b", "x"); !errors.Is(err, bus.ErrInvalidOption) {
 		t.Errorf("Candidate(a.b) = %v, want ErrInvalidOption", err)
+	}
+}
+
+// Work that fails for a while (the bus recovering) is run again in a new
+// term instead of ending Run.
+func TestTemporaryWorkErrorStandsByAgain(t *testing.T) {
+	s := bustest.Server(t)
+	c := leaseClient(t, s, 3*time.Second)
+	cand, err := c.Candidate("stage", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	terms := 0
+	err = cand.Run(ctx, func(context.Context) error {
+		terms++
+		if terms < 3 {
+			return fmt.Errorf("controller consumer: %w", context.DeadlineExceeded)
+		}
+		return errors.New("refused")
+	})
+	if err == nil || err.Error() != "refused" || terms != 3 {
+		t.Fatalf("Run = %v after %d terms, want the refusal in the third", err, terms)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,8 +11,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -352,5 +355,20 @@ func TestStageWorkerEnvCarriesNATSAuth(t *testing.T) {
 		if strings.HasPrefix(kv, "PACE_NATS_CREDS=") {
 			t.Errorf("unset credentials passed on: %s", kv)
 		}
+	}
+}
+
+func TestStageLoopRerunsThroughTemporaryFailures(t *testing.T) {
+	runs := 0
+	refused := errors.New("refused")
+	err := rerun(t.Context(), slog.New(slog.DiscardHandler), func(context.Context) error {
+		runs++
+		if runs < 3 {
+			return fmt.Errorf("get flowschemas.pace-probes: %w", context.DeadlineExceeded)
+		}
+		return refused
+	})
+	if !errors.Is(err, refused) || runs != 3 {
+		t.Fatalf("rerun = %v after %d runs, want the refusal of the third", err, runs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -146,6 +147,24 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
+// rerun runs loop again, a second later, each time it fails with a
+// temporary error (the bus recovering: a restarted server, a cluster
+// electing leaders), so that a stage rides out an outage instead of exiting.
+func rerun(ctx context.Context, log *slog.Logger, loop func(context.Context) error) error {
+	for {
+		err := loop(ctx)
+		if ctx.Err() != nil || !bus.Temporary(err) {
+			return err
+		}
+		log.Warn("stage loop failed for a while, running it again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // handler is the HTTP handler of everything wired.
 func (w *wiring) handler() http.Handler {
 	var h http.Handler = w.api
@@ -162,12 +181,12 @@ func (w *wiring) handler() http.Handler {
 func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(term) func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, loop := range w.loops {
-		g.Go(func() error { return stopped(gctx, loop(gctx)) })
+		g.Go(func() error { return stopped(gctx, rerun(gctx, w.log, loop)) })
 	}
 	for _, t := range w.terms {
-		run := t.run
+		run := func(ctx context.Context) error { return rerun(ctx, w.log, t.run) }
 		if elect != nil {
-			run = elect(t)
+			run = elect(t) // a term failing for a while stands by again
 		}
 		g.Go(func() error { return run(gctx) })
 	}

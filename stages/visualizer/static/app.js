@@ -11,7 +11,8 @@
   function notice(msg) { $("notice").textContent = msg || ""; }
 
   function showLogin() {
-    $("token").value = "";
+    // A late answer must not wipe a token being typed.
+    if (document.activeElement !== $("token")) $("token").value = "";
     $("logout").hidden = !token();
   }
 
@@ -24,6 +25,7 @@
     for (;;) {
       try {
         const r = await fetch(url, { headers: headers(), signal: ctl.signal });
+        if (ctl.signal.aborted) return; // superseded, e.g. by a sign-in
         if (r.status === 401 || r.status === 403) { notice("Sign in: this token may not see it (" + r.status + ")."); showLogin(); return; }
         if (r.status === 404) { notice("Not found."); return; }
         if (!r.ok) throw new Error("HTTP " + r.status);

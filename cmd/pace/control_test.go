@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -67,21 +66,17 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 		Replicas int `json:"replicas"`
 	}
 	getJSON(t, u.httpURL+"/submissions/"+created.JobID+"/report", &detail)
-	times := make([]string, 0, len(detail))
-	for k := range detail {
-		times = append(times, k)
-	}
-	sort.Strings(times)
 	most := 0
-	for _, k := range times {
-		most = max(most, detail[k].Replicas)
+	for _, sample := range detail {
+		most = max(most, sample.Replicas)
 	}
 	if most < 3 {
 		t.Errorf("at most %d replicas; the deadline needs at least 3", most)
 	}
-	if last := detail[times[len(times)-1]].Replicas; last >= most {
-		t.Errorf("replicas at the end = %d, peak %d: no scale-in as the queue drained", last, most)
-	}
+	// Releasing idle replicas at the tail is checked on a fake clock
+	// (deadline_test.go, "tail releases idle replicas at once"): here,
+	// whether the report samples the tail before completion is a matter of
+	// timing an unloaded machine can miss.
 	u.stop(t)
 }
 

@@ -23,30 +23,18 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 	for i := range items {
 		items[i] = fmt.Sprint(i)
 	}
-	spec, _ := json.Marshal(map[string]any{
+	jobID := submit(t, u.httpURL, map[string]any{
 		"name": "three", "mode": "batch", "deadline": "60s", "item_timeout": "10s",
 		"workload":   map[string]any{"items": items},
 		"worker":     map[string]any{"exec": "sleep 0.05; cat"},
 		"replicas":   map[string]any{"min": 1, "max": 8, "initial": 1},
 		"controller": map[string]any{"name": "deadline"},
 	})
-	resp, err := http.Post(u.httpURL+"/submissions", "application/json", strings.NewReader(string(spec)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created struct {
-		JobID string `json:"job_id"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("submit: %s", resp.Status)
-	}
 
 	var status string
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		var v map[string]any
-		getJSON(t, u.httpURL+"/submissions/"+created.JobID, &v)
+		getJSON(t, u.httpURL+"/submissions/"+jobID, &v)
 		if status, _ = v["status"].(string); final(status) {
 			break
 		}
@@ -58,14 +46,14 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 		DeadlineMet *bool `json:"deadline_met"`
 		ItemsOK     int   `json:"items_ok"`
 	}
-	getJSON(t, u.httpURL+"/submissions/"+created.JobID+"/report/summary", &sum)
+	getJSON(t, u.httpURL+"/submissions/"+jobID+"/report/summary", &sum)
 	if sum.DeadlineMet == nil || !*sum.DeadlineMet || sum.ItemsOK != len(items) {
 		t.Errorf("summary: deadline met %v, %d items ok; want met and %d", sum.DeadlineMet, sum.ItemsOK, len(items))
 	}
 	var detail map[string]struct {
 		Replicas int `json:"replicas"`
 	}
-	getJSON(t, u.httpURL+"/submissions/"+created.JobID+"/report", &detail)
+	getJSON(t, u.httpURL+"/submissions/"+jobID+"/report", &detail)
 	most := 0
 	for _, sample := range detail {
 		most = max(most, sample.Replicas)
@@ -78,6 +66,25 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 	// whether the report samples the tail before completion is a matter of
 	// timing an unloaded machine can miss.
 	u.stop(t)
+}
+
+// submit posts spec to the job API at base and returns the new job's id.
+func submit(t *testing.T, base string, spec map[string]any) string {
+	t.Helper()
+	body, _ := json.Marshal(spec)
+	resp, err := http.Post(base+"/submissions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit: %s", resp.Status)
+	}
+	return created.JobID
 }
 
 func getJSON(t *testing.T, url string, v any) {

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -166,27 +165,15 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	for i := range items {
 		items[i] = fmt.Sprint(i)
 	}
-	spec, _ := json.Marshal(map[string]any{
+	jobID := submit(t, mgr.url, map[string]any{
 		"name": "failover", "mode": "batch", "deadline": "10m", "item_timeout": "5s",
 		"workload": map[string]any{"items": items},
 		"worker":   map[string]any{"exec": "sleep 0.25; cat"},
 		"replicas": map[string]any{"min": 1, "max": 1, "initial": 1}, // decisions never change: only a restore restarts workers
 	})
-	resp, err := http.Post(mgr.url+"/submissions", "application/json", strings.NewReader(string(spec)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created struct {
-		JobID string `json:"job_id"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("submit: %s", resp.Status)
-	}
 	job := func() jobView {
 		var v jobView
-		getJSON(t, mgr.url+"/submissions/"+created.JobID, &v)
+		getJSON(t, mgr.url+"/submissions/"+jobID, &v)
 		return v
 	}
 	bustest.Eventually(t, 60*time.Second, "the first results", func() bool { return job().Done > 0 })

@@ -45,13 +45,25 @@ for t in "${targets[@]}"; do
 		continue
 	fi
 	log="$logs/$name.log"
+	corpus="$dir/testdata/fuzz/$name"
 	echo "== $name ($dir, $fuzztime)"
 	start=$SECONDS
 	status=ok
+	before="$(ls "$corpus" 2>/dev/null || true)"
 	if [ "$dir" = flowcontrol/conformance ]; then
 		(cd "$dir" && go test -mod=mod "${flags[@]}" -fuzz "^$name\$" .) >"$log" 2>&1 || status=FAIL
 	else
 		go test "${flags[@]}" -fuzz "^$name\$" "./$dir/" >"$log" 2>&1 || status=FAIL
+	fi
+	# Go 1.26's fuzz coordinator can report its own -fuzztime deadline as a
+	# failure ("context deadline exceeded", golang/go#75804, fixed in Go 1.27)
+	# after the fuzzing itself went well. That failure writes no input; a
+	# real one always does, so only a run that wrote none and printed nothing
+	# but that error is counted as passed.
+	if [ "$status" = FAIL ] && [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] &&
+		[ "$(sed -n "/^--- FAIL: $name /,/^FAIL\$/p" "$log" | sed '1d;$d' | tr -d '[:space:]')" = contextdeadlineexceeded ]; then
+		status="ok*"
+		echo "   $name: golang/go#75804 at the end of fuzzing (no input written): counted as passed"
 	fi
 	# The last progress line: "fuzz: elapsed: 10s, execs: 123456 (12345/sec), new interesting: ..."
 	# (none when the run ended while gathering the seeds' baseline coverage).
@@ -65,6 +77,9 @@ done
 
 echo "== fuzz summary ($fuzztime per target, $((SECONDS - start_all))s in all)"
 printf '%s\n' "${summary[@]}"
+if printf '%s\n' "${summary[@]}" | grep -q ' ok\* '; then
+	echo 'ok*: fuzzed for the whole time, then hit golang/go#75804 at shutdown (no input written)'
+fi
 if [ "$failed" -ne 0 ]; then
 	echo "fuzz: a target failed; its input is under the package's testdata/fuzz/" >&2
 	exit 1

@@ -52,6 +52,7 @@ func (e *AdmissionEvent) Validate() field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("outcome"), e.Outcome, []AdmissionOutcome{Dispatched, Refused}))
 	}
 	errs = nonNegative(errs, field.NewPath("seats"), e.Seats)
+	errs = nonNegativeDuration(errs, field.NewPath("wait"), e.Wait)
 	if e.At.IsZero() {
 		errs = append(errs, field.Required(field.NewPath("at"), ""))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -19,7 +20,9 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // MarshalJSON writes d as a duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// UnmarshalJSON reads a duration string or a number of seconds.
+// UnmarshalJSON reads a duration string or a number of seconds. A value
+// that is not zero but rounds to 0 (1e-10 seconds, "0.5ns") is refused
+// rather than read as 0, which most fields take to mean their default.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -32,11 +35,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if math.Abs(v) >= math.MaxInt64/float64(time.Second) {
 			return fmt.Errorf("invalid duration %s: more than %d seconds", b, math.MaxInt64/int64(time.Second))
 		}
+		if ns := v * float64(time.Second); v != 0 && math.Abs(ns) < 1 {
+			return fmt.Errorf("invalid duration %s: not zero, yet shorter than 1ns, the smallest duration", b)
+		}
 		*d = Duration(v * float64(time.Second))
 	case string:
 		p, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("invalid duration %q: want e.g. \"90s\" or \"1h30m\"", v)
+		}
+		if p == 0 && strings.ContainsAny(v, "123456789") {
+			return fmt.Errorf("invalid duration %q: not zero, yet shorter than 1ns, the smallest duration", v)
 		}
 		*d = Duration(p)
 	default:

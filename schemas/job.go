@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -53,6 +54,16 @@ func (s JobState) Final() bool { return s != Created && s != Ongoing }
 const (
 	DefaultItemTimeout   = 30 * time.Second
 	DefaultMaxDeliveries = 5
+)
+
+// Bounds of JobSpec durations: longer ones are refused as mistakes (a unit
+// slip, seconds given as nanoseconds' worth of digits) rather than obeyed.
+const (
+	// MaxItemTimeout bounds item_timeout, the lease of one item, and
+	// controller.check_interval and worker.termination_grace.
+	MaxItemTimeout = 24 * time.Hour
+	// MaxDeadline bounds a deadline given as a duration, and resources_lifetime.
+	MaxDeadline = 366 * 24 * time.Hour
 )
 
 // Actuator names a JobSpec may select.
@@ -213,9 +224,11 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	if s.Deadline.After < 0 {
 		errs = append(errs, field.Invalid(p.Child("deadline"), s.Deadline.String(), "must be positive"))
 	}
+	errs = atMost(errs, p.Child("deadline"), s.Deadline.After, MaxDeadline)
 	if s.ItemTimeout < Duration(time.Second) {
 		errs = append(errs, field.Invalid(p.Child("item_timeout"), s.ItemTimeout.D().String(), "must be at least 1s"))
 	}
+	errs = atMost(errs, p.Child("item_timeout"), s.ItemTimeout, MaxItemTimeout)
 	if s.MaxDeliveries < 1 {
 		errs = append(errs, field.Invalid(p.Child("max_deliveries"), s.MaxDeliveries, "must be >= 1"))
 	}
@@ -245,9 +258,7 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.Invalid(rp.Child("initial"), r.Initial, "must be between min and max"))
 	}
 	c, cp := s.Controller, p.Child("controller")
-	if c.CheckInterval < 0 {
-		errs = append(errs, field.Invalid(cp.Child("check_interval"), c.CheckInterval.D().String(), "must not be negative"))
-	}
+	errs = between(errs, cp.Child("check_interval"), c.CheckInterval, MaxItemTimeout)
 	if len(c.Params) > 0 && !json.Valid(c.Params) {
 		errs = append(errs, field.Invalid(cp.Child("params"), string(c.Params), "must be valid JSON"))
 	}
@@ -259,13 +270,32 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	if s.Actuator.Name == KubernetesActuator && s.Worker.Image == "" {
 		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image"))
 	}
-	if s.Worker.TerminationGrace < 0 {
-		errs = append(errs, field.Invalid(p.Child("worker", "termination_grace"), s.Worker.TerminationGrace.D().String(), "must not be negative"))
+	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxItemTimeout)
+	errs = between(errs, p.Child("resources_lifetime"), s.ResourcesLifetime, MaxDeadline)
+	return errs
+}
+
+// between reports d at p unless 0 <= d <= limit.
+func between(errs field.ErrorList, p *field.Path, d Duration, limit time.Duration) field.ErrorList {
+	if d < 0 {
+		return append(errs, field.Invalid(p, d.D().String(), "must not be negative"))
 	}
-	if s.ResourcesLifetime < 0 {
-		errs = append(errs, field.Invalid(p.Child("resources_lifetime"), s.ResourcesLifetime.D().String(), "must not be negative"))
+	return atMost(errs, p, d, limit)
+}
+
+// atMost reports d at p when it exceeds limit.
+func atMost(errs field.ErrorList, p *field.Path, d Duration, limit time.Duration) field.ErrorList {
+	if d.D() > limit {
+		return append(errs, field.Invalid(p, d.D().String(), "must be at most "+shortDuration(limit)))
 	}
 	return errs
+}
+
+// shortDuration writes d without Go's trailing zero units ("24h", not "24h0m0s").
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	s = strings.TrimSuffix(s, "0s")
+	return strings.TrimSuffix(s, "0m")
 }
 
 // Deadline is a duration from the job's start or an absolute time. In JSON
@@ -304,6 +334,9 @@ func (d *Deadline) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
 		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			if t.IsZero() { // would read as no deadline at all
+				return fmt.Errorf("invalid deadline %s: the zero time (year 1) is no deadline", b)
+			}
 			*d = Deadline{At: t}
 			return nil
 		}

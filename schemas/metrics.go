@@ -147,6 +147,16 @@ func (p *Progress) Validate() field.ErrorList {
 	if p.State != "" {
 		errs = validateState(errs, field.NewPath("state"), p.State)
 	}
+	if p.ETA != nil {
+		errs = nonNegativeDuration(errs, field.NewPath("eta"), *p.ETA)
+	}
+	return nonNegativeDuration(errs, field.NewPath("lag"), p.Lag)
+}
+
+func nonNegativeDuration(errs field.ErrorList, p *field.Path, d Duration) field.ErrorList {
+	if d < 0 {
+		errs = append(errs, field.Invalid(p, d.D().String(), "must not be negative"))
+	}
 	return errs
 }
 

@@ -67,6 +67,16 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"streaming with items", ptr(schemas.JobSpec{Mode: schemas.Streaming, Workload: schemas.Workload{Items: []string{"a"}}}.WithDefaults()), []string{"spec.workload"}},
 		{"unknown mode", ptr(schemas.JobSpec{Mode: "cron"}.WithDefaults()), []string{"spec.mode"}},
 		{"tiny timeout", ptr(schemas.JobSpec{ItemTimeout: schemas.Duration(time.Millisecond)}.WithDefaults()), []string{"spec.item_timeout"}},
+		{"huge timeout", ptr(schemas.JobSpec{ItemTimeout: schemas.Duration(25 * time.Hour)}.WithDefaults()), []string{"spec.item_timeout"}},
+		{"huge deadline", ptr(schemas.JobSpec{Mode: schemas.Streaming, Deadline: schemas.Deadline{After: schemas.Duration(schemas.MaxDeadline + 1)}}.WithDefaults()), []string{"spec.deadline"}},
+		{"negative check interval", ptr(schemas.JobSpec{Controller: schemas.ControllerSpec{CheckInterval: -1}}.WithDefaults()), []string{"spec.controller.check_interval"}},
+		{"huge check interval", ptr(schemas.JobSpec{Controller: schemas.ControllerSpec{CheckInterval: schemas.Duration(48 * time.Hour)}}.WithDefaults()), []string{"spec.controller.check_interval"}},
+		{"huge termination grace", ptr(schemas.JobSpec{Worker: schemas.WorkerSpec{TerminationGrace: schemas.Duration(48 * time.Hour)}}.WithDefaults()), []string{"spec.worker.termination_grace"}},
+		{"negative lifetime", ptr(schemas.JobSpec{ResourcesLifetime: -1}.WithDefaults()), []string{"spec.resources_lifetime"}},
+		{"huge lifetime", ptr(schemas.JobSpec{ResourcesLifetime: schemas.Duration(schemas.MaxDeadline + 1)}.WithDefaults()), []string{"spec.resources_lifetime"}},
+		{"negative result duration", &schemas.Result{ItemID: "i", Job: "j", Duration: -1}, []string{"duration"}},
+		{"negative lag and eta", &schemas.Progress{Job: "j", At: at, Lag: -1, ETA: ptr(schemas.Duration(-1))}, []string{"eta", "lag"}},
+		{"negative wait", &schemas.AdmissionEvent{PriorityLevel: "p", FlowSchema: "f", Outcome: schemas.Dispatched, Wait: -1, At: at}, []string{"wait"}},
 		{"max below min", ptr(schemas.JobSpec{Replicas: schemas.Replicas{Min: 3, Max: 2}}.WithDefaults()), []string{"spec.replicas.max"}},
 		{"bad url", ptr(schemas.JobSpec{Workload: schemas.Workload{URL: "ftp://x"}, Deadline: minute}.WithDefaults()), []string{"spec.workload.url"}},
 		{"unknown actuator", ptr(schemas.JobSpec{Actuator: schemas.ActuatorSpec{Name: "nomad"}}.WithDefaults()), []string{"spec.actuator.name"}},
@@ -102,6 +112,13 @@ func TestDurationJSON(t *testing.T) {
 		{`"1h30m"`, 90 * time.Minute, false},
 		{`2.5`, 2500 * time.Millisecond, false},
 		{`"soon"`, 0, true},
+		{`0`, 0, false},
+		{`"0s"`, 0, false},
+		{`1e-10`, 0, true},   // not zero, yet below 1ns: was read as 0, then defaulted
+		{`-1e-10`, 0, true},  // the same below zero
+		{`"0.5ns"`, 0, true}, // the same as a string
+		{`1.5e-9`, 1, false}, // fractions of a nanosecond are truncated
+		{`"1.5ns"`, 1, false},
 		{`true`, 0, true},
 	}
 	for _, tt := range tests {
@@ -149,6 +166,8 @@ func TestDeadlineJSON(t *testing.T) {
 		{`120`, schemas.Deadline{After: schemas.Duration(2 * time.Minute)}, false},
 		{`"2030-01-02T03:04:05Z"`, schemas.Deadline{At: at}, false},
 		{`"tomorrow"`, schemas.Deadline{}, true},
+		{`1e-10`, schemas.Deadline{}, true},
+		{`"0001-01-01T00:00:00Z"`, schemas.Deadline{}, true}, // the zero time would read as no deadline
 	}
 	for _, tt := range tests {
 		var d schemas.Deadline

@@ -52,7 +52,7 @@ func (r *Result) Validate() field.ErrorList {
 	if r.Attempt < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("attempt"), r.Attempt, "must be >= 0"))
 	}
-	return errs
+	return nonNegativeDuration(errs, field.NewPath("duration"), r.Duration)
 }
 
 // DeadReason says why an item was dead-lettered.
@@ -66,25 +66,42 @@ const (
 	Malformed DeadReason = "malformed"
 )
 
-// DeadLetter is an item Pace gave up on, on pace.dead.<job>. It keeps
-// everything needed to inspect or replay the item.
+// DeadLetter is a message Pace gave up on: a work item on pace.dead.<job>,
+// or a message a stage could not read on pace.metrics.<job>.dead. It keeps
+// everything needed to inspect or replay the message.
+//
+// Version 2 keeps a malformed message exactly: Raw holds its bytes (base64
+// in JSON, so that any bytes survive) and Header its headers; publishing Raw
+// with Header to Subject replays it as it was. Version 1 letters kept a
+// malformed message in Payload, as text, which mangled bytes that were not
+// UTF-8; readers of version 2 still read them.
 type DeadLetter struct {
 	Job string `json:"job"`
 	// ItemID is empty when a malformed message had no readable id.
 	ItemID string     `json:"item_id,omitempty"`
 	Reason DeadReason `json:"reason"`
-	// LastError is the last failure reported by a worker, if any.
+	// LastError is the last failure reported by a worker, or why the
+	// message could not be read.
 	LastError  string `json:"last_error,omitempty"`
 	Deliveries int    `json:"deliveries,omitempty"`
-	// Payload is the item's payload, or the raw message when it was malformed.
+	// Payload is the item's payload (reason max_deliveries); empty for a
+	// malformed message, which Raw keeps.
 	Payload string `json:"payload"`
-	// Sequence is the item's sequence in the work stream.
+	// Subject is the subject the message was published to.
+	Subject string `json:"subject,omitempty"`
+	// Raw is a malformed message's body, byte for byte; empty, not absent,
+	// for an empty body.
+	Raw []byte `json:"raw,omitzero"`
+	// Header holds the message's NATS headers (schema, correlation id,
+	// traceparent, Nats-Msg-Id).
+	Header map[string][]string `json:"header,omitempty"`
+	// Sequence is the message's sequence in its stream.
 	Sequence uint64    `json:"sequence,omitempty"`
 	At       time.Time `json:"at"`
 }
 
 // Schema implements Message.
-func (*DeadLetter) Schema() (string, int) { return "dead_letter", 1 }
+func (*DeadLetter) Schema() (string, int) { return "dead_letter", 2 }
 
 // Validate implements Message.
 func (d *DeadLetter) Validate() field.ErrorList {

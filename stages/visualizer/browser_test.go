@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/borrowing"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
@@ -117,7 +118,7 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 			QueueSet: queueset.Dump{SeatsInUse: 3, Executing: 2, Waiting: 1, Rejected: 4, TimedOut: 1, Dispatched: 9,
 				Queues: []queueset.QueueDump{{Executing: []queueset.RequestDump{rq("pace-jobs", "alice", 2), rq("pace-jobs", "bob", 1)},
 					Waiting: []queueset.RequestDump{rq("pace-jobs", "alice", 1)}}}}}})
-	e := newEnv(t, func(s *visualizer.Server) { s.SetFlowControl(fc) })
+	e := newEnv(t, func(s *visualizer.Server, _ *bus.Client) { s.SetFlowControl(fc) })
 	ctx := browser(t)
 	id := e.submit("alice-token", `{"name":"render frames","deadline":"2m","workload":{"items":["1","2","3","4","5","6"]}}`)
 	start := time.Now().Add(-3 * time.Second)
@@ -191,8 +192,8 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#logout")),
 		chromedp.SendKeys(chromedp.CSS("#token"), "root-token"),
 		chromedp.Click(chromedp.CSS("#login-save")),
-		chromedp.WaitVisible(chromedp.CSS(`#levels tr[data-level="workload-low"]`)))
-	if top := text(t, ctx, "#flows tbody tr:first-child"); !strings.HasPrefix(top, "alice") {
+		chromedp.WaitVisible(chromedp.CSS(`.levels tr[data-level="workload-low"]`)))
+	if top := text(t, ctx, ".flows tbody tr:first-child"); !strings.HasPrefix(top, "alice") {
 		t.Errorf("top flow %q, want alice's", top)
 	}
 	shot(t, ctx, "flowcontrol.png", 1200)

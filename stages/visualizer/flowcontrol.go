@@ -2,6 +2,7 @@ package visualizer
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
 
@@ -14,11 +15,17 @@ type FlowControl interface {
 	Dump() []flowcontrol.LevelDump
 }
 
-// maxFlows bounds the flows listed on the flow-control page.
+// maxFlows bounds the flows listed per process on the flow-control page.
 const maxFlows = 10
 
-// SetFlowControl adds the flow-control page, fed by fc. Call it before Register.
-func (s *Server) SetFlowControl(fc FlowControl) { s.fc = fc }
+// SetFlowControl adds the flow-control page, fed by fc: the APF of this
+// process (pace up, whose job API and gate share it). Call it before
+// Register. [Server.SetRemoteFlowControl] is its distributed counterpart.
+func (s *Server) SetFlowControl(fc FlowControl) {
+	s.fcView = func(context.Context) (*FlowControlView, error) {
+		return &FlowControlView{Processes: []ProcessFlowControl{processView(fc.Dump())}}, nil
+	}
+}
 
 // Level is one priority level on the flow-control page.
 type Level struct {
@@ -47,14 +54,32 @@ type Flow struct {
 	Seats      int    `json:"seats"`
 }
 
-// FlowControlView is the flow-control page's data.
-type FlowControlView struct {
-	Levels []Level `json:"levels"`
-	Flows  []Flow  `json:"flows"`
+// ProcessFlowControl is the APF state of one process: its priority levels
+// and its top flows. It is also a process's answer on
+// [FlowControlSubject].
+type ProcessFlowControl struct {
+	// Stage is "gate" or "manager"; empty in pace up, whose job API and
+	// gate share one APF.
+	Stage string `json:"stage,omitempty"`
+	// Replica is the process's identity (pace stage --identity).
+	Replica string  `json:"replica,omitempty"`
+	Levels  []Level `json:"levels"`
+	Flows   []Flow  `json:"flows"`
 }
 
-func flowControlView(dump []flowcontrol.LevelDump) *FlowControlView {
-	v := &FlowControlView{Levels: []Level{}, Flows: []Flow{}}
+// FlowControlView is the flow-control page's data: the APF state of every
+// process holding one, ordered by stage and replica.
+type FlowControlView struct {
+	Processes []ProcessFlowControl `json:"processes"`
+	// Missing names the stages that hold APF state but did not answer
+	// ("gate", "manager"); always empty in pace up.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// processView summarises one process's dump: every level and its
+// maxFlows flows holding the most seats or waiting.
+func processView(dump []flowcontrol.LevelDump) ProcessFlowControl {
+	v := ProcessFlowControl{Levels: []Level{}, Flows: []Flow{}}
 	flows := map[[3]string]*Flow{}
 	add := func(level string, rq queueset.RequestDump, executing bool) {
 		k := [3]string{level, rq.FlowSchema, rq.Label}
@@ -103,7 +128,7 @@ func flowControlView(dump []flowcontrol.LevelDump) *FlowControlView {
 // flowControlEvents streams the flow-control page to admins (to anyone
 // when Config.Open): a "flowcontrol" event when it changes.
 func (s *Server) flowControlEvents(w http.ResponseWriter, r *http.Request) {
-	if s.fc == nil {
+	if s.fcView == nil {
 		http.NotFound(w, r)
 		return
 	}
@@ -111,11 +136,15 @@ func (s *Server) flowControlEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errForbidden)
 		return
 	}
+	ctx := r.Context()
+	v, err := s.fcView(ctx)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	st, ok := startStream(w)
 	if !ok {
 		return
 	}
-	s.loop(r.Context(), st, nil, "flowcontrol", flowControlView(s.fc.Dump()), func() (any, error) {
-		return flowControlView(s.fc.Dump()), nil
-	})
+	s.loop(ctx, st, nil, "flowcontrol", v, func() (any, error) { return s.fcView(ctx) })
 }

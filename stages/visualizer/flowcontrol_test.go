@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/borrowing"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
@@ -40,7 +41,7 @@ func TestFlowControlPageShowsLevelsAndTopFlows(t *testing.T) {
 		QueueSet: queueset.Dump{SeatsInUse: 3, Executing: 2, Waiting: 1, Rejected: 4, TimedOut: 1, Dispatched: 9,
 			Queues: []queueset.QueueDump{{Executing: []queueset.RequestDump{rq("pace-jobs", "alice", 2), rq("pace-jobs", "bob", 1)},
 				Waiting: []queueset.RequestDump{rq("pace-jobs", "alice", 1)}}}}}})
-	e := newEnv(t, func(s *visualizer.Server) { s.SetFlowControl(fc) })
+	e := newEnv(t, func(s *visualizer.Server, _ *bus.Client) { s.SetFlowControl(fc) })
 
 	if code, _ := e.events("/ui/events/flowcontrol", "alice-token"); code != http.StatusForbidden {
 		t.Errorf("alice (not an admin): %d, want 403", code)
@@ -49,7 +50,11 @@ func TestFlowControlPageShowsLevelsAndTopFlows(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("admin: %d", code)
 	}
-	v := next(t, ch, "levels", func(*visualizer.FlowControlView) bool { return true })
+	view := next(t, ch, "levels", func(*visualizer.FlowControlView) bool { return true })
+	if len(view.Processes) != 1 || len(view.Missing) != 0 {
+		t.Fatalf("view = %+v, want this process alone", view)
+	}
+	v := view.Processes[0]
 	want := visualizer.Level{Name: "workload-low", Nominal: 10, Current: 12, Min: 5, Max: 20, SeatsInUse: 3, Executing: 2,
 		Waiting: 1, Dispatched: 9, Rejected: 4, TimedOut: 1}
 	if len(v.Levels) != 1 || v.Levels[0] != want {
@@ -62,6 +67,7 @@ func TestFlowControlPageShowsLevelsAndTopFlows(t *testing.T) {
 	// A change is streamed.
 	fc.set([]flowcontrol.LevelDump{{Name: "workload-low", QueueSet: queueset.Dump{Rejected: 5}}})
 	next(t, ch, "more rejections", func(v *visualizer.FlowControlView) bool {
-		return len(v.Levels) == 1 && v.Levels[0].Rejected == 5 && len(v.Flows) == 0
+		p := v.Processes[0]
+		return len(p.Levels) == 1 && p.Levels[0].Rejected == 5 && len(p.Flows) == 0
 	})
 }

@@ -33,14 +33,17 @@ root-token,root,0,"pace:admins"
 // as 'pace up' serves them, on a real embedded NATS server.
 type env struct {
 	t    *testing.T
+	srv  *bus.Server
 	c    *bus.Client
 	http *httptest.Server
 }
 
-func newEnv(t *testing.T, opts ...func(*visualizer.Server)) *env {
+// newEnv starts the env; opts set up the UI over the env's bus client
+// before its routes are registered.
+func newEnv(t *testing.T, opts ...func(*visualizer.Server, *bus.Client)) *env {
 	t.Helper()
 	srv := bustest.Server(t)
-	e := &env{t: t, c: bustest.Client(t, srv)}
+	e := &env{t: t, srv: srv, c: bustest.Client(t, srv)}
 	tf, err := auth.ParseTokens(strings.NewReader(tokens))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +58,7 @@ func newEnv(t *testing.T, opts ...func(*visualizer.Server)) *env {
 	manager.NewAPI(m).Register(mux)
 	ui := visualizer.New(m, e.c, visualizer.Config{Interval: 50 * time.Millisecond}, nil)
 	for _, o := range opts {
-		o(ui)
+		o(ui, e.c)
 	}
 	ui.Register(mux)
 	e.http.Start()

@@ -48,6 +48,10 @@ type Config struct {
 	// Open shows the flow-control page to every caller, not only admins
 	// (the API has no authentication).
 	Open bool `json:"open"`
+	// AnswerWait is how long the flow-control page waits for the answers
+	// of the processes holding APF state (SetRemoteFlowControl); 0 means
+	// 500ms.
+	AnswerWait time.Duration `json:"answer_wait"`
 }
 
 // Defaults fills the zero fields of c.
@@ -58,6 +62,9 @@ func (c Config) Defaults() Config {
 	if c.LogTail <= 0 {
 		c.LogTail = 50
 	}
+	if c.AnswerWait <= 0 {
+		c.AnswerWait = 500 * time.Millisecond
+	}
 	return c
 }
 
@@ -67,7 +74,8 @@ type Server struct {
 	bus  Bus
 	cfg  Config
 	log  *slog.Logger
-	fc   FlowControl // nil: no flow-control page
+	// fcView reads the flow-control page's data; nil: no such page.
+	fcView func(context.Context) (*FlowControlView, error)
 }
 
 // New returns the UI over jobs and b.

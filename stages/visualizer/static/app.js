@@ -134,23 +134,39 @@
     notice(verb + " refused: " + msg);
   }
 
+  // Each process holding APF state gets a copy of the #fc-process template:
+  // pace up has one (its job API and gate share APF), pace stage one per
+  // gate leader and manager replica that answered.
+  const stageNames = { gate: "Gate", manager: "Manager" };
   function renderFlowControl(v) {
-    const lv = $("levels").tBodies[0];
-    lv.replaceChildren();
-    for (const l of v.levels) {
-      const tr = document.createElement("tr");
-      tr.dataset.level = l.name;
-      for (const c of [l.name + (l.lingering ? " (removed)" : ""), l.nominal, l.current + " (" + l.min + "–" + l.max + ")", l.seats_in_use, l.executing, l.waiting, l.dispatched, l.rejected, l.timed_out]) cell(tr, String(c));
-      lv.append(tr);
-    }
-    const fl = $("flows").tBodies[0];
-    fl.replaceChildren();
-    $("no-flows").hidden = v.flows.length > 0;
-    for (const f of v.flows) {
-      const tr = document.createElement("tr");
-      for (const c of [f.flow || "—", f.flow_schema, f.level, f.seats, f.executing, f.waiting]) cell(tr, String(c));
-      fl.append(tr);
-    }
+    const miss = v.missing || [];
+    $("fc-missing").hidden = miss.length === 0;
+    $("fc-missing").textContent = miss.length === 0 ? "" : "No answer from the " + miss.join(" or the ") +
+      (v.processes.length === 0 ? ": their flow-control state is unknown. Check that the stages run and may answer on NATS." : ".");
+    $("fc-processes").replaceChildren(...v.processes.map((p) => {
+      const sec = $("fc-process").content.firstElementChild.cloneNode(true);
+      const name = p.stage ? (stageNames[p.stage] || p.stage) + " (" + p.replica + ")" : "Job API and gate";
+      sec.dataset.stage = p.stage || "";
+      sec.dataset.replica = p.replica || "";
+      sec.querySelector(".fc-source").textContent = name;
+      sec.querySelector(".levels caption").textContent = "Priority levels of " + name;
+      sec.querySelector(".flows caption").textContent = "Top flows of " + name;
+      const lv = sec.querySelector(".levels tbody");
+      for (const l of p.levels) {
+        const tr = document.createElement("tr");
+        tr.dataset.level = l.name;
+        for (const c of [l.name + (l.lingering ? " (removed)" : ""), l.nominal, l.current + " (" + l.min + "–" + l.max + ")", l.seats_in_use, l.executing, l.waiting, l.dispatched, l.rejected, l.timed_out]) cell(tr, String(c));
+        lv.append(tr);
+      }
+      const fl = sec.querySelector(".flows tbody");
+      sec.querySelector(".no-flows").hidden = p.flows.length > 0;
+      for (const f of p.flows) {
+        const tr = document.createElement("tr");
+        for (const c of [f.flow || "—", f.flow_schema, f.level, f.seats, f.executing, f.waiting]) cell(tr, String(c));
+        fl.append(tr);
+      }
+      return sec;
+    }));
   }
 
   function route() {
@@ -163,6 +179,7 @@
       document.title = "Flow control · Pace";
       stream("/ui/events/flowcontrol", (ev, d) => {
         if (ev === "flowcontrol") { renderFlowControl(d); notice(""); }
+        else if (ev === "failure") notice(d.message);
       });
     } else if (m) {
       const id = decodeURIComponent(m[1]);

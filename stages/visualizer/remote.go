@@ -1,0 +1,107 @@
+package visualizer
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// When Pace runs as separate stages, APF's state lives in the gate's
+// leader and in every manager replica, not in the visualizer. Each of them
+// answers a request on FlowControlSubject with its ProcessFlowControl:
+// levels and top flows, the page's summary of its dump rather than the raw
+// dump, whose queues and requests could outgrow NATS' max_payload on a busy
+// gate. The visualizer publishes one request and gathers every answer for
+// Config.AnswerWait (scatter-gather: it cannot know how many replicas
+// run), or stops at once when the server reports no responders.
+
+// FlowControlSubject is the request/reply subject on which the processes
+// holding APF state answer with their flow-control state:
+// <prefix>.flowcontrol.dump. The request's body is ignored.
+func FlowControlSubject(p schemas.Prefix) string { return string(p) + ".flowcontrol.dump" }
+
+// flowControlStages are the stages holding APF state, whose answers the
+// page expects.
+var flowControlStages = []string{"gate", "manager"}
+
+// ServeFlowControl answers the requests on FlowControlSubject with fc's
+// state, labelled with stage and replica, until ctx ends; it returns nil
+// then, or the error of subscribing. Every answer is a fresh dump.
+func ServeFlowControl(ctx context.Context, c *bus.Client, stage, replica string, fc FlowControl, log *slog.Logger) error {
+	subject := FlowControlSubject(c.Prefix())
+	log = log.With("subject", subject)
+	sub, err := c.Conn().Subscribe(subject, func(m *nats.Msg) {
+		v := processView(fc.Dump())
+		v.Stage, v.Replica = stage, replica
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = m.Respond(b)
+		}
+		if err != nil {
+			log.Warn("flow-control answer not sent", "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", subject, err)
+	}
+	<-ctx.Done()
+	if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		log.Warn("flow-control subscription not removed", "err", err)
+	}
+	return nil
+}
+
+// SetRemoteFlowControl adds the flow-control page, fed by the answers of
+// the processes holding APF state (ServeFlowControl) over c: pace stage
+// visualizer. Call it before Register.
+func (s *Server) SetRemoteFlowControl(c *bus.Client) {
+	s.fcView = func(ctx context.Context) (*FlowControlView, error) { return s.gather(ctx, c) }
+}
+
+// gather asks every process holding APF state for it and returns the
+// answers received within Config.AnswerWait, or fewer if ctx ends first.
+func (s *Server) gather(ctx context.Context, c *bus.Client) (*FlowControlView, error) {
+	nc, subject := c.Conn(), FlowControlSubject(c.Prefix())
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // the inbox is this request's own
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil, fmt.Errorf("request %s: %w", subject, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.AnswerWait)
+	defer cancel()
+	v := &FlowControlView{Processes: []ProcessFlowControl{}}
+	for {
+		m, err := sub.NextMsgWithContext(wctx)
+		if err != nil { // the wait is over, or nobody listens (nats.ErrNoResponders)
+			break
+		}
+		var p ProcessFlowControl
+		if err := json.Unmarshal(m.Data, &p); err != nil || p.Stage == "" {
+			s.log.Warn("flow-control answer ignored", "subject", subject, "err", cmp.Or(err, errors.New("no stage")))
+			continue
+		}
+		v.Processes = append(v.Processes, p)
+	}
+	slices.SortFunc(v.Processes, func(a, b ProcessFlowControl) int {
+		return cmp.Or(cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.Replica, b.Replica))
+	})
+	for _, st := range flowControlStages {
+		if !slices.ContainsFunc(v.Processes, func(p ProcessFlowControl) bool { return p.Stage == st }) {
+			v.Missing = append(v.Missing, st)
+		}
+	}
+	return v, nil
+}

@@ -13,6 +13,7 @@ type LevelDump struct {
 	Lingering    bool                  `json:"lingering,omitempty"` // removed, draining
 	Limits       borrowing.Limits      `json:"limits"`
 	CurrentLimit int                   `json:"currentLimit"`
+	Target       float64               `json:"target"` // the last adjustment's seat target (borrowing.Allocation)
 	MaxSeats     int                   `json:"maxSeats,omitempty"`
 	Demand       borrowing.DemandStats `json:"demand"`
 	RetryAfter   time.Duration         `json:"retryAfter"`
@@ -26,7 +27,7 @@ func (c *Controller) Dump() []LevelDump {
 	tab := c.tab.Load()
 	out := make([]LevelDump, 0, len(tab.order))
 	for _, lv := range tab.order {
-		out = append(out, LevelDump{Name: lv.cfg.Name, Lingering: lv.lingering, Limits: lv.limits, CurrentLimit: lv.current, MaxSeats: lv.maxSeats,
+		out = append(out, LevelDump{Name: lv.cfg.Name, Lingering: lv.lingering, Limits: lv.limits, CurrentLimit: lv.current, Target: lv.target, MaxSeats: lv.maxSeats,
 			Demand: lv.demand, RetryAfter: c.retryAfter.RetryAfter(lv.cfg.Name), QueueSet: lv.qs.Dump()})
 	}
 	return out

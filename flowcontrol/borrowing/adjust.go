@@ -44,10 +44,25 @@ type LevelState struct {
 	Current int
 }
 
-// Adjust returns each level's new concurrency limit and the fair fraction
-// (0 unless the fair allocation ran). nominalSum is the sum of nominal limits.
-func Adjust(nominalSum int, levels []LevelState) ([]int, float64) {
+// Allocation is the outcome of one adjustment.
+type Allocation struct {
+	// Current is each level's new concurrency limit.
+	Current []int
+	// Target is each level's seat target: max(its floor, smoothed demand) for
+	// a non-exempt level (kube's target_seats), and for an exempt level the
+	// seats it takes off the top, max(MinCL, high watermark). Kube publishes
+	// the first non-exempt level's target for exempt levels (reference §1.12
+	// item 2); Pace publishes this instead.
+	Target []float64
+	// FairFraction is the fair proportion, 0 unless the fair allocation ran.
+	FairFraction float64
+}
+
+// Adjust returns each level's new concurrency limit and target and the fair
+// fraction. nominalSum is the sum of nominal limits.
+func Adjust(nominalSum int, levels []LevelState) Allocation {
 	out := make([]int, len(levels))
+	targets := make([]float64, len(levels))
 	minCurrent := make([]int, len(levels))
 	items := make([]Item, 0, len(levels))
 	itemOf := make([]int, len(levels))
@@ -58,22 +73,24 @@ func Adjust(nominalSum int, levels []LevelState) ([]int, float64) {
 		if l.Exempt {
 			minCurrent[i] = max(l.Limits.Min, hw)
 			out[i] = minCurrent[i]
+			targets[i] = float64(minCurrent[i])
 			remaining -= minCurrent[i]
 			itemOf[i] = -1
 			continue
 		}
 		minCurrent[i] = max(l.Limits.Min, min(l.Limits.Nominal, hw))
 		itemOf[i] = len(items)
+		targets[i] = math.Max(float64(minCurrent[i]), l.Demand.Smoothed)
 		items = append(items, Item{
 			LowerBound: float64(minCurrent[i]),
 			UpperBound: float64(l.Limits.Max),
-			Target:     math.Max(float64(minCurrent[i]), l.Demand.Smoothed),
+			Target:     targets[i],
 		})
 		minSum += l.Limits.Min
 		minCurrentSum += minCurrent[i]
 	}
 	if len(items) == 0 {
-		return out, 0
+		return Allocation{Current: out, Target: targets}
 	}
 	var allocs []float64
 	var fair, shareFrac float64
@@ -101,5 +118,5 @@ func Adjust(nominalSum int, levels []LevelState) ([]int, float64) {
 			out[i] = int(math.Round(allocs[idx]))
 		}
 	}
-	return out, fair
+	return Allocation{Current: out, Target: targets, FairFraction: fair}
 }

@@ -47,13 +47,18 @@ func TestBootstrapAt600(t *testing.T) {
 	for i, l := range bootstrap {
 		states[i] = LevelState{Exempt: l.Exempt, Limits: limits[i]}
 	}
-	current, fair := Adjust(sum, states)
+	alloc := Adjust(sum, states)
+	current, fair := alloc.Current, alloc.FairFraction
 	got := make([]row, len(bootstrap))
 	for i := range bootstrap {
 		got[i] = row{limits[i].Nominal, limits[i].Min, limits[i].Max, current[i]}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("limits (-want +got):\n%s", diff)
+	}
+	// idle: every target is the level's MinCL; the exempt level's take is 0
+	if diff := cmp.Diff([]float64{0, 13, 50, 73, 25, 49, 24, 24}, alloc.Target); diff != "" {
+		t.Errorf("targets (-want +got):\n%s", diff)
 	}
 	if math.Abs(fair-602.0/258) > 1e-12 {
 		t.Errorf("fair fraction = %v, want 602/258", fair)
@@ -76,10 +81,12 @@ func TestAdjustCases(t *testing.T) {
 		name   string
 		demand []int // high watermark = smoothed demand per level
 		want   []int
+		// max(floor, smoothed); for exempt its own take (kube shows workload-high's 970)
+		wantTarget []float64
 	}{
-		{"exempt takes everything", []int{970, 970, 970, 970}, []int{120, 60, 30, 970}},
-		{"shared fraction", []int{970, 970, 970, 330}, []int{180, 330, 30, 330}},
-		{"low demand", []int{970, 1, 970, 540}, []int{240, 60, 30, 540}},
+		{"exempt takes everything", []int{970, 970, 970, 970}, []int{120, 60, 30, 970}, []float64{970, 970, 970, 970}},
+		{"shared fraction", []int{970, 970, 970, 330}, []int{180, 330, 30, 330}, []float64{970, 970, 970, 330}},
+		{"low demand", []int{970, 1, 970, 540}, []int{240, 60, 30, 540}, []float64{970, 60, 970, 540}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			states := make([]LevelState, len(levels))
@@ -87,12 +94,16 @@ func TestAdjustCases(t *testing.T) {
 				states[i] = LevelState{Exempt: l.Exempt, Limits: limits[i],
 					Demand: DemandStats{HighWatermark: tc.demand[i], Smoothed: float64(tc.demand[i])}}
 			}
-			got, fair := Adjust(sum, states)
+			alloc := Adjust(sum, states)
+			got, fair := alloc.Current, alloc.FairFraction
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
 			if fair != 0 {
 				t.Errorf("fair fraction = %v in a constrained case, want 0", fair)
+			}
+			if diff := cmp.Diff(tc.wantTarget, alloc.Target); diff != "" {
+				t.Errorf("targets (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -113,7 +124,7 @@ func TestLendableLimited(t *testing.T) {
 	for i, l := range levels {
 		states[i] = LevelState{Exempt: l.Exempt, Limits: limits[i], Demand: DemandStats{HighWatermark: demand[i], Smoothed: float64(demand[i])}}
 	}
-	got, _ := Adjust(sum, states)
+	got := Adjust(sum, states).Current
 	if diff := cmp.Diff([]int{16, 8, 1, 0}, got); diff != "" {
 		t.Errorf("limits (-want +got):\n%s", diff)
 	}

@@ -22,6 +22,7 @@ func (qs *QueueSet) dispatchLocked() bool {
 		return false
 	}
 	r := q.waiting.head
+	qs.lastDispatch.R, qs.lastDispatch.S = qs.currentR, q.nextDispatchR
 	q.withdraw(r)
 	qs.totRequestsWaiting--
 	qs.totSeatsWaiting -= r.waitSeats // the seats added at enqueue, clamp or not
@@ -60,12 +61,14 @@ func (qs *QueueSet) startLocked(r *Request, now time.Time) {
 // findDispatchQueueLocked scans the queues round-robin from the one after the
 // last dispatch and returns the queue whose head has the strictly smallest
 // virtual finish, or nil if that head cannot be accommodated now (head-of-line
-// blocking: no other head is considered). On success robinIndex moves to it.
+// blocking: no other head is considered). On success robinIndex moves to it
+// and the bounds of the scan are recorded in lastDispatch.
 func (qs *QueueSet) findDispatchQueueLocked() *queue {
 	n := len(qs.queues)
 	start := qs.robinIndex
 	best, bestIdx := (*queue)(nil), -1
 	bestFinish := work.MaxSeatSeconds
+	var b DispatchDump
 	for i := 1; i <= n; i++ {
 		idx := (start + i) % n
 		if idx < 0 {
@@ -73,6 +76,8 @@ func (qs *QueueSet) findDispatchQueueLocked() *queue {
 		}
 		q := qs.queues[idx]
 		if h := q.waiting.head; h != nil {
+			inProgress := work.SeatsTimesDuration(float64(q.seatsInUse), qs.g)
+			b.noteQueue(q.nextDispatchR, q.nextDispatchR.Float()-inProgress.Float(), best == nil)
 			if f := q.nextDispatchR + h.est.TotalWork(); f < bestFinish {
 				best, bestIdx, bestFinish = q, idx, f
 			}
@@ -84,6 +89,8 @@ func (qs *QueueSet) findDispatchQueueLocked() *queue {
 		return nil
 	}
 	qs.robinIndex = bestIdx
+	b.Dispatches = qs.lastDispatch.Dispatches + 1
+	qs.lastDispatch = b
 	return best
 }
 

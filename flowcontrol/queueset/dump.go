@@ -24,6 +24,42 @@ type Dump struct {
 	TimedOut            int              `json:"timedOut"`
 	EpochAdvances       int              `json:"epochAdvances"`
 	EpochAdvanceFailure int              `json:"epochAdvanceFailures"`
+	// LastDispatch describes the last dispatch from a queue; its Dispatches
+	// is 0 before the first one (levels without queues never have one).
+	LastDispatch DispatchDump `json:"lastDispatch"`
+}
+
+// DispatchDump is virtual time as seen by the last dispatch from a queue:
+// kube-apiserver's dispatch_r, latest_s, next_s_bounds and
+// next_discounted_s_bounds gauges, which it sets at every such dispatch.
+type DispatchDump struct {
+	// Dispatches counts the dispatches from queues.
+	Dispatches int `json:"dispatches"`
+	// R is the progress meter at the dispatch.
+	R work.SeatSeconds `json:"r"`
+	// S is the nextDispatchR of the queue dispatched from, before the
+	// request's work was added: the request's virtual start.
+	S work.SeatSeconds `json:"s"`
+	// SMin and SMax bound nextDispatchR over the queues that had a request
+	// waiting when the dispatch scanned them.
+	SMin work.SeatSeconds `json:"sMin"`
+	SMax work.SeatSeconds `json:"sMax"`
+	// DiscountedSMin and DiscountedSMax bound nextDispatchR − seatsInUse×G
+	// over the same queues, in seat-seconds. They may be negative, where
+	// kube's unsigned arithmetic wraps around.
+	DiscountedSMin float64 `json:"discountedSMin"`
+	DiscountedSMax float64 `json:"discountedSMax"`
+}
+
+// noteQueue widens the bounds by one queue's nextDispatchR s and discounted
+// value ds; first starts them.
+func (d *DispatchDump) noteQueue(s work.SeatSeconds, ds float64, first bool) {
+	if first {
+		d.SMin, d.SMax, d.DiscountedSMin, d.DiscountedSMax = s, s, ds, ds
+		return
+	}
+	d.SMin, d.SMax = min(d.SMin, s), max(d.SMax, s)
+	d.DiscountedSMin, d.DiscountedSMax = min(d.DiscountedSMin, ds), max(d.DiscountedSMax, ds)
 }
 
 // QueueDump describes one queue.
@@ -56,7 +92,7 @@ func (qs *QueueSet) Dump() Dump {
 		Waiting: qs.totRequestsWaiting, Executing: qs.totRequestsExecuting,
 		SeatsInUse: qs.totSeatsInUse, SeatsWaiting: qs.totSeatsWaiting,
 		Dispatched: qs.dispatched, Rejected: qs.rejected, TimedOut: qs.timedOut,
-		EpochAdvances: qs.epochAdvances, EpochAdvanceFailure: qs.epochFailures,
+		EpochAdvances: qs.epochAdvances, EpochAdvanceFailure: qs.epochFailures, LastDispatch: qs.lastDispatch,
 	}
 	for _, q := range qs.queues {
 		qd := QueueDump{Index: q.index, NextDispatchR: q.nextDispatchR, SeatsInUse: q.seatsInUse,

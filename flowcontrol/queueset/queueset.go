@@ -58,6 +58,7 @@ type QueueSet struct {
 	dispatched, rejected, timedOut int
 	epochAdvances, epochFailures   int
 	violation                      error // first over-limit dispatch, reported by CheckInvariants
+	lastDispatch                   DispatchDump
 }
 
 // New returns a queue set with the given configuration and concurrency limit.

@@ -50,6 +50,8 @@ type RejectedError struct {
 	FlowSchema    string
 	Reason        RejectReason
 	RetryAfter    time.Duration
+	// Seats is the rejected request's MaxSeats.
+	Seats int
 }
 
 // Error describes the rejection.
@@ -87,6 +89,7 @@ type level struct {
 	// guarded by Controller.mu
 	demand  borrowing.DemandStats
 	current int
+	target  float64
 }
 
 // New validates cfg and returns a Controller whose limits are the idle
@@ -202,12 +205,12 @@ func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash ui
 	}
 	r, reason := lv.qs.Start(est, hash, flowSchema, label, nil)
 	if r == nil {
-		return nil, c.reject(priorityLevel, flowSchema, reason)
+		return nil, c.reject(priorityLevel, flowSchema, reason, est)
 	}
 	if r.Wait(ctx) {
 		return r, nil
 	}
-	return nil, c.reject(priorityLevel, flowSchema, ReasonTimeOut)
+	return nil, c.reject(priorityLevel, flowSchema, ReasonTimeOut, est)
 }
 
 // WithWaitLimit bounds how long a request may wait in a queue, measured on the
@@ -225,10 +228,10 @@ func (c *Controller) WithWaitLimit(ctx context.Context) (context.Context, contex
 	return ctx, cancel
 }
 
-func (c *Controller) reject(priorityLevel, flowSchema string, reason RejectReason) error {
+func (c *Controller) reject(priorityLevel, flowSchema string, reason RejectReason, est WorkEstimate) error {
 	c.retryAfter.RecordDropped(priorityLevel)
 	return &RejectedError{PriorityLevel: priorityLevel, FlowSchema: flowSchema, Reason: reason,
-		RetryAfter: c.retryAfter.RetryAfter(priorityLevel)}
+		RetryAfter: c.retryAfter.RetryAfter(priorityLevel), Seats: est.MaxSeats()}
 }
 
 // MaxSeats returns the widest estimate the level allows (0: no per-level
@@ -268,11 +271,11 @@ func (c *Controller) adjustLocked() {
 		lv.demand.Update(lv.qs.SeatDemand().Reset())
 		states[i] = borrowing.LevelState{Exempt: lv.cfg.Exempt, Limits: lv.limits, Demand: lv.demand, Current: lv.current}
 	}
-	current, fairFrac := borrowing.Adjust(tab.nominalSum, states)
-	c.fairFrac = fairFrac
+	alloc := borrowing.Adjust(tab.nominalSum, states)
+	c.fairFrac = alloc.FairFraction
 	for i, lv := range tab.order {
-		lv.current = current[i]
-		lv.qs.SetConcurrencyLimit(current[i])
+		lv.current, lv.target = alloc.Current[i], alloc.Target[i]
+		lv.qs.SetConcurrencyLimit(alloc.Current[i])
 	}
 }
 

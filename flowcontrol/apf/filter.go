@@ -19,22 +19,45 @@ const (
 	HeaderPriorityLevelUID = "X-Kubernetes-PF-PriorityLevel-UID"
 )
 
+// FilterOption tunes Middleware.
+type FilterOption func(*filterOptions)
+
+type filterOptions struct {
+	learnCounts bool
+}
+
+// LearnObjectCounts makes the filter learn each resource's object count and
+// average object size from the JSON lists it serves: a cluster-wide list
+// with no selector and no continue token holds every object of its resource
+// (plus metadata.remainingItemCount when limited), which kube-apiserver
+// would know from its storage. The counts go to the gate's ObjectCounts and
+// price later lists. `pace gate proxy` uses it in front of kube-apiserver.
+func LearnObjectCounts() FilterOption {
+	return func(o *filterOptions) { o.learnCounts = true }
+}
+
 // Middleware returns the APF HTTP filter. It reads the caller from
 // auth.FromContext (put there by auth.Middleware, which must run first; no
 // identity means system:anonymous), resolves the request with resolve,
+// estimates its work from its attributes and list options (Gate.Admit),
 // classifies and queues it, and either runs next once dispatched or answers
 // 429 Too Many Requests with Retry-After and the JSON envelope
 //
 //	{"error_code":429,"error_name":"TooManyRequests","error_message":"..."}
 //
 // Long-running requests other than watches bypass it; a watch holds its seat
-// until its response starts (kube's watch initialization). With APF disabled
-// (Config.Disabled) it applies the two max-inflight limits instead.
+// until its response starts (kube's watch initialization) and counts in
+// Gate.Watches until it ends. With APF disabled (Config.Disabled) it applies
+// the two max-inflight limits instead.
 //
 //	handler := auth.Middleware(authn)(gate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
-func (g *Gate) Middleware(resolve Resolver) func(http.Handler) http.Handler {
+func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Handler) http.Handler {
 	if g.cfg.Disabled {
 		return g.maxInflight(resolve)
+	}
+	var o filterOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,12 +67,14 @@ func (g *Gate) Middleware(resolve Resolver) func(http.Handler) http.Handler {
 				return
 			}
 			attrs := Attributes(r, ri)
+			query := r.URL.Query()
+			wr := WorkRequest(attrs, query)
 			kind := "regular"
 			if ri.IsWatch() {
 				kind = "watch"
 			}
 			g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, 1)
-			adm, err := g.Admit(r.Context(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, kind)
+			adm, err := g.Admit(r.Context(), attrs, wr, kind)
 			g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, -1)
 			if err != nil {
 				var rej *flowcontrol.RejectedError
@@ -65,11 +90,16 @@ func (g *Gate) Middleware(resolve Resolver) func(http.Handler) http.Handler {
 			setClassificationHeaders(w, adm.Classification)
 			g.metrics.requestKind(ri.IsReadOnly(), executingPhase, 1)
 			defer g.metrics.requestKind(ri.IsReadOnly(), executingPhase, -1)
-			if !ri.IsWatch() {
+			switch {
+			case ri.IsWatch():
+				serveWatch(adm, g.watches.Register(wr), next, w, r)
+			case o.learnCounts && countsWholeResource(ri, query):
+				lc := &listCounter{ResponseWriter: w}
+				defer func() { g.objects.learn(ri.APIGroup, ri.Resource, lc.finish()) }() // also ends the decoder on a panic
+				adm.Finish(func() { next.ServeHTTP(lc, r) })
+			default:
 				adm.Finish(func() { next.ServeHTTP(w, r) })
-				return
 			}
-			serveWatch(adm, next, w, r)
 		})
 	}
 }
@@ -108,13 +138,15 @@ func writeError(w http.ResponseWriter, code int, name, msg string) {
 }
 
 // serveWatch runs a watch: its execution (and seat) ends when the handler
-// starts the response or returns, while the handler goes on streaming.
-func serveWatch(adm *Admission, next http.Handler, w http.ResponseWriter, r *http.Request) {
+// starts the response or returns, while the handler goes on streaming;
+// forget ends its count among the watches when the handler returns.
+func serveWatch(adm *Admission, forget func(), next http.Handler, w http.ResponseWriter, r *http.Request) {
 	sw := &startWriter{ResponseWriter: w, started: make(chan struct{})}
 	done := make(chan any, 1)
 	adm.Finish(func() {
 		go func() {
 			defer func() { done <- recover() }()
+			defer forget()
 			next.ServeHTTP(sw, r)
 		}()
 		select {

@@ -15,6 +15,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/flowcontrol/work"
 )
 
 // Config holds the server-wide settings of a Gate, with kube-apiserver's
@@ -57,9 +58,12 @@ func (c Config) ServerConcurrencyLimit() int {
 
 // Gate admits requests by API Priority and Fairness under a live policy.
 type Gate struct {
-	clk     eventclock.Interface
-	cfg     Config
-	metrics *Metrics
+	clk       eventclock.Interface
+	cfg       Config
+	metrics   *Metrics
+	watches   *WatchTracker
+	objects   *ObjectCounts
+	estimator *work.Estimator
 
 	reconf sync.Mutex   // serialises Reconfigure
 	mu     sync.RWMutex // guards cur
@@ -80,12 +84,14 @@ func New(clk eventclock.Interface, cfg Config, objs policy.Objects, metrics *Met
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	g := &Gate{clk: clk, cfg: cfg, metrics: metrics}
+	g := &Gate{clk: clk, cfg: cfg, metrics: metrics, watches: NewWatchTracker(), objects: NewObjectCounts()}
 	gen, err := g.build(objs)
 	if err != nil {
 		return nil, err
 	}
 	g.cur = gen
+	// Reconfigure keeps the engine, so its per-level caps stay current.
+	g.estimator = work.NewEstimator(work.DefaultEstimatorConfig(), g.objects, g.watches, gen.ctl.MaxSeats)
 	metrics.attach(g)
 	return g, nil
 }
@@ -141,6 +147,14 @@ func deref(p *int32) int32 {
 	}
 	return *p
 }
+
+// Watches returns the watches in progress through the gate's HTTP filter,
+// the watch counts of its work estimator.
+func (g *Gate) Watches() *WatchTracker { return g.watches }
+
+// ObjectCounts returns the object counts of its work estimator; feed them
+// with what the process knows (see ObjectCounts).
+func (g *Gate) ObjectCounts() *ObjectCounts { return g.objects }
 
 // Config returns the server-wide settings.
 func (g *Gate) Config() Config { return g.cfg }
@@ -202,6 +216,9 @@ type Admission struct {
 	kind           string
 }
 
+// Estimate returns the request's work estimate (after any final-seat clamp).
+func (a *Admission) Estimate() flowcontrol.WorkEstimate { return a.req.Estimate() }
+
 // Finish runs fn as the request's execution and frees its seats afterwards,
 // even if fn panics.
 func (a *Admission) Finish(fn func()) {
@@ -214,21 +231,26 @@ func (a *Admission) Finish(fn func()) {
 	a.req.Finish(fn)
 }
 
-// Admit classifies a and waits for its priority level to dispatch it. The
-// wait is bounded as kube-apiserver bounds it: a quarter of ctx's deadline,
-// or 15 s, and at most a minute. It returns the admission, or a
-// *flowcontrol.RejectedError (queue-full, concurrency-limit, time-out).
+// Admit classifies a, estimates its work as kube-apiserver does (lists and
+// watches by the object counts of ObjectCounts, writes by the watches of
+// Watches they notify, everything else one seat; capped per priority level)
+// and waits for its priority level to dispatch it. wr describes the request
+// to the estimator; nil means WorkRequest(a, nil), a request without list
+// options. The wait is bounded as kube-apiserver bounds it: a quarter of
+// ctx's deadline, or 15 s, and at most a minute. It returns the admission,
+// or a *flowcontrol.RejectedError (queue-full, concurrency-limit, time-out).
 // kind is "watch" for watches and "" otherwise (metrics only).
-func (g *Gate) Admit(ctx context.Context, a policy.Attributes, est flowcontrol.WorkEstimate, kind string) (*Admission, error) {
+func (g *Gate) Admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string) (*Admission, error) {
 	gen := g.current()
 	c := gen.digest.Classify(a)
 	pl, fs := c.PriorityLevel.Name, c.FlowSchema.Name
-	if est.InitialSeats < 1 {
-		est.InitialSeats = 1
+	if wr == nil {
+		wr = WorkRequest(a, nil)
 	}
-	if m := gen.ctl.MaxSeats(pl); m > 0 {
-		est.InitialSeats, est.FinalSeats = min(est.InitialSeats, m), min(est.FinalSeats, m)
+	if isMutating(wr) {
+		g.metrics.watchCountSample(pl, fs, g.watches.WatchCount(wr))
 	}
+	est := g.estimator.Estimate(wr, pl)
 	g.metrics.estimated(pl, fs, est.MaxSeats())
 	waitCtx, cancel := gen.ctl.WithWaitLimit(ctx)
 	defer cancel()

@@ -46,13 +46,13 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
-	first, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+	first, err := g.Admit(context.Background(), attrs, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	queued := make(chan error, 1)
 	go func() {
-		adm, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+		adm, err := g.Admit(context.Background(), attrs, nil, "")
 		if err == nil {
 			adm.Finish(func() {})
 		}
@@ -97,14 +97,14 @@ func TestReconfigureSameLevelsKeepsSeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
-	held, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+	held, err := g.Admit(context.Background(), attrs, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Reconfigure(context.Background(), policy.Overlay(policy.Defaults(), objs)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Admit(context.Background(), attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, ""); err == nil {
+	if _, err := g.Admit(context.Background(), attrs, nil, ""); err == nil {
 		t.Error("second request admitted while the only seat is held across a reconfiguration")
 	}
 	held.Finish(func() {})

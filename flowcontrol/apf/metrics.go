@@ -115,6 +115,12 @@ func (m *Metrics) estimated(pl, fs string, seats int) {
 	}
 }
 
+func (m *Metrics) watchCountSample(pl, fs string, n int) {
+	if m != nil {
+		m.watchCount.WithLabelValues(pl, fs).Observe(float64(n))
+	}
+}
+
 func (m *Metrics) queued(pl, fs string, seats, delta int) {
 	if m == nil {
 		return

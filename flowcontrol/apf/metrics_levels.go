@@ -19,7 +19,10 @@ var (
 	descAverage      = levelDesc("demand_seats_average", "Time-weighted average, over last adjustment period, of demand_seats", "priority_level")
 	descStdev        = levelDesc("demand_seats_stdev", "Time-weighted standard deviation, over last adjustment period, of demand_seats", "priority_level")
 	descSmoothed     = levelDesc("demand_seats_smoothed", "Smoothed seat demands", "priority_level")
+	descTarget       = levelDesc("target_seats", "Seat allocation targets", "priority_level")
 	descCurrentR     = levelDesc("current_r", "R(time of last change)", "priority_level")
+	descDispatchR    = levelDesc("dispatch_r", "R(time of last dispatch)", "priority_level")
+	descLatestS      = levelDesc("latest_s", "S(most recently dispatched request)", "priority_level")
 	descNextS        = levelDesc("next_s_bounds", "min and max, over queues, of S(oldest waiting request in queue)", "priority_level", "bound")
 	descNextDiscount = levelDesc("next_discounted_s_bounds", "min and max, over queues, of S(oldest waiting request in queue) - estimated work in progress", "priority_level", "bound")
 	descEpoch        = levelDesc("epoch_advance_total", "Number of times the queueset's progress meter jumped backward", "priority_level", "success")
@@ -40,12 +43,10 @@ func (c *levelCollector) set(g *Gate) {
 
 func (c *levelCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNominal, descLower, descUpper, descCurrent, descHighWater, descAverage, descStdev,
-		descSmoothed, descCurrentR, descNextS, descNextDiscount, descEpoch} {
+		descSmoothed, descTarget, descCurrentR, descDispatchR, descLatestS, descNextS, descNextDiscount, descEpoch} {
 		ch <- d
 	}
 }
-
-const estimatedServiceTime = 0.003 // G, seconds
 
 func (c *levelCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
@@ -66,24 +67,18 @@ func (c *levelCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descAverage, l.Demand.Average, l.Name)
 		gauge(descStdev, l.Demand.StdDev, l.Name)
 		gauge(descSmoothed, l.Demand.Smoothed, l.Name)
+		gauge(descTarget, l.Target, l.Name)
 		gauge(descCurrentR, l.QueueSet.CurrentR.Float(), l.Name)
-		var lo, hi, dlo, dhi float64
-		first := true
-		for _, q := range l.QueueSet.Queues {
-			if len(q.Waiting) == 0 {
-				continue
-			}
-			s := q.NextDispatchR.Float()
-			ds := s - float64(q.SeatsInUse)*estimatedServiceTime
-			if first {
-				lo, hi, dlo, dhi, first = s, s, ds, ds, false
-			}
-			lo, hi, dlo, dhi = min(lo, s), max(hi, s), min(dlo, ds), max(dhi, ds)
+		// kube sets these at each dispatch from a queue, so a level that never
+		// dispatched from one has none
+		if d := l.QueueSet.LastDispatch; d.Dispatches > 0 {
+			gauge(descDispatchR, d.R.Float(), l.Name)
+			gauge(descLatestS, d.S.Float(), l.Name)
+			gauge(descNextS, d.SMin.Float(), l.Name, "min")
+			gauge(descNextS, d.SMax.Float(), l.Name, "max")
+			gauge(descNextDiscount, d.DiscountedSMin, l.Name, "min")
+			gauge(descNextDiscount, d.DiscountedSMax, l.Name, "max")
 		}
-		gauge(descNextS, lo, l.Name, "min")
-		gauge(descNextS, hi, l.Name, "max")
-		gauge(descNextDiscount, dlo, l.Name, "min")
-		gauge(descNextDiscount, dhi, l.Name, "max")
 		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvances), l.Name, "true")
 		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvanceFailure), l.Name, "false")
 	}

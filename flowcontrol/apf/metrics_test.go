@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
@@ -30,7 +29,7 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 	}
 	// One admitted request that executes for a second of the fake clock.
 	adm, err := g.Admit(context.Background(), policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, IsResourceRequest: true, Verb: "get", Resource: "pods", Namespace: "x"},
-		flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+		nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,10 @@ type Request struct {
 	LabelSelector        string
 	FieldSelector        string
 	SendInitialEvents    *bool
+	// InvalidListOptions marks list options that do not parse (e.g. a
+	// non-numeric limit): the request will fail validation, and kube charges
+	// it the maximum.
+	InvalidListOptions bool
 }
 
 // Stats describes the stored objects of one resource.

@@ -8,6 +8,9 @@ import (
 func (e *Estimator) list(r *Request, priorityLevel string) Estimate {
 	minSeats := e.cfg.MinimumSeats
 	maxSeats := e.capFor(priorityLevel, e.cfg.MaximumListSeatsLimit)
+	if r.InvalidListOptions {
+		return Estimate{InitialSeats: maxSeats}
+	}
 	if r.Verb == "watch" {
 		initialEvents := r.SendInitialEvents != nil && *r.SendInitialEvents
 		legacy := r.ResourceVersion == "" || r.ResourceVersion == "0"

@@ -141,7 +141,9 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 	log := s.log.With("request_id", req.ID, "job", req.Job)
 	attrs := policy.Attributes{User: req.User, Groups: req.Groups, IsResourceRequest: req.Resource != "", Verb: req.Verb,
 		APIGroup: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name, Path: req.Path}
-	adm, err := s.gate.Admit(ctx, attrs, flowcontrol.WorkEstimate{InitialSeats: 1}, "")
+	// Estimated as kube-apiserver would (a scale patch or a delete is a write:
+	// one seat, plus final seats for the watches it notifies that Pace knows of).
+	adm, err := s.gate.Admit(ctx, attrs, nil, "")
 	var rej *flowcontrol.RejectedError
 	switch {
 	case errors.As(err, &rej):
@@ -152,7 +154,7 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 		log.Warn("kube request rejected", "priority_level", rej.PriorityLevel, "flow_schema", rej.FlowSchema, "reason", rej.Reason)
 		s.publish(ctx, log, s.c.Prefix().Admission(token(rej.PriorityLevel), token(rej.FlowSchema)), &schemas.AdmissionEvent{
 			RequestID: req.ID, PriorityLevel: rej.PriorityLevel, FlowSchema: rej.FlowSchema, Outcome: schemas.Refused,
-			Reason: string(rej.Reason), Seats: 1, At: s.now()})
+			Reason: string(rej.Reason), Seats: rej.Seats, At: s.now()})
 		s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
 			Reason: fmt.Sprintf("%s (retry after %v)", rej.Reason, rej.RetryAfter), At: s.now()})
 		_ = m.Ack()
@@ -165,7 +167,7 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 	c := adm.Classification
 	s.publish(ctx, log, s.c.Prefix().Admission(token(c.PriorityLevel.Name), token(c.FlowSchema.Name)), &schemas.AdmissionEvent{
 		RequestID: req.ID, PriorityLevel: c.PriorityLevel.Name, FlowSchema: c.FlowSchema.Name, Flow: c.Distinguisher,
-		Outcome: schemas.Dispatched, Seats: 1, Wait: schemas.Duration(adm.Wait), At: s.now()})
+		Outcome: schemas.Dispatched, Seats: adm.Estimate().MaxSeats(), Wait: schemas.Duration(adm.Wait), At: s.now()})
 	var out *schemas.KubeOutcome
 	adm.Finish(func() { out = s.execute(ctx, log, req) })
 	s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), out)

@@ -1,0 +1,141 @@
+package apf_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+)
+
+// gauge returns the value of the series of name whose labels include want,
+// and whether it exists.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.Metric {
+			got := map[string]string{}
+			for _, lp := range m.Label {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue series
+				}
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestDispatchGauges drives one queue with two seats on the fake clock
+// (G = 3 ms) and checks the virtual-time gauges kube sets at a dispatch:
+//
+//	t=0  a and b start (S = 0 and 0.003); c waits
+//	t=1s a finishes: R advanced at min(3 seats, C=2)/1 queue = 2 per second,
+//	     the queue's S is corrected by a's 1 s to 0.006 + 0.997 = 1.003, and
+//	     c is dispatched with b still holding a seat there (discounted S 1.000).
+func TestDispatchGauges(t *testing.T) {
+	objs, err := policy.Load(strings.NewReader(oneQueuedSeat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := apf.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := eventclock.NewFake(time.Unix(1000, 0))
+	g, err := apf.New(clk, apf.Config{MaxRequestsInflight: 5}, policy.Overlay(policy.Defaults(), objs), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := map[string]string{"priority_level": "tiny"}
+	for _, l := range g.Dump() {
+		if l.Name == "tiny" && l.CurrentLimit != 2 {
+			t.Fatalf("tiny has %d seats, the scenario needs 2", l.CurrentLimit)
+		}
+	}
+	if _, ok := gauge(t, reg, "apiserver_flowcontrol_dispatch_r", tiny); ok {
+		t.Error("dispatch_r published before any dispatch")
+	}
+	if v, _ := gauge(t, reg, "apiserver_flowcontrol_target_seats", tiny); v != 2 {
+		t.Errorf("target_seats{tiny} = %v, want 2 (idle: its lower limit)", v)
+	}
+	if v, _ := gauge(t, reg, "apiserver_flowcontrol_target_seats", map[string]string{"priority_level": "exempt"}); v != 0 {
+		t.Errorf("target_seats{exempt} = %v, want 0 (its own take, not another level's target)", v)
+	}
+
+	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
+	a, err := g.Admit(context.Background(), attrs, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := g.Admit(context.Background(), attrs, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name  string
+		bound string
+		want  float64
+	}{{"apiserver_flowcontrol_dispatch_r", "", 0}, {"apiserver_flowcontrol_latest_s", "", 0.003},
+		{"apiserver_flowcontrol_next_s_bounds", "min", 0.003}, {"apiserver_flowcontrol_next_discounted_s_bounds", "max", 0}}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range checks {
+			labels := map[string]string{"priority_level": "tiny"}
+			if c.bound != "" {
+				labels["bound"] = c.bound
+			}
+			if v, ok := gauge(t, reg, c.name, labels); !ok || math.Abs(v-c.want) > 1e-9 {
+				t.Errorf("%s: %s%v = %v (present %v), want %v", when, c.name, labels, v, ok, c.want)
+			}
+		}
+	}
+	check("after b")
+
+	queued := make(chan *apf.Admission)
+	go func() {
+		c, err := g.Admit(context.Background(), attrs, nil, "")
+		if err != nil {
+			t.Error(err)
+		}
+		queued <- c
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if d := g.Dump(); len(d) > 0 && waiting(d, "tiny") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("c never queued")
+		}
+	}
+	a.Finish(func() { clk.Step(time.Second) })
+	c := <-queued
+	checks = []struct {
+		name  string
+		bound string
+		want  float64
+	}{{"apiserver_flowcontrol_dispatch_r", "", 2}, {"apiserver_flowcontrol_latest_s", "", 1.003},
+		{"apiserver_flowcontrol_next_s_bounds", "min", 1.003}, {"apiserver_flowcontrol_next_s_bounds", "max", 1.003},
+		{"apiserver_flowcontrol_next_discounted_s_bounds", "min", 1}, {"apiserver_flowcontrol_next_discounted_s_bounds", "max", 1}}
+	check("after c")
+	b.Finish(nil)
+	c.Finish(nil)
+}

@@ -52,6 +52,8 @@ type State struct {
 	// as one); Startup the start-up delay measured from them (0: none yet).
 	Pending *ScaleUp      `json:"pending,omitempty"`
 	Startup time.Duration `json:"startup,omitempty"`
+	// Learned is how long after the job's start the first rate was measured.
+	Learned time.Duration `json:"learned,omitempty"`
 	// Recommendations within the longer stabilization window, oldest first.
 	Recommendations []Point `json:"recommendations,omitempty"`
 }
@@ -105,6 +107,9 @@ func (c *Controller) watchStartup(p schemas.Progress) {
 	}
 	took := p.At.Sub(up.At)
 	if !up.Measured && p.Replicas > up.Base {
+		if prev := s.Prev; prev != nil && prev.At.After(up.At) {
+			took = prev.At.Add(p.At.Sub(prev.At) / 2).Sub(up.At) // live at some time between the two samples
+		}
 		up.Measured = true
 		if s.Startup == 0 {
 			s.Startup = took
@@ -137,6 +142,9 @@ func (c *Controller) observe(p schemas.Progress, r int) {
 		decay := math.Exp(-dt / c.cfg.RateWindow.D().Seconds())
 		s.Items = s.Items*decay + float64(max(0, now.Finished-prev.Finished))
 		s.Busy = s.Busy*decay + dt*float64(prev.Busy+now.Busy)/2
+		if s.Learned == 0 && s.Items > 0 && c.job.Expected > 0 {
+			s.Learned = time.Duration(p.TimeProgress * float64(c.job.Expected))
+		}
 	}
 	s.Prev = &now
 }
@@ -165,6 +173,10 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	if !plugin.Fresh(p, s.LastAt) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
+	gap := time.Duration(0) // to this decision from the last one: the next one is as far
+	if !s.LastAt.IsZero() {
+		gap = p.At.Sub(s.LastAt)
+	}
 	s.LastAt = p.At
 	r := s.Replicas
 	if r == 0 {
@@ -175,7 +187,7 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	in := map[string]float64{"rate": mu, "error": p.Error, "live": float64(p.Replicas)}
 	var pl plan
 	if c.job.Expected > 0 && p.Total > 0 {
-		pl = c.batch(p, r, mu, src, in)
+		pl = c.batch(p, r, gap, mu, src, in)
 	} else {
 		pl = c.streaming(p, r, mu, src, in)
 	}
@@ -195,7 +207,7 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	}, nil
 }
 
-func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in map[string]float64) plan {
+func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu float64, src string, in map[string]float64) plan {
 	rem := plugin.Remaining(p)
 	left := plugin.TimeLeft(p, c.job.Expected).Seconds()
 	in["remaining"], in["time_left"] = float64(rem), left
@@ -211,7 +223,7 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 	}
 	d := c.startup().Seconds()
 	// Lateness beyond what the start-up of the first replicas explains.
-	late := max(0, -p.Error-d/c.job.Expected.Seconds())
+	late := max(0, -p.Error-math.Max(d, c.state.Learned.Seconds())/c.job.Expected.Seconds())
 	slack := *c.cfg.Margin + min(*c.cfg.MaxCorrection, *c.cfg.LatenessGain*late)
 	t := left*(1-slack) - 1/mu
 	need := float64(rem) / mu
@@ -220,6 +232,15 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 	startLeft := math.Max(0, c.state.LastUpAt.Add(c.startup()).Sub(p.At).Seconds())
 	in["slack"], in["need"], in["starting"] = slack, need, starting
 	head := fmt.Sprintf("%d items left at %.3g items/s per replica (%s), %.1fs to deadline, slack %.0f%%", rem, mu, src, left, slack*100)
+	if g := gap.Seconds(); g > 0 && t > g {
+		// The queue runs dry before the next decision: keep the replicas that
+		// will take its items, the others finish the item they hold and exit.
+		keep := max(1, ceil(float64(p.QueueLength)/(mu*g)), ceil(need/t))
+		if keep < r && float64(p.QueueLength) < live*mu*g {
+			return plan{want: float64(keep), urgent: true, why: head + fmt.Sprintf(
+				": %d queued items last %g live replicas less than %.0fs: keep %d to take them, the others finish their item and exit", p.QueueLength, live, g, keep)}
+		}
+	}
 	switch {
 	case t <= 0:
 		return plan{want: float64(c.job.Max), urgent: true, why: head + ": deadline reached, finish as fast as possible"}
@@ -234,14 +255,14 @@ func (c *Controller) batch(p schemas.Progress, r int, mu float64, src string, in
 			why: head + fmt.Sprintf(": new replicas need %.0fs to start, too late for the deadline; finish as fast as possible", d)}
 	}
 	extra := (need - live*t - starting*math.Max(0, t-startLeft)) / (t - d)
-	if want := live + starting + extra; want > float64(c.job.Max) {
-		return plan{want: float64(c.job.Max), urgent: true,
-			why: head + fmt.Sprintf(": %.1f replica-seconds of work need %.1f replicas, more than max %d: max at once for the least lateness", need, want, c.job.Max)}
-	}
-	if up := c.state.Pending; up != nil && up.Base > 0 && extra > 0 {
+	if up := c.state.Pending; up != nil && up.Base > 0 && extra > 0 && r < c.job.Max {
 		// A scale-up is still starting: its replicas were sized on the rate
 		// then; wait for them rather than chase a noisy estimate.
 		return plan{want: float64(r), why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting: wait for the starting replicas", need, live, starting)}
+	}
+	if want := live + starting + extra; want > float64(c.job.Max) {
+		return plan{want: float64(c.job.Max), urgent: true,
+			why: head + fmt.Sprintf(": %.1f replica-seconds of work need %.1f replicas, more than max %d: max at once for the least lateness", need, want, c.job.Max)}
 	}
 	return plan{want: live + starting + math.Max(0, extra),
 		why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting, new ones lose %.0fs to start-up", need, live, starting, d)}

@@ -61,6 +61,15 @@ func TestRecordedSequences(t *testing.T) {
 			reason:  "wait for the starting replicas",
 		},
 		{
+			// At 74 s the rate has fallen to 10/14 items/s and asks for about 13
+			// replicas, more than max: still, 4 are starting, so wait for them.
+			name:    "a pending scale-up is waited for before going to max",
+			job:     job,
+			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99), batch(74, 10, 1, 1, 99)},
+			want:    []int{1, 5, 5},
+			reason:  "wait for the starting replicas",
+		},
+		{
 			// 30 s left: T' = 27.5 s, 100 s of work: 1 + (100 − 27.5)/17.5 = 5.14 → 6,
 			// limited to +4.
 			name:    "late job, rate-limited scale-up",
@@ -93,14 +102,25 @@ func TestRecordedSequences(t *testing.T) {
 		},
 		{
 			// The work soon needs far fewer than 8 replicas, but busy replicas of a
-			// batch job cost only their work: no scale-down before the queue drains.
+			// batch job cost only their work: no scale-down while the queue lasts.
 			name: "batch keeps busy replicas until the tail",
 			job:  plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8},
 			samples: []schemas.Progress{
-				batch(0, 0, 8, 8, 100), batch(10, 80, 8, 8, 20), batch(21, 100, 8, 8, 2),
+				batch(0, 0, 8, 8, 102), batch(2, 16, 8, 8, 86), batch(4, 32, 8, 8, 70),
 			},
 			want:   []int{8, 8, 8},
 			reason: "keep them until the queue drains",
+		},
+		{
+			// 1 item/s per replica and 10 s between decisions: 8 replicas would empty
+			// the 22 queued items in under 3 s and idle; 3 take them, 5 finish and exit.
+			name: "tail: keep the replicas the last queued items need",
+			job:  plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8},
+			samples: []schemas.Progress{
+				batch(0, 0, 8, 8, 102), batch(10, 80, 8, 8, 22),
+			},
+			want:   []int{8, 3},
+			reason: "keep 3 to take them, the others finish their item and exit",
 		},
 		{
 			// Streaming at 2 items/s per replica: 2/s in needs 1 replica; halving is the

@@ -11,10 +11,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/visualizer"
 )
 
 // users are the users of auth.conf, by the suffix of their password variable.
@@ -333,5 +338,49 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			checkDenied(t, url, st.user, st.pub, st.sub)
 			checkAllowedSubscriptions(t, url, st.user, append(st.subAllowed, "_INBOX.test")...)
 		})
+	}
+}
+
+// TestFlowControlDumpIsAnsweredToTheVisualizerOnly runs the flow-control
+// request/reply as the stages do: the gate's leader and a manager answer,
+// as pace-gate and pace-manager, the visualizer's request, as
+// pace-visualizer. APF's state is admin data: no other user may ask for it
+// or listen to the requests.
+func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := authServer(t)
+	subject := visualizer.FlowControlSubject(schemas.DefaultPrefix)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	for _, stage := range []string{"gate", "manager"} {
+		g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := connect(t, ctx, url, stage)
+		bustest.Run(t, func(ctx context.Context) error { return visualizer.ServeFlowControl(ctx, c, stage, stage+"-0", g, log) })
+	}
+
+	vis := connect(t, ctx, url, "visualizer")
+	var v *visualizer.FlowControlView
+	bustest.Eventually(t, 20*time.Second, "the gate's and the manager's answers", func() bool {
+		var err error
+		if v, err = visualizer.GatherFlowControl(ctx, vis, time.Second, log); err != nil {
+			t.Fatalf("pace-visualizer asking %s: %v", subject, err)
+		}
+		return len(v.Processes) == 2
+	})
+	if v.Processes[0].Stage != "gate" || v.Processes[1].Stage != "manager" || len(v.Missing) != 0 {
+		t.Errorf("answers %+v, want the gate's and the manager's", v)
+	}
+
+	checkAllowedSubscriptions(t, url, "gate", subject)
+	checkAllowedSubscriptions(t, url, "manager", subject)
+	checkDenied(t, url, "visualizer", nil, []string{subject})
+	for _, u := range []string{"gate", "manager"} {
+		checkDenied(t, url, u, []string{subject}, nil)
+	}
+	for _, u := range []string{"collector", "processor", "sink", "controller", "actuator", "worker", "client"} {
+		checkDenied(t, url, u, []string{subject}, []string{subject})
 	}
 }

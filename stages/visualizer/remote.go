@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -64,12 +65,17 @@ func ServeFlowControl(ctx context.Context, c *bus.Client, stage, replica string,
 // the processes holding APF state (ServeFlowControl) over c: pace stage
 // visualizer. Call it before Register.
 func (s *Server) SetRemoteFlowControl(c *bus.Client) {
-	s.fcView = func(ctx context.Context) (*FlowControlView, error) { return s.gather(ctx, c) }
+	s.fcView = func(ctx context.Context) (*FlowControlView, error) {
+		return GatherFlowControl(ctx, c, s.cfg.AnswerWait, s.log)
+	}
 }
 
-// gather asks every process holding APF state for it and returns the
-// answers received within Config.AnswerWait, or fewer if ctx ends first.
-func (s *Server) gather(ctx context.Context, c *bus.Client) (*FlowControlView, error) {
+// GatherFlowControl asks every process holding APF state for it on
+// FlowControlSubject and returns the answers received within wait (fewer
+// if ctx ends first), with the stages that did not answer. Answers that do
+// not decode are logged and left out. It fails only when the request
+// cannot be sent.
+func GatherFlowControl(ctx context.Context, c *bus.Client, wait time.Duration, log *slog.Logger) (*FlowControlView, error) {
 	nc, subject := c.Conn(), FlowControlSubject(c.Prefix())
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -80,7 +86,7 @@ func (s *Server) gather(ctx context.Context, c *bus.Client) (*FlowControlView, e
 	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
 		return nil, fmt.Errorf("request %s: %w", subject, err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.AnswerWait)
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	v := &FlowControlView{Processes: []ProcessFlowControl{}}
 	for {
@@ -90,7 +96,7 @@ func (s *Server) gather(ctx context.Context, c *bus.Client) (*FlowControlView, e
 		}
 		var p ProcessFlowControl
 		if err := json.Unmarshal(m.Data, &p); err != nil || p.Stage == "" {
-			s.log.Warn("flow-control answer ignored", "subject", subject, "err", cmp.Or(err, errors.New("no stage")))
+			log.Warn("flow-control answer ignored", "subject", subject, "err", cmp.Or(err, errors.New("no stage")))
 			continue
 		}
 		v.Processes = append(v.Processes, p)

@@ -94,7 +94,10 @@ leader; a new leader first requests every running job's replicas again.`,
 		wire:  wireActuator},
 	{name: "visualizer", short: "Serve the web UI",
 		long: `The visualizer serves the web UI under /ui/ on every replica: job lists,
-job pages with progress, events and logs. Its commands go to the job API.`,
+job pages with progress, events and logs. Its commands go to the job API.
+Its flow-control page (/ui/flowcontrol, admins only with --token-file)
+gathers the APF state of the gate's leader and of every manager replica,
+which answer on pace.flowcontrol.dump.`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
 			f.fc.addTokens(fs)
 			f.manager.addAccess(fs)
@@ -204,6 +207,7 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
 	w := newWiring(a, &o.f, c, log, ln, o.nats.url, o.workerEnv(a))
+	w.identity = identity
 	if err := d.wire(ctx, w); err != nil {
 		return signalled(ctx, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/stages/visualizer"
 )
 
 // stageProc is a running `pace stage` process.
@@ -357,5 +359,92 @@ func TestStageLoopRerunsThroughTemporaryFailures(t *testing.T) {
 	})
 	if !errors.Is(err, refused) || runs != 3 {
 		t.Fatalf("rerun = %v after %d runs, want the refusal of the third", err, runs)
+	}
+}
+
+// runStage runs `pace stage name` as identity inside the test process
+// against natsURL until the test ends, then stops it and requires a clean
+// exit; it returns its HTTP base URL.
+func runStage(t *testing.T, natsURL, name, identity string, extra ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	out, err := os.Create(filepath.Join(t.TempDir(), identity+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"stage", name, "--nats", natsURL, "--http", addr, "--identity", identity, "--log-format", "json"}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, strings.NewReader(""), out, out) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			b, _ := os.ReadFile(out.Name())
+			t.Errorf("pace stage %s as %s: exit %d\n%s", name, identity, code, b)
+		}
+		_ = out.Close()
+	})
+	return "http://" + addr
+}
+
+// flowControlView reads the first flow-control event of the UI at url as
+// token's user.
+func flowControlView(t *testing.T, url, token string) *visualizer.FlowControlView {
+	t.Helper()
+	code, data := firstEvent(t, url+"/ui/events/flowcontrol", token)
+	if code != http.StatusOK {
+		t.Fatalf("flow-control stream as %s: %d", token, code)
+	}
+	var v visualizer.FlowControlView
+	if err := json.Unmarshal([]byte(data), &v); err != nil {
+		t.Fatalf("flow-control event %s: %v", data, err)
+	}
+	return &v
+}
+
+// TestStageVisualizerGathersFlowControl runs the gate, manager and
+// visualizer stages in this process over a real NATS server: the
+// visualizer's flow-control page first says that neither answers, then
+// shows the gate's leader and the manager, each labelled with its identity.
+func TestStageVisualizerGathersFlowControl(t *testing.T) {
+	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nroot-token,root,0,\"pace:admins\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ui := runStage(t, natsURL, "visualizer", "visualizer-0", "--token-file", tokens)
+	bustest.Eventually(t, 60*time.Second, "the visualizer ready", func() bool {
+		resp, err := http.Get(ui + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if code, body, _ := httpGet(t, ui+"/ui/flowcontrol", ""); code != http.StatusOK || !strings.Contains(body, `id="fc-page"`) {
+		t.Errorf("GET /ui/flowcontrol = %d %.100s", code, body)
+	}
+	if code, _ := firstEvent(t, ui+"/ui/events/flowcontrol", "alice-token"); code != http.StatusForbidden {
+		t.Errorf("flow control for alice: %d, want 403", code)
+	}
+	if v := flowControlView(t, ui, "root-token"); len(v.Processes) != 0 || !slices.Equal(v.Missing, []string{"gate", "manager"}) {
+		t.Errorf("before the gate and manager run: %+v, want both missing", v)
+	}
+
+	runStage(t, natsURL, "gate", "gate-0", "--actuator", "local")
+	runStage(t, natsURL, "manager", "manager-0")
+	var v *visualizer.FlowControlView
+	bustest.Eventually(t, 60*time.Second, "the gate and the manager on the page", func() bool {
+		v = flowControlView(t, ui, "root-token")
+		return len(v.Processes) == 2
+	})
+	for i, want := range [][2]string{{"gate", "gate-0"}, {"manager", "manager-0"}} {
+		p := v.Processes[i]
+		if p.Stage != want[0] || p.Replica != want[1] || !slices.ContainsFunc(p.Levels, func(l visualizer.Level) bool { return l.Name == "exempt" }) {
+			t.Errorf("process %d = %s %s with levels %+v, want %s %s with APF's levels", i, p.Stage, p.Replica, p.Levels, want[0], want[1])
+		}
+	}
+	if len(v.Missing) != 0 {
+		t.Errorf("missing %v with both answering", v.Missing)
 	}
 }

@@ -52,6 +52,7 @@ type wiring struct {
 	root      *http.ServeMux // the UI, outside APF, and api at "/"
 	addr      string         // the HTTP listen address
 	url       string         // the HTTP base URL
+	identity  string         // the replica's identity in pace stage; empty in pace up
 	natsURL   string         // the NATS URL local workers connect to
 	workerEnv []string       // extra environment of local workers
 
@@ -248,6 +249,9 @@ func wireManager(ctx context.Context, w *wiring) error {
 	w.api.Handle(apf.DebugPrefix, fc.DebugHandler())
 	w.apiGate, w.mgr = true, mgr
 	w.loops = append(w.loops, w.c.DeadLetters)
+	if serve := w.serveFlowControl("manager", fc); serve != nil {
+		w.loops = append(w.loops, serve)
+	}
 	return w.lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
 		return mgr.Run, nil, nil
 	})
@@ -336,6 +340,9 @@ func wireGate(ctx context.Context, w *wiring) error {
 			runtimes[schemas.LocalActuator] = actuator.Local(rt)
 			loops = append(loops, rt.Run)
 		}
+		if serve := w.serveFlowControl("gate", fc); serve != nil {
+			loops = append(loops, serve)
+		}
 		exec := actuator.NewExecutor(w.c, runtimes, w.log)
 		gs, err := gate.New(w.c, fc, exec, gate.Config{}, w.log)
 		if err != nil {
@@ -386,9 +393,24 @@ func wireActuator(_ context.Context, w *wiring) error {
 	})
 }
 
+// serveFlowControl returns the loop answering the visualizer's requests for
+// fc's state as stage (visualizer.ServeFlowControl): the manager's on every
+// replica, the gate's on its leader. Nil in pace up, whose visualizer reads
+// fc in process.
+func (w *wiring) serveFlowControl(stage string, fc *apf.Gate) func(context.Context) error {
+	if w.identity == "" {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		return visualizer.ServeFlowControl(ctx, w.c, stage, w.identity, fc, w.log.With("stage", stage))
+	}
+}
+
 // wireVisualizer serves the web UI under /ui/ on every replica, outside APF
 // (its commands go through the API). Its job list is read with the job
-// API's manager, or a manager of its own when the API runs elsewhere.
+// API's manager, or a manager of its own when the API runs elsewhere. Its
+// flow-control page reads this process's APF (pace up) or asks the gate and
+// manager processes over NATS (pace stage).
 func wireVisualizer(_ context.Context, w *wiring) error {
 	authn, err := w.authenticator()
 	if err != nil {
@@ -403,6 +425,8 @@ func wireVisualizer(_ context.Context, w *wiring) error {
 	ui := visualizer.New(jobs, w.c, visualizer.Config{Open: authn == nil}, w.log.With("stage", "visualizer"))
 	if w.fc != nil {
 		ui.SetFlowControl(w.fc)
+	} else {
+		ui.SetRemoteFlowControl(w.c)
 	}
 	ui.Register(w.root)
 	return nil

@@ -148,7 +148,7 @@ func TestKubernetesActuatorConvergesThroughFaults(t *testing.T) {
 	})
 
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	startActuatorPath(t, c, kubeactuator.New(kubernetes.NewForConfigOrDie(cfg), "nats://pace-nats:4222", log), log)
+	startActuatorPath(t, c, newKubeRuntime(t, kubernetes.NewForConfigOrDie(cfg), kubeactuator.Config{NATSURL: "nats://pace-nats:4222"}, log), log)
 
 	uids := map[string]types.UID{} // each job's Job, from its creation on
 	converged := func(job string, want int32) error {

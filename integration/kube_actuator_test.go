@@ -2,9 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -54,11 +58,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// grantActuator gives the user the rights the Kubernetes actuator needs in ns.
+// restricted are the labels of a namespace that enforces the restricted
+// Pod Security Standard and warns about it (for Jobs, whose pod templates
+// admission only warns about).
+var restricted = map[string]string{
+	"pod-security.kubernetes.io/enforce": "restricted",
+	"pod-security.kubernetes.io/warn":    "restricted",
+}
+
+// grantActuator creates ns, enforcing the restricted Pod Security Standard,
+// and gives the user the rights the Kubernetes actuator needs in it.
 func grantActuator(t *testing.T, admin kubernetes.Interface, ns, user string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: restricted}},
+		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pace-actuator", Namespace: ns}, Rules: []rbacv1.PolicyRule{
@@ -76,16 +90,53 @@ func grantActuator(t *testing.T, admin kubernetes.Interface, ns, user string) {
 	}
 }
 
+// newKubeRuntime returns Pace's Kubernetes runtime, failing the test on a
+// bad cfg.
+func newKubeRuntime(t *testing.T, cs kubernetes.Interface, cfg kubeactuator.Config, log *slog.Logger) *kubeactuator.Runtime {
+	t.Helper()
+	rt, err := kubeactuator.New(cs, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// warningRecorder keeps the apiserver's Warning headers, among them Pod
+// Security violations of a namespace's warn level.
+type warningRecorder struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warningRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.list)
+}
+
 // TestKubernetesActuatorThroughTheGate drives a real kube-apiserver: scale
 // decisions pass Pace's APF bus gate, then the actuator creates and patches
 // the Job with an RBAC-restricted identity (which the apiserver's own APF
-// classifies too), and a terminate deletes it.
+// classifies too), and a terminate deletes it. The namespace enforces the
+// restricted Pod Security Standard: the Job draws no warning and its pods
+// are admitted and run. They take their NATS credentials from a Secret
+// that alice cannot read, by reference: no value of it is in the Job.
 func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	admin := kubernetes.NewForConfigOrDie(cp.Admin)
-	const ns, job = "pace-test", "render"
+	const ns, job, secret, password = "pace-test", "render", "pace-worker-nats", "worker-password-3f9c1e"
 	grantActuator(t, admin, ns, kubetest.User)
+	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret},
+		StringData: map[string]string{"user": "pace-worker", "password": password, "ca.crt": "test CA"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	c := bustest.Client(t, bustest.Server(t))
 	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: kubetest.User,
@@ -107,7 +158,11 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
-	rt := kubeactuator.New(kubernetes.NewForConfigOrDie(cp.User), "nats://pace-nats:4222", log)
+	warns := &warningRecorder{}
+	user := rest.CopyConfig(cp.User)
+	user.WarningHandler = warns
+	rt := newKubeRuntime(t, kubernetes.NewForConfigOrDie(user),
+		kubeactuator.Config{NATSURL: "nats://pace-nats:4222", WorkerSecret: secret}, log)
 	startActuatorPath(t, c, rt, log)
 
 	parallelism := func() int32 {
@@ -128,9 +183,12 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 		}
 		return n
 	}
-	for _, want := range []int{3, 5, 2} {
+	for i, want := range []int{3, 5, 2} {
 		bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: want, Reason: "test"})
 		bustest.Eventually(t, 20*time.Second, fmt.Sprintf("parallelism %d", want), func() bool { return parallelism() == int32(want) })
+		if i == 0 {
+			checkWorkerPod(t, admin, ns, job, secret, password)
+		}
 		// kube-controller-manager creates the pods, the scheduler binds them,
 		// kwok runs them: the observed count comes from real pod status.
 		bustest.Eventually(t, 30*time.Second, fmt.Sprintf("%d running pods", want), func() bool { return running() == want })
@@ -147,6 +205,9 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 	if env["PACE_JOB"] != job || env["PACE_NATS_URL"] != "nats://pace-nats:4222" || pod.Containers[0].Image != "registry.example/render:1" ||
 		j.Labels[kubeactuator.LabelJob] != job || j.Spec.PodFailurePolicy == nil {
 		t.Errorf("job spec: env %v, image %s, labels %v, pod failure policy %v", env, pod.Containers[0].Image, j.Labels, j.Spec.PodFailurePolicy)
+	}
+	for _, w := range warns.all() {
+		t.Errorf("warning to the runtime: %s", w)
 	}
 
 	bustest.Publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),
@@ -181,5 +242,68 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 	}
 	if !found {
 		t.Error("the apiserver dispatched no request through its global-default flow schema")
+	}
+}
+
+// checkWorkerPod checks the pod template of the job's Job: the apiserver
+// admits a pod made from it in the restricted namespace ns (a server-side
+// dry run, so Pod Security enforces rather than warns) without a warning;
+// it takes the NATS user and password from the Secret's keys and mounts
+// only its CA, read-only; and no value of the Secret is in the Job.
+func checkWorkerPod(t *testing.T, admin kubernetes.Interface, ns, job, secret, password string) {
+	t.Helper()
+	ctx := context.Background()
+	j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(job), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warns := &warningRecorder{}
+	cfg := rest.CopyConfig(cp.Admin)
+	cfg.WarningHandler = warns
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "worker-check", Namespace: ns}, Spec: j.Spec.Template.Spec}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Pods(ns).Create(ctx, pod,
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("a worker pod in a namespace enforcing restricted: %v", err)
+	}
+	for _, w := range warns.all() {
+		t.Errorf("a worker pod in a namespace enforcing restricted: warning: %s", w)
+	}
+
+	c := j.Spec.Template.Spec.Containers[0]
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		} else if e.Name == "PACE_NATS_CA" {
+			refs[e.Name] = e.Value
+		}
+	}
+	want := map[string]string{"PACE_NATS_USER": secret + "/user", "PACE_NATS_PASSWORD": secret + "/password",
+		"PACE_NATS_CA": kubeactuator.CredentialsDir + "/ca.crt"}
+	if !maps.Equal(refs, want) {
+		t.Errorf("worker NATS settings %v, want %v", refs, want)
+	}
+	var mounted []string
+	for _, v := range j.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			for _, it := range v.Secret.Items {
+				mounted = append(mounted, v.Secret.SecretName+"/"+it.Key+" at "+it.Path)
+			}
+		}
+	}
+	if got := strings.Join(mounted, ", "); got != secret+"/ca.crt at ca.crt" {
+		t.Errorf("Secret volumes hold %q, want only the CA", got)
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == kubeactuator.CredentialsDir && !m.ReadOnly {
+			t.Errorf("%s is mounted writable", m.MountPath)
+		}
+	}
+	raw, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), password) {
+		t.Error("the Job carries the worker password")
 	}
 }

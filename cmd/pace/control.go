@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -22,6 +23,10 @@ type controlFlags struct {
 	kubeconfig string
 	podNATSURL string
 	kubernetes bool
+	// workerSecret and workerSecretKeys give worker pods their NATS
+	// credentials (kubeactuator.Config).
+	workerSecret     string
+	workerSecretKeys []string
 }
 
 func (f *controlFlags) add(fs *pflag.FlagSet) {
@@ -31,6 +36,56 @@ func (f *controlFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.kubernetes, "kubernetes", false, "also run jobs whose actuator is kubernetes, as batch/v1 Jobs (kubeconfig by --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: the standard loading rules)")
 	fs.StringVar(&f.podNATSURL, "pod-nats-url", "", "NATS URL given to worker pods (default: the URL local workers get)")
+	fs.StringVar(&f.workerSecret, "kube-worker-secret", "", "Secret in each job's namespace with the worker pods' NATS credentials and CA (keys: --kube-worker-secret-keys); pods reference it, the gate never reads it")
+	fs.StringSliceVar(&f.workerSecretKeys, "kube-worker-secret-keys", nil, fmt.Sprintf(
+		"keys of --kube-worker-secret, among %s (default %s)", secretKeyNames(), strings.Join(kubeactuator.DefaultWorkerSecretKeys, ",")))
+}
+
+// secretKeyNames lists the keys a worker Secret may hold and the variable
+// each one sets.
+func secretKeyNames() string {
+	names := make([]string, len(kubeactuator.SecretKeys))
+	for i, k := range kubeactuator.SecretKeys {
+		names[i] = k.Key + " (" + k.Env + ")"
+	}
+	return strings.Join(names, ", ")
+}
+
+// kubeFlags names the flag of each field of kubeactuator.Config.
+var kubeFlags = map[string]string{"nats_url": "--pod-nats-url", "worker_secret": "--kube-worker-secret",
+	"worker_secret_keys": "--kube-worker-secret-keys"}
+
+// kubeConfig is the Kubernetes runtime's configuration; natsURL is the URL
+// local workers get.
+func (f *controlFlags) kubeConfig(natsURL string) kubeactuator.Config {
+	if f.podNATSURL != "" {
+		natsURL = f.podNATSURL
+	}
+	return kubeactuator.Config{NATSURL: natsURL, WorkerSecret: f.workerSecret, WorkerSecretKeys: f.workerSecretKeys}
+}
+
+// validateKube checks the flags of the Kubernetes runtime, naming each bad
+// flag.
+func (f *controlFlags) validateKube(natsURL string) error {
+	if !f.kubernetes {
+		if f.podNATSURL != "" || f.workerSecret != "" || len(f.workerSecretKeys) > 0 {
+			return usageError("--pod-nats-url, --kube-worker-secret and --kube-worker-secret-keys need --kubernetes")
+		}
+		return nil
+	}
+	if f.workerSecret == "" && len(f.workerSecretKeys) > 0 {
+		return usageError("--kube-worker-secret-keys needs --kube-worker-secret")
+	}
+	errs := f.kubeConfig(natsURL).Validate()
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		name, _, _ := strings.Cut(e.Field, "[")
+		msgs[i] = kubeFlags[name] + ": " + e.ErrorBody()
+	}
+	return usageError("%s", strings.Join(msgs, "; "))
 }
 
 func (f *controlFlags) validate(natsURL string) error {
@@ -46,7 +101,7 @@ func (f *controlFlags) validate(natsURL string) error {
 	if f.grace < 0 || f.replicas < 1 {
 		return usageError("--worker-grace must not be negative and --max-local-replicas must be >= 1")
 	}
-	return nil
+	return f.validateKube(natsURL)
 }
 
 // localRuntime returns a local process runtime whose workers connect to
@@ -68,9 +123,10 @@ func (f *controlFlags) kubernetesRuntime(natsURL string, log *slog.Logger) (*kub
 	if err != nil {
 		return nil, fmt.Errorf("--kubernetes: %w", err)
 	}
-	if f.podNATSURL != "" {
-		natsURL = f.podNATSURL
+	rt, err := kubeactuator.New(cs, f.kubeConfig(natsURL), log)
+	if err != nil {
+		return nil, usageError("%v", err)
 	}
-	log.Info("kubernetes actuator enabled", "server", cfg.Host)
-	return kubeactuator.New(cs, natsURL, log), nil
+	log.Info("kubernetes actuator enabled", "server", cfg.Host, "worker_secret", f.workerSecret)
+	return rt, nil
 }

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -29,19 +27,22 @@ const (
 
 // Runtime scales jobs' workers as batch/v1 Jobs. It is safe for concurrent use.
 type Runtime struct {
-	cs      kubernetes.Interface
-	natsURL string
-	log     *slog.Logger
-	retry   func() backoff.BackOff
+	cs    kubernetes.Interface
+	cfg   Config
+	log   *slog.Logger
+	retry func() backoff.BackOff
 }
 
-// New returns a runtime using cs; natsURL is what the worker pods connect to.
-func New(cs kubernetes.Interface, natsURL string, log *slog.Logger) *Runtime {
-	return &Runtime{cs: cs, natsURL: natsURL, log: log.With("runtime", "kubernetes"), retry: func() backoff.BackOff {
+// New returns a runtime using cs. It fails when cfg does not validate.
+func New(cs kubernetes.Interface, cfg Config, log *slog.Logger) (*Runtime, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("kubernetes runtime: %w", errs.ToAggregate())
+	}
+	return &Runtime{cs: cs, cfg: cfg, log: log.With("runtime", "kubernetes"), retry: func() backoff.BackOff {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 30*time.Second
 		return b
-	}}
+	}}, nil
 }
 
 // Name is the name of the job's Kubernetes Job.
@@ -65,10 +66,12 @@ func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas in
 			if replicas == 0 {
 				return nil // nothing to scale down
 			}
-			if rec.Spec.Worker.Image == "" {
-				return ErrNoImage
+			job, err := r.job(rec, replicas)
+			if err != nil {
+				return err
 			}
-			_, err = r.cs.BatchV1().Jobs(ns).Create(ctx, r.job(rec, replicas), metav1.CreateOptions{})
+			_, err = r.cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+			return err
 		}
 		return err
 	})
@@ -185,64 +188,6 @@ func retryCause(ctx context.Context, err error) string {
 		return "connection"
 	}
 	return ""
-}
-
-// job builds the Kubernetes Job of rec with parallelism replicas.
-func (r *Runtime) job(rec *schemas.JobRecord, replicas int) *batchv1.Job {
-	w := rec.Spec.Worker
-	labels := map[string]string{LabelJob: rec.ID, LabelManagedBy: "pace"}
-	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.natsURL}, {Name: "PACE_JOB", Value: rec.ID}}
-	for k, v := range w.Env {
-		env = append(env, corev1.EnvVar{Name: k, Value: v})
-	}
-	container := corev1.Container{Name: "worker", Image: w.Image, Command: w.Command, Env: env}
-	if w.Resources != nil {
-		container.Resources = corev1.ResourceRequirements{Limits: quantities(w.Resources.Limits), Requests: quantities(w.Resources.Requests)}
-	}
-	var pullSecrets []corev1.LocalObjectReference
-	for _, s := range w.ImagePullSecrets {
-		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
-	}
-	grace := int64(30)
-	if w.TerminationGrace > 0 {
-		grace = int64(w.TerminationGrace.D() / time.Second)
-	}
-	parallelism := int32(replicas) //nolint:gosec // bounded by the spec's max replicas
-	backoffLimit := int32(1000)
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: Name(rec.ID), Namespace: namespace(rec), Labels: labels},
-		Spec: batchv1.JobSpec{
-			Parallelism:  &parallelism,
-			BackoffLimit: &backoffLimit,
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-				Action:          batchv1.PodFailurePolicyActionIgnore,
-				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}},
-			}}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					Containers:                    []corev1.Container{container},
-					NodeSelector:                  w.NodeSelector,
-					ImagePullSecrets:              pullSecrets,
-					TerminationGracePeriodSeconds: &grace,
-				},
-			},
-		},
-	}
-}
-
-func quantities(m map[string]string) corev1.ResourceList {
-	if len(m) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for k, v := range m {
-		if q, err := resource.ParseQuantity(v); err == nil {
-			out[corev1.ResourceName(k)] = q
-		}
-	}
-	return out
 }
 
 // ErrNoImage is returned by Scale for a job without a worker image.

@@ -1,0 +1,47 @@
+package kubernetes
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	const url = "tls://pace-nats.pace.svc:4222"
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // a part of the error; empty means valid
+	}{
+		{"url only", Config{NATSURL: url}, ""},
+		{"default keys", Config{NATSURL: url, WorkerSecret: "pace-worker-nats"}, ""},
+		{"creds and CA", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds", "ca.crt"}}, ""},
+		{"nkey and client certificate", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"nkey", "tls.crt", "tls.key"}}, ""},
+		{"no url", Config{WorkerSecret: "w"}, "nats_url: Required value"},
+		{"keys without a secret", Config{NATSURL: url, WorkerSecretKeys: []string{"user"}}, "worker_secret_keys: Forbidden: needs worker_secret"},
+		{"bad secret name", Config{NATSURL: url, WorkerSecret: "Pace_Worker"}, `worker_secret: Invalid value: "Pace_Worker": a lowercase RFC 1123 subdomain`},
+		{"unknown key", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"user", "password", "token"}},
+			`worker_secret_keys[2]: Unsupported value: "token": supported values: "user", "password", "creds"`},
+		{"key twice", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds", "creds"}}, `worker_secret_keys[1]: Duplicate value: "creds"`},
+		{"user without password", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"user", "ca.crt"}}, "user and password go together"},
+		{"two ways to authenticate", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"user", "password", "nkey"}}, "exclude each other"},
+		{"certificate without key", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds", "tls.crt"}}, "tls.crt and tls.key go together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := tc.cfg.Validate()
+			switch {
+			case tc.want == "" && len(errs) > 0:
+				t.Errorf("Validate() = %v, want no error", errs.ToAggregate())
+			case tc.want != "" && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error containing %q", errs.ToAggregate(), tc.want)
+			}
+		})
+	}
+}
+
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	if _, err := New(nil, Config{NATSURL: "nats://n:4222", WorkerSecret: "w", WorkerSecretKeys: []string{"user"}},
+		slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "user and password go together") {
+		t.Errorf("New = %v, want the validation error", err)
+	}
+}

@@ -1,0 +1,163 @@
+package kubernetes
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// WorkerUID is the user and group that worker containers run as: the
+// nonroot user of Pace's image (distroless's 65532). A worker image's files
+// must be readable by it.
+const WorkerUID = 65532
+
+// Names of the volumes of a worker pod.
+const (
+	volumeTmp         = "tmp"
+	volumeCredentials = "nats-credentials"
+)
+
+// job builds the Kubernetes Job of rec with parallelism replicas.
+func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error) {
+	w := rec.Spec.Worker
+	if w.Image == "" {
+		return nil, ErrNoImage
+	}
+	labels := map[string]string{LabelJob: rec.ID, LabelManagedBy: "pace"}
+	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.cfg.NATSURL}, {Name: "PACE_JOB", Value: rec.ID}}
+	credEnv, volumes, mounts := r.credentials()
+	env = append(env, credEnv...)
+	for _, k := range slices.Sorted(maps.Keys(w.Env)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: w.Env[k]})
+	}
+	volumes = append(volumes, corev1.Volume{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	mounts = append(mounts, corev1.VolumeMount{Name: volumeTmp, MountPath: "/tmp"})
+	container := corev1.Container{Name: "worker", Image: w.Image, Command: w.Command, Env: env,
+		VolumeMounts: mounts, SecurityContext: containerSecurity()}
+	if w.Resources != nil {
+		limits, err := quantities("worker.resources.limits", w.Resources.Limits)
+		if err != nil {
+			return nil, err
+		}
+		requests, err := quantities("worker.resources.requests", w.Resources.Requests)
+		if err != nil {
+			return nil, err
+		}
+		container.Resources = corev1.ResourceRequirements{Limits: limits, Requests: requests}
+	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, s := range w.ImagePullSecrets {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	grace := int64(30)
+	if w.TerminationGrace > 0 {
+		grace = int64(w.TerminationGrace.D() / time.Second)
+	}
+	parallelism := int32(replicas) //nolint:gosec // bounded by the spec's max replicas
+	backoffLimit := int32(1000)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: Name(rec.ID), Namespace: namespace(rec), Labels: labels},
+		Spec: batchv1.JobSpec{
+			Parallelism:  &parallelism,
+			BackoffLimit: &backoffLimit,
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:          batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget}},
+			}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					Containers:                    []corev1.Container{container},
+					Volumes:                       volumes,
+					NodeSelector:                  w.NodeSelector,
+					ImagePullSecrets:              pullSecrets,
+					TerminationGracePeriodSeconds: &grace,
+					AutomountServiceAccountToken:  new(false), // workers talk to NATS, never to Kubernetes
+					SecurityContext:               podSecurity(),
+				},
+			},
+		},
+	}, nil
+}
+
+// credentials returns what a worker container needs to use the worker
+// Secret: a secretKeyRef per value key, and for the file keys one
+// read-only Secret volume with the variables naming their paths. The
+// values stay in the Secret; the runtime never reads it.
+func (r *Runtime) credentials() ([]corev1.EnvVar, []corev1.Volume, []corev1.VolumeMount) {
+	if r.cfg.WorkerSecret == "" {
+		return nil, nil, nil
+	}
+	keys := r.cfg.keys()
+	var env []corev1.EnvVar
+	var items []corev1.KeyToPath
+	for _, k := range SecretKeys { // in a fixed order, whatever the order of the keys
+		switch {
+		case !slices.Contains(keys, k.Key):
+		case k.File:
+			items = append(items, corev1.KeyToPath{Key: k.Key, Path: k.Key})
+			env = append(env, corev1.EnvVar{Name: k.Env, Value: path.Join(CredentialsDir, k.Key)})
+		default:
+			env = append(env, corev1.EnvVar{Name: k.Env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: r.cfg.WorkerSecret}, Key: k.Key}}})
+		}
+	}
+	if len(items) == 0 {
+		return env, nil, nil
+	}
+	volumes := []corev1.Volume{{Name: volumeCredentials, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: r.cfg.WorkerSecret, Items: items, DefaultMode: new(int32(0o440)), // read by the group, fsGroup
+	}}}}
+	mounts := []corev1.VolumeMount{{Name: volumeCredentials, MountPath: CredentialsDir, ReadOnly: true}}
+	return env, volumes, mounts
+}
+
+// podSecurity meets the restricted Pod Security Standard: a non-root user
+// and group, which also owns the pod's volumes, and the runtime's default
+// seccomp profile.
+func podSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   new(true),
+		RunAsUser:      new(int64(WorkerUID)),
+		RunAsGroup:     new(int64(WorkerUID)),
+		FSGroup:        new(int64(WorkerUID)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// containerSecurity meets the restricted Pod Security Standard and keeps the
+// root filesystem read-only: a worker writes to /tmp (an emptyDir, counted
+// against an ephemeral-storage limit when the spec sets one).
+func containerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: new(false),
+		ReadOnlyRootFilesystem:   new(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// quantities parses a spec's resource map; p names it in errors.
+func quantities(p string, m map[string]string) (corev1.ResourceList, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for k, v := range m {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %q: %w", p, k, v, err)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}

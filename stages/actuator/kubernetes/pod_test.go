@@ -1,0 +1,143 @@
+package kubernetes
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+func mustRuntime(t *testing.T, cfg Config) *Runtime {
+	t.Helper()
+	r, err := New(nil, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func record(w schemas.WorkerSpec) *schemas.JobRecord {
+	return &schemas.JobRecord{ID: "render", Spec: schemas.JobSpec{Worker: w,
+		Actuator: schemas.ActuatorSpec{Name: schemas.KubernetesActuator, Namespace: "pace-jobs"}}}
+}
+
+func secretRef(key string) *corev1.EnvVarSource {
+	return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "pace-worker-nats"}, Key: key}}
+}
+
+func TestWorkerPodCredentials(t *testing.T) {
+	const url = "tls://pace-nats.pace.svc:4222"
+	base := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: url}, {Name: "PACE_JOB", Value: "render"}}
+	spec := schemas.WorkerSpec{Image: "registry.example/render:1", Env: map[string]string{"B": "2", "A": "1"}}
+	specEnv := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		env     []corev1.EnvVar
+		volumes []string // mounted besides /tmp, as name:key,key
+	}{
+		{"no secret", Config{NATSURL: url}, nil, nil},
+		{"password and CA (the default keys)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats"}, []corev1.EnvVar{
+			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
+			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},
+			{Name: "PACE_NATS_CA", Value: "/etc/pace/nats/ca.crt"},
+		}, []string{"nats-credentials:ca.crt"}},
+		{"creds and client certificate, keys in any order", Config{NATSURL: url, WorkerSecret: "pace-worker-nats",
+			WorkerSecretKeys: []string{"tls.key", "creds", "tls.crt"}}, []corev1.EnvVar{
+			{Name: "PACE_NATS_CREDS", Value: "/etc/pace/nats/creds"},
+			{Name: "PACE_NATS_CERT", Value: "/etc/pace/nats/tls.crt"},
+			{Name: "PACE_NATS_KEY", Value: "/etc/pace/nats/tls.key"},
+		}, []string{"nats-credentials:creds,tls.crt,tls.key"}},
+		{"user and password only: no volume", Config{NATSURL: url, WorkerSecret: "pace-worker-nats",
+			WorkerSecretKeys: []string{"user", "password"}}, []corev1.EnvVar{
+			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
+			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, err := mustRuntime(t, tc.cfg).job(record(spec), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := job.Spec.Template.Spec
+			c := pod.Containers[0]
+			want := append(append(append([]corev1.EnvVar{}, base...), tc.env...), specEnv...)
+			if diff := cmp.Diff(want, c.Env); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			var got []string
+			for _, v := range pod.Volumes {
+				if v.Secret == nil {
+					continue
+				}
+				var keys []string
+				for _, it := range v.Secret.Items {
+					keys = append(keys, it.Key)
+					if it.Path != it.Key {
+						t.Errorf("key %s at %s, want its own name", it.Key, it.Path)
+					}
+				}
+				got = append(got, v.Name+":"+strings.Join(keys, ","))
+				if v.Secret.SecretName != tc.cfg.WorkerSecret || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode != 0o440 {
+					t.Errorf("volume %s: Secret %s mode %v, want %s readable by owner and group only", v.Name, v.Secret.SecretName, v.Secret.DefaultMode, tc.cfg.WorkerSecret)
+				}
+			}
+			if diff := cmp.Diff(tc.volumes, got); diff != "" {
+				t.Errorf("Secret volumes (-want +got):\n%s", diff)
+			}
+			mounts := map[string]corev1.VolumeMount{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.Name] = m
+			}
+			if m := mounts["tmp"]; m.MountPath != "/tmp" || m.ReadOnly {
+				t.Errorf("mount tmp = %+v, want a writable /tmp", m)
+			}
+			if m, ok := mounts["nats-credentials"]; ok != (tc.volumes != nil) || ok && (m.MountPath != CredentialsDir || !m.ReadOnly) {
+				t.Errorf("mount nats-credentials = %+v (present %v), want read-only at %s when the Secret has files", m, ok, CredentialsDir)
+			}
+		})
+	}
+}
+
+func TestWorkerPodIsRestricted(t *testing.T) {
+	job, err := mustRuntime(t, Config{NATSURL: "nats://n:4222"}).job(record(schemas.WorkerSpec{Image: "i",
+		Resources: &schemas.Resources{Limits: map[string]string{"cpu": "1", "memory": "256Mi"}, Requests: map[string]string{"cpu": "250m"}}}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := job.Spec.Template.Spec
+	psc, sc := pod.SecurityContext, pod.Containers[0].SecurityContext
+	for what, ok := range map[string]bool{
+		"automountServiceAccountToken false":      pod.AutomountServiceAccountToken != nil && !*pod.AutomountServiceAccountToken,
+		"runAsNonRoot":                            psc.RunAsNonRoot != nil && *psc.RunAsNonRoot,
+		"runAsUser 65532":                         psc.RunAsUser != nil && *psc.RunAsUser == WorkerUID,
+		"runAsGroup and fsGroup 65532":            *psc.RunAsGroup == WorkerUID && *psc.FSGroup == WorkerUID,
+		"seccomp RuntimeDefault":                  psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+		"allowPrivilegeEscalation false":          sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
+		"readOnlyRootFilesystem":                  sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem,
+		"capabilities drop ALL":                   sc.Capabilities != nil && cmp.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}),
+		"no privileged container":                 sc.Privileged == nil,
+		"cpu limit 1, request 250m; memory 256Mi": pod.Containers[0].Resources.Limits.Cpu().String() == "1" && pod.Containers[0].Resources.Requests.Cpu().String() == "250m" && pod.Containers[0].Resources.Limits.Memory().String() == "256Mi",
+	} {
+		if !ok {
+			t.Errorf("worker pod: want %s", what)
+		}
+	}
+}
+
+func TestWorkerPodRefusesABadSpec(t *testing.T) {
+	r := mustRuntime(t, Config{NATSURL: "nats://n:4222"})
+	if _, err := r.job(record(schemas.WorkerSpec{}), 1); !errors.Is(err, ErrNoImage) {
+		t.Errorf("no image: err = %v, want ErrNoImage", err)
+	}
+	_, err := r.job(record(schemas.WorkerSpec{Image: "i", Resources: &schemas.Resources{Requests: map[string]string{"memory": "lots"}}}), 1)
+	if err == nil || !strings.Contains(err.Error(), `worker.resources.requests.memory: "lots"`) {
+		t.Errorf("bad quantity: err = %v, want it named", err)
+	}
+}

@@ -198,3 +198,48 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 	}
 	shot(t, ctx, "flowcontrol.png", 1200)
 }
+
+// TestBrowserShowsTheFlowControlOfEachStage opens the flow-control page as
+// pace stage visualizer serves it: first the notice that neither the gate
+// nor the manager answers, then one labelled section per answering process.
+func TestBrowserShowsTheFlowControlOfEachStage(t *testing.T) {
+	e := newEnv(t, func(s *visualizer.Server, c *bus.Client) { s.SetRemoteFlowControl(c) })
+	ctx := browser(t)
+	do(t, ctx, "sign in as an admin",
+		chromedp.Navigate(e.http.URL+"/ui/flowcontrol"),
+		chromedp.SendKeys(chromedp.CSS("#token"), "root-token"),
+		chromedp.Click(chromedp.CSS("#login-save")),
+		chromedp.WaitVisible(chromedp.CSS("#fc-missing")))
+	if got := text(t, ctx, "#fc-missing"); !strings.HasPrefix(got, "No answer from the gate or the manager:") {
+		t.Errorf("notice %q, want no answer from the gate or the manager", got)
+	}
+
+	level := func(name string, nominal, inUse int, flows ...queueset.RequestDump) []flowcontrol.LevelDump {
+		return []flowcontrol.LevelDump{{Name: name, Limits: borrowing.Limits{Nominal: nominal, Min: nominal / 2, Max: 2 * nominal},
+			CurrentLimit: nominal, QueueSet: queueset.Dump{SeatsInUse: inUse, Executing: len(flows), Dispatched: 10 * nominal,
+				Queues: []queueset.QueueDump{{Executing: flows}}}}}
+	}
+	for _, p := range []struct {
+		stage, replica string
+		dump           []flowcontrol.LevelDump
+	}{
+		{"gate", "gate-0", level("workload-low", 10, 2, rq("pace-actuator", "pace-actuator", 2))},
+		{"manager", "manager-1", level("workload-low", 20, 1, rq("pace-jobs", "bob", 1))},
+		{"manager", "manager-0", level("workload-low", 20, 3, rq("pace-jobs", "alice", 2), rq("pace-jobs", "bob", 1))},
+	} {
+		fc := &fakeFC{}
+		fc.set(p.dump)
+		serve(t, e.srv, p.stage, p.replica, fc)
+	}
+	do(t, ctx, "see every process",
+		chromedp.WaitVisible(chromedp.CSS(`.fc-process[data-replica="manager-1"] .flows tbody tr`)),
+		chromedp.WaitNotVisible(chromedp.CSS("#fc-missing")))
+	heads := get(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#fc-processes .fc-source")].map(h => h.textContent)`))
+	if want := []string{"Gate (gate-0)", "Manager (manager-0)", "Manager (manager-1)"}; strings.Join(heads, "|") != strings.Join(want, "|") {
+		t.Errorf("sections %q, want %q", heads, want)
+	}
+	if top := text(t, ctx, `.fc-process[data-replica="manager-0"] .flows tbody tr:first-child`); !strings.HasPrefix(top, "alice") {
+		t.Errorf("manager-0's top flow %q, want alice's", top)
+	}
+	shot(t, ctx, "flowcontrol-stages.png", 1200)
+}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/schemas"
@@ -15,6 +17,26 @@ import (
 
 // maxErrorLength bounds the error text kept for a failing item.
 const maxErrorLength = 4096
+
+// MalformedLetter returns the dead letter of a message that could not be
+// read, for cause: its subject, body and headers kept byte for byte, so
+// that it can be inspected, fixed and published again as it was. Callers
+// set Deliveries and Sequence when they know them.
+func MalformedLetter(job, subject string, data []byte, h nats.Header, cause error, at time.Time) *schemas.DeadLetter {
+	msg := cause.Error()
+	if len(msg) > maxErrorLength {
+		msg = msg[:maxErrorLength]
+	}
+	var header map[string][]string
+	if len(h) > 0 {
+		header = make(map[string][]string, len(h))
+		for k, v := range h {
+			header[k] = slices.Clone(v)
+		}
+	}
+	return &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, LastError: msg, Subject: subject,
+		Raw: append([]byte{}, data...), Header: header, At: at}
+}
 
 // recordFailure remembers an item's last error so that its dead letter can
 // name it. It is best effort: a lost record only loses the text.
@@ -29,6 +51,41 @@ func (c *Client) recordFailure(ctx context.Context, job, item string, cause erro
 	}
 	if err != nil {
 		c.log.Warn("item error not recorded", "job", job, "item", item, "err", err)
+	}
+}
+
+// SetAside is how a stage deals with a message it cannot read: it keeps
+// the message as a dead letter (reason malformed, the message byte for
+// byte) on pace.metrics.<job>.dead, the job read from the message's
+// subject ("unknown" when it names none), then terminates it, so that the
+// stage goes on with the next one. Counting is the caller's. If the dead
+// letter cannot be stored the message is asked for again a second later:
+// nothing is dropped silently. A dead letter too large for the bus can
+// never be stored; the message is then terminated and logged as an error
+// with its stream sequence, and stays in its stream while that keeps it.
+func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, cause error) {
+	job := "unknown"
+	if tokens := strings.Split(msg.Subject(), "."); len(tokens) > 2 && schemas.ValidToken(tokens[2]) {
+		job = tokens[2]
+	}
+	d := MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
+	key := stage + "/" + msg.Subject()
+	if md, err := msg.Metadata(); err == nil {
+		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
+		key = fmt.Sprintf("%s/%s/%d", stage, md.Stream, md.Sequence.Stream)
+	}
+	log := c.log.With("stage", stage, "job", job, "subject", msg.Subject(), "seq", d.Sequence, "err", cause)
+	err := c.PublishDeadLetter(MessageContext(ctx, msg.Headers()), c.prefix.Metrics(job, schemas.DeadMetrics), d, key)
+	switch {
+	case err == nil:
+		log.Warn("unreadable message dead-lettered")
+		_ = msg.Term()
+	case errors.Is(err, nats.ErrMaxPayload):
+		log.Error("unreadable message too large to dead-letter; left in its stream", "dead_letter_err", err)
+		_ = msg.Term()
+	default:
+		log.Warn("unreadable message not dead-lettered yet, will retry", "dead_letter_err", err)
+		_ = msg.NakWithDelay(time.Second)
 	}
 }
 
@@ -103,20 +160,28 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 	if err != nil {
 		return fmt.Errorf("read item %d: %w", adv.StreamSeq, err)
 	}
-	d := &schemas.DeadLetter{Job: job, Reason: schemas.MaxDeliveries, Deliveries: int(adv.Deliveries),
-		Payload: string(raw.Data), Sequence: adv.StreamSeq, At: c.now()}
+	var d *schemas.DeadLetter
 	item, derr := Decode[schemas.WorkItem](raw.Data, raw.Header)
 	if derr != nil {
-		d.Reason, d.LastError = schemas.Malformed, derr.Error()
+		d = MalformedLetter(job, raw.Subject, raw.Data, raw.Header, derr, c.now())
 	} else {
-		d.ItemID, d.Payload = item.ID, item.Payload
-		d.LastError = "lease expired: no worker finished the item in time"
+		d = &schemas.DeadLetter{Job: job, ItemID: item.ID, Reason: schemas.MaxDeliveries, Payload: item.Payload,
+			Subject: raw.Subject, Header: raw.Header, At: c.now(),
+			LastError: "lease expired: no worker finished the item in time"}
 		if e, err := failures.Get(ctx, job+"."+item.ID); err == nil {
 			d.LastError = string(e.Value())
 		}
 	}
+	d.Deliveries, d.Sequence = int(adv.Deliveries), adv.StreamSeq
 	dctx := MessageContext(ctx, raw.Header)
-	if err := c.publishDeadLetter(dctx, d, fmt.Sprintf("%s/seq/%d", job, adv.StreamSeq)); err != nil {
+	err = c.publishDeadLetter(dctx, d, fmt.Sprintf("%s/seq/%d", job, adv.StreamSeq))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// Retrying cannot help: leave the item where it is, for an operator.
+		c.log.Error("dead letter too large for the bus; item left on the work stream", "job", job,
+			"seq", adv.StreamSeq, "err", err)
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	if err := work.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -126,5 +191,47 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 		_ = failures.Delete(ctx, job+"."+d.ItemID)
 	}
 	c.log.Warn("item dead-lettered", "job", job, "item", d.ItemID, "deliveries", d.Deliveries, "last_error", d.LastError)
+	return nil
+}
+
+// Redrive publishes a dead letter's message again, to be worked on anew:
+// a malformed message exactly as it was kept (Raw and Header, to Subject),
+// presumably after fixing what made it unreadable, or an item that used up
+// its deliveries as the same item (id and payload) on its job's queue. The
+// Nats-Msg-Id header is left out: JetStream would discard the message as a
+// duplicate of the dead one within its de-duplication window. The dead
+// letter stays, as a record. Redriving an item of a finished job returns
+// ErrJobFinished.
+func (c *Client) Redrive(ctx context.Context, d *schemas.DeadLetter) error {
+	if errs := d.Validate(); len(errs) > 0 {
+		return fmt.Errorf("%w: dead_letter: %w", ErrMalformed, errs.ToAggregate())
+	}
+	var msg *nats.Msg
+	switch {
+	case d.Reason == schemas.Malformed && d.Raw != nil && d.Subject != "":
+		msg = &nats.Msg{Subject: d.Subject, Data: d.Raw, Header: nats.Header{}}
+		for k, v := range d.Header {
+			msg.Header[k] = slices.Clone(v)
+		}
+		msg.Header.Del(schemas.HeaderMsgID)
+	case d.Reason == schemas.MaxDeliveries && d.ItemID != "":
+		rec, err := c.OpenJob(ctx, d.Job)
+		if err != nil {
+			return err
+		}
+		if rec.State.Final() || rec.StopRequested {
+			return fmt.Errorf("redrive to %s: %w (%s)", d.Job, ErrJobFinished, rec.State)
+		}
+		item := &schemas.WorkItem{ID: d.ItemID, Job: d.Job, Payload: d.Payload, CreatedAt: c.now()}
+		if msg, err = NewMsg(MessageContext(ctx, d.Header), c.prefix.Work(d.Job), item); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: dead letter of %s (sequence %d) keeps no message to redrive (a version 1 malformed letter?)",
+			ErrMalformed, d.Job, d.Sequence)
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("redrive to %s: %w", msg.Subject, err)
+	}
 	return nil
 }

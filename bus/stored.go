@@ -23,6 +23,12 @@ func (c *Client) StoredDeadLetters(ctx context.Context, job string) ([]*schemas.
 	return collect(stored[schemas.DeadLetter](ctx, c, deadFamily, c.prefix.Dead(job), false))
 }
 
+// StoredMalformed returns the dead letters of job's messages that a stage
+// could not read (pace.metrics.<job>.dead), oldest first.
+func (c *Client) StoredMalformed(ctx context.Context, job string) ([]*schemas.DeadLetter, error) {
+	return collect(stored[schemas.DeadLetter](ctx, c, metricsFamily, c.prefix.Metrics(job, schemas.DeadMetrics), false))
+}
+
 // StoredProgress returns the progress samples of job stored so far, oldest first.
 func (c *Client) StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error) {
 	return collect(stored[schemas.Progress](ctx, c, metricsFamily, c.prefix.Metrics(job, schemas.ProgressMetrics), false))

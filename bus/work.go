@@ -227,9 +227,16 @@ func (c *Client) PublishResult(ctx context.Context, r *schemas.Result) error {
 	return nil
 }
 
-// publishDeadLetter stores a dead letter; key makes a retried publish a no-op.
+// publishDeadLetter stores the dead letter of a work item on pace.dead.<job>.
 func (c *Client) publishDeadLetter(ctx context.Context, d *schemas.DeadLetter, key string) error {
-	msg, err := NewMsg(ctx, c.prefix.Dead(d.Job), d)
+	return c.PublishDeadLetter(ctx, c.prefix.Dead(d.Job), d, key)
+}
+
+// PublishDeadLetter stores d on subject; key (its Nats-Msg-Id) makes a
+// retried publish a no-op. pace.dead.<job> counts a job's dead items:
+// letters of messages other than work items go to pace.metrics.<job>.dead.
+func (c *Client) PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error {
+	msg, err := NewMsg(ctx, subject, d)
 	if err != nil {
 		return err
 	}

@@ -227,7 +227,7 @@ func TestPoisonAndMalformedItemsAreDeadLettered(t *testing.T) {
 		t.Errorf("poison dead letter = %+v, want item %s, 3 deliveries, last error boom", p, items[0].ID)
 	}
 	m := byReason[schemas.Malformed]
-	if m == nil || m.Payload != "not json {" || m.LastError == "" {
+	if m == nil || string(m.Raw) != "not json {" || m.LastError == "" {
 		t.Errorf("malformed dead letter = %+v, want the raw payload and the decode error", m)
 	}
 	if got := readResults(t, ctx, c, "poison"); len(got) != 1 || got[0].ItemID != items[1].ID {

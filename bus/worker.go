@@ -264,8 +264,8 @@ func retryDelay(base, max time.Duration, delivered uint64) time.Duration {
 
 func (w *Worker) deadLetterMalformed(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, cause error) {
 	w.malformed.Add(1)
-	d := &schemas.DeadLetter{Job: w.job, Reason: schemas.Malformed, LastError: cause.Error(),
-		Deliveries: int(md.NumDelivered), Payload: string(msg.Data()), Sequence: md.Sequence.Stream, At: w.c.now()}
+	d := MalformedLetter(w.job, msg.Subject(), msg.Data(), msg.Headers(), cause, w.c.now())
+	d.Deliveries, d.Sequence = int(md.NumDelivered), md.Sequence.Stream
 	if err := w.c.publishDeadLetter(ctx, d, fmt.Sprintf("%s/seq/%d", w.job, md.Sequence.Stream)); err != nil {
 		w.log.Warn("malformed item not dead-lettered yet, will retry", "seq", md.Sequence.Stream, "err", err)
 		w.retry(ctx, msg, md.NumDelivered)

@@ -55,6 +55,7 @@ func (c Config) Validate() field.ErrorList {
 
 // Stage consumes raw samples and publishes progress. Create it with New.
 type Stage struct {
+	bus     *bus.Client
 	js      jetstream.JetStream
 	prefix  schemas.Prefix
 	cfg     Config
@@ -91,7 +92,7 @@ func New(c *bus.Client, cfg Config, clk clock.PassiveClock, log *slog.Logger) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Stage{js: c.JetStream(), prefix: c.Prefix(), cfg: cfg, clk: clk, log: log.With("stage", "processor"),
+	return &Stage{bus: c, js: c.JetStream(), prefix: c.Prefix(), cfg: cfg, clk: clk, log: log.With("stage", "processor"),
 		metrics: NewMetrics(), trackers: map[string]*Tracker{}}, nil
 }
 
@@ -212,28 +213,9 @@ func (s *Stage) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendi
 	}
 }
 
-// deadLetter keeps an unreadable sample on pace.metrics.<job>.dead and
-// terminates it; it is counted either way.
+// deadLetter counts an unreadable sample and sets it aside as a dead letter
+// on pace.metrics.<job>.dead (see bus.Client.SetAside).
 func (s *Stage) deadLetter(ctx context.Context, msg jetstream.Msg, cause error) {
 	s.metrics.malformed.Inc()
-	job := "unknown"
-	if tokens := strings.Split(msg.Subject(), "."); len(tokens) > 2 && schemas.ValidToken(tokens[2]) {
-		job = tokens[2]
-	}
-	d := &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, LastError: cause.Error(),
-		Payload: string(msg.Data()), At: s.clk.Now()}
-	if md, err := msg.Metadata(); err == nil {
-		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
-	}
-	log := s.log.With("job", job, "subject", msg.Subject(), "err", cause)
-	dm, err := bus.NewMsg(ctx, s.prefix.Metrics(job, schemas.DeadMetrics), d)
-	if err == nil {
-		_, err = s.js.PublishMsg(ctx, dm)
-	}
-	if err != nil {
-		log.Error("malformed sample dropped", "dead_letter_err", err)
-	} else {
-		log.Warn("malformed sample dead-lettered")
-	}
-	_ = msg.Term()
+	s.bus.SetAside(ctx, "processor", msg, cause)
 }

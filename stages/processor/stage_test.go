@@ -83,17 +83,29 @@ func TestStage(t *testing.T) {
 		}
 		publish(m)
 	}
-	bad := nats.NewMsg(c.Prefix().Metrics("j", schemas.RawMetrics))
-	bad.Data = []byte("{not json")
-	publish(bad)
+	valid, err := bus.NewMsg(ctx, c.Prefix().Metrics("k", schemas.RawMetrics), sample(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bustest.Malformed(c.Prefix().Metrics("k", schemas.RawMetrics), valid)
 	negative := nats.NewMsg(c.Prefix().Metrics("k", schemas.RawMetrics))
 	negative.Data = []byte(`{"job":"k","at":"2026-11-29T12:00:00Z","pending":-1}`)
-	publish(negative)
+	negative.Header.Set(bustest.CaseHeader, "invalid")
+	bad["invalid"] = negative
+	for _, m := range bad {
+		publish(m)
+	}
+	// The stage goes on after them.
+	m, err := bus.NewMsg(ctx, c.Prefix().Metrics("j", schemas.RawMetrics), sample(30*time.Second, 60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(m)
 
-	bustest.Eventually(t, 10*time.Second, "2 progress messages and 2 dead letters", func() bool {
+	bustest.Eventually(t, 10*time.Second, "3 progress messages and a dead letter per malformed sample", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(progress) >= 2 && len(dead) >= 2
+		return len(progress) >= 3 && len(dead) >= len(bad)
 	})
 	mu.Lock()
 	// The third sample is older than the second: stale, no progress.
@@ -104,18 +116,21 @@ func TestStage(t *testing.T) {
 			t.Errorf("progress %d = %+v, want job %v time %v error %v throughput %v", i, p, want.jp, want.tp, want.err, want.rate)
 		}
 	}
-	for _, d := range dead {
-		if d.Reason != schemas.Malformed || d.Payload == "" || d.LastError == "" {
-			t.Errorf("dead letter = %+v, want a malformed one with payload and error", d)
+	stored := make([]*schemas.DeadLetter, len(dead))
+	for i := range dead {
+		stored[i] = &dead[i]
+		if dead[i].Job != "k" {
+			t.Errorf("dead letter of job %q, want k (from the subject)", dead[i].Job)
 		}
 	}
+	bustest.CheckKept(t, bad, stored)
 	mu.Unlock()
 	bustest.Eventually(t, 10*time.Second, "every sample acknowledged", func() bool {
 		cons, err := js.Consumer(ctx, c.Prefix().Stream("METRICS"), processor.DefaultDurable)
 		return err == nil && cons.CachedInfo().NumAckPending == 0 && cons.CachedInfo().NumPending == 0
 	})
-	if got := counter(t, st.Metrics().Collector("malformed")); got != 2 {
-		t.Errorf("malformed counter = %v, want 2", got)
+	if got := counter(t, st.Metrics().Collector("malformed")); got != float64(len(bad)) {
+		t.Errorf("malformed counter = %v, want %d", got, len(bad))
 	}
 	if got := counter(t, st.Metrics().Collector("stale")); got != 1 {
 		t.Errorf("stale counter = %v, want 1", got)

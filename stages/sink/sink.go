@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
@@ -45,13 +46,15 @@ const (
 
 // Stage feeds one Sink from the bus. Create it with New.
 type Stage struct {
-	js     jetstream.JetStream
-	nc     *nats.Conn
-	prefix schemas.Prefix
-	name   string
-	sink   Sink
-	start  Start
-	log    *slog.Logger
+	bus       *bus.Client
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	prefix    schemas.Prefix
+	name      string
+	sink      Sink
+	start     Start
+	log       *slog.Logger
+	malformed prometheus.Counter
 }
 
 // New returns a stage feeding s; name identifies it in logs and consumer names.
@@ -59,9 +62,16 @@ func New(c *bus.Client, name string, s Sink, start Start, log *slog.Logger) *Sta
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Stage{js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), name: name, sink: s, start: start,
-		log: log.With("stage", "sink", "sink", name)}
+	return &Stage{bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), name: name, sink: s, start: start,
+		log: log.With("stage", "sink", "sink", name),
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_sink_malformed_total",
+			Help:        "Progress messages the sink could not read, dead-lettered on pace.metrics.<job>.dead.",
+			ConstLabels: prometheus.Labels{"sink": name}}),
+	}
 }
+
+// Metrics returns the stage's Prometheus metrics: pace_monitor_sink_malformed_total{sink}.
+func (st *Stage) Metrics() prometheus.Collector { return st.malformed }
 
 // Run delivers progress to the sink until ctx ends; cancellation returns nil.
 // Deleted and cleaned jobs are forgotten.
@@ -112,10 +122,13 @@ func (st *Stage) Run(ctx context.Context) error {
 		}
 		p, err := bus.Decode[schemas.Progress](msg.Data(), msg.Headers())
 		if err != nil {
-			st.log.Warn("unreadable progress skipped", "subject", msg.Subject(), "err", err)
-		} else {
-			st.sink.Write(p)
+			// Every sink sets the message aside under one name, so that
+			// several sinks reading it store one dead letter.
+			st.malformed.Inc()
+			st.bus.SetAside(ctx, "sink", msg, err)
+			continue
 		}
+		st.sink.Write(p)
 		if st.start == Durable {
 			_ = msg.Ack()
 		}

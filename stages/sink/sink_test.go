@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
@@ -96,6 +99,68 @@ func TestStageStarts(t *testing.T) {
 	}
 	cancel()
 	for range 2 {
+		if err := <-errc; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	}
+}
+
+// TestMalformedProgressIsSetAside sends progress messages no sink can read
+// to two sinks on a real bus: each counts them and goes on, and each
+// message is kept once, byte for byte, on pace.metrics.<job>.dead.
+func TestMalformedProgressIsSetAside(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	latest, durable := &recorder{}, &recorder{}
+	stages := []*sink.Stage{sink.New(c, "latest", latest, sink.Latest, nil), sink.New(c, "durable", durable, sink.Durable, nil)}
+	errc := make(chan error, len(stages))
+	for _, st := range stages {
+		go func() { errc <- st.Run(ctx) }()
+	}
+	bustest.Eventually(t, 10*time.Second, "durable consumer created", func() bool {
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), "sink-durable")
+		return err == nil
+	})
+	subject := c.Prefix().Metrics("m", schemas.ProgressMetrics)
+	valid, err := bus.NewMsg(ctx, subject, &schemas.Progress{Job: "m", At: time.Now(), Done: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bustest.Malformed(subject, valid)
+	for _, m := range bad {
+		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishProgress(t, c, "m", 7)
+
+	bustest.Eventually(t, 10*time.Second, "the good progress in both sinks", func() bool {
+		lw, _ := latest.snapshot()
+		dw, _ := durable.snapshot()
+		return slices.Contains(lw, "m@7") && slices.Contains(dw, "m@7")
+	})
+	for _, st := range stages {
+		var m dto.Metric
+		if err := st.Metrics().(prometheus.Metric).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetCounter().GetValue(); got != float64(len(bad)) {
+			t.Errorf("malformed counter = %v, want %d", got, len(bad))
+		}
+	}
+	var dead []*schemas.DeadLetter
+	bustest.Eventually(t, 10*time.Second, "a dead letter per malformed message", func() bool {
+		dead, err = c.StoredMalformed(ctx, "m")
+		return err == nil && len(dead) >= len(bad)
+	})
+	bustest.CheckKept(t, bad, dead)
+	bustest.Eventually(t, 10*time.Second, "every message of the durable sink settled", func() bool {
+		cons, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), "sink-durable")
+		return err == nil && cons.CachedInfo().NumAckPending == 0 && cons.CachedInfo().NumPending == 0
+	})
+	cancel()
+	for range stages {
 		if err := <-errc; err != nil {
 			t.Errorf("Run = %v, want nil", err)
 		}

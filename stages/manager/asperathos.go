@@ -3,7 +3,6 @@ package manager
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -203,13 +202,17 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 		errs = append(errs, field.Invalid(root.Child("job_resources_lifetime"), *pi.JobResourcesLifetime, "must not be negative"))
 	}
 	for _, s := range []struct {
-		p *field.Path
-		n *int
-	}{{mp.Child("expected_time"), expectedTime(pi)}, {cp.Child("check_interval"), c.CheckInterval},
-		{root.Child("job_resources_lifetime"), pi.JobResourcesLifetime},
-		{root.Child("termination_grace_period_seconds"), pi.TerminationGracePeriodSeconds}} {
-		if s.n != nil && *s.n > maxSeconds { // more would overflow a time.Duration
-			errs = append(errs, field.Invalid(s.p, *s.n, fmt.Sprintf("must be at most %d seconds", maxSeconds)))
+		p     *field.Path
+		n     *int
+		limit time.Duration
+	}{{mp.Child("expected_time"), expectedTime(pi), schemas.MaxDeadline},
+		{cp.Child("check_interval"), c.CheckInterval, schemas.MaxItemTimeout},
+		{root.Child("job_resources_lifetime"), pi.JobResourcesLifetime, schemas.MaxDeadline},
+		{root.Child("termination_grace_period_seconds"), pi.TerminationGracePeriodSeconds, schemas.MaxItemTimeout}} {
+		// Checked here, in seconds, before they become durations (a huge
+		// number would overflow one), and with the rest of the document.
+		if max := int(s.limit / time.Second); s.n != nil && *s.n > max {
+			errs = append(errs, field.Invalid(s.p, *s.n, fmt.Sprintf("must be at most %d seconds", max)))
 		}
 	}
 	if r := pi.K8sResourcesControl; r != nil && (r.Limits == nil || r.Requests == nil) {
@@ -267,9 +270,6 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 	}
 	return spec, nil
 }
-
-// maxSeconds is the longest duration in seconds a time.Duration holds.
-const maxSeconds = math.MaxInt64 / int(time.Second)
 
 func expectedTime(pi *pluginInfo) *int {
 	if pi.MonitorInfo == nil {

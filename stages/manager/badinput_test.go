@@ -103,6 +103,16 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 		{"kubernetes without image", "alice-token", "", native(`,"actuator":{"name":"kubernetes"}`), 400, []string{"spec.worker.image"}},
 		{"tiny item timeout", "alice-token", "", native(`,"item_timeout":"10ms"`), 400, []string{"spec.item_timeout"}},
 		{"negative max deliveries", "alice-token", "", native(`,"max_deliveries":-1`), 400, []string{"spec.max_deliveries"}},
+		// Durations that are not zero yet round to 0 were read as 0, which means "default" (30s).
+		{"item timeout below 1ns", "alice-token", "", native(`,"item_timeout":1e-10`), 400, []string{"spec.item_timeout"}},
+		{"item timeout string below 1ns", "alice-token", "application/yaml", "mode: batch\ndeadline: 1m\nworkload: {items: [a]}\nitem_timeout: 0.5ns\n", 400, []string{"spec.item_timeout"}},
+		{"YAML item timeout below 1ns", "alice-token", "application/yaml", "mode: batch\ndeadline: 1m\nworkload: {items: [a]}\nitem_timeout: 1e-10\n", 400, []string{"spec.item_timeout"}},
+		{"deadline below 1ns", "alice-token", "", `{"mode":"batch","deadline":1e-10,"workload":{"items":["a"]}}`, 400, []string{"spec.deadline"}},
+		{"zero time deadline", "alice-token", "", `{"mode":"batch","deadline":"0001-01-01T00:00:00Z","workload":{"items":["a"]}}`, 400, []string{"spec.deadline"}},
+		{"deadline years away", "alice-token", "", `{"mode":"batch","deadline":"2999-01-01T00:00:00Z","workload":{"items":["a"]}}`, 400, []string{"spec.deadline"}},
+		{"every duration wrong at once", "alice-token", "", `{"mode":"batch","deadline":"9000h","workload":{"items":["a"]},"item_timeout":"25h",` +
+			`"resources_lifetime":"-1s","controller":{"check_interval":1e-12},"worker":{"termination_grace":"48h"}}`, 400,
+			[]string{"spec.deadline", "spec.item_timeout", "spec.resources_lifetime", "spec.controller.check_interval", "spec.worker.termination_grace"}},
 		{"two workload sources", "alice-token", "", `{"mode":"batch","deadline":"1m","workload":{"items":["a"],"url":"` + files + `/three.txt"}}`, 400, []string{"spec.workload"}},
 		{"streaming with items", "alice-token", "", `{"mode":"streaming","workload":{"items":["a"]}}`, 400, []string{"spec.workload"}},
 		{"batch without workload", "alice-token", "", `{"mode":"batch","deadline":"1m"}`, 400, []string{"spec.workload"}},
@@ -137,6 +147,15 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 			[]string{"plugin_info.control_parameters.max_rep"}},
 		{"asperathos float expected_time", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) { i["monitor_info"] = map[string]any{"expected_time": 1.5} }), 400,
 			[]string{"plugin_info.monitor_info.expected_time"}},
+		{"asperathos expected_time below 1s", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) { i["monitor_info"] = map[string]any{"expected_time": 1e-10} }), 400,
+			[]string{"plugin_info.monitor_info.expected_time"}},
+		{"asperathos durations wrong at once", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) {
+			i["monitor_info"] = map[string]any{"expected_time": 40000000}
+			cp(i)["check_interval"] = 1e-10
+			i["job_resources_lifetime"] = 1e-10
+			i["termination_grace_period_seconds"] = 100000
+		}), 400, []string{"plugin_info.monitor_info.expected_time", "plugin_info.control_parameters.check_interval",
+			"plugin_info.job_resources_lifetime", "plugin_info.termination_grace_period_seconds"}},
 		{"asperathos unknown field", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) { i["bogus"] = true }), 400, []string{"plugin_info.bogus"}},
 		{"asperathos unknown strategy", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) { cp(i)["schedule_strategy"] = "magic" }), 400,
 			[]string{"plugin_info.control_parameters.schedule_strategy"}},

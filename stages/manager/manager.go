@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
@@ -208,8 +209,13 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	sub.spec = sub.spec.WithDefaults()
 	more := sub.spec.Validate()
 	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
-	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
+	switch at, now := sub.spec.Deadline.At, m.clock.Now(); {
+	case at.IsZero():
+	case !at.After(now):
 		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
+	case at.Sub(now) > schemas.MaxDeadline:
+		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(),
+			fmt.Sprintf("must be at most %d days from now", schemas.MaxDeadline/(24*time.Hour))))
 	}
 	if sub.format == FormatAsperathos {
 		for _, e := range more {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -108,6 +109,8 @@ func checkParse(t *testing.T, m *Manager, doc []byte, ct string) {
 	}
 	if asperathos {
 		checkAsperathosSeconds(t, top, sub.spec)
+	} else {
+		checkSecondsKept(t, top, sub.spec)
 	}
 	out, err := json.Marshal(sub.spec)
 	if err != nil {
@@ -174,4 +177,20 @@ func checkAsperathosSeconds(t *testing.T, top map[string]json.RawMessage, spec s
 	}
 	seconds("job_resources_lifetime", pi.JobResourcesLifetime, spec.ResourcesLifetime)
 	seconds("termination_grace_period_seconds", pi.TerminationGracePeriodSeconds, spec.Worker.TerminationGrace)
+}
+
+// checkSecondsKept fails t unless every top-level duration of a native
+// spec given as a number of seconds became that duration (not, say, the
+// default, which 0 selects).
+func checkSecondsKept(t *testing.T, top map[string]json.RawMessage, spec schemas.JobSpec) {
+	t.Helper()
+	for name, got := range map[string]schemas.Duration{"item_timeout": spec.ItemTimeout, "resources_lifetime": spec.ResourcesLifetime} {
+		var seconds float64
+		if json.Unmarshal(top[name], &seconds) != nil || seconds == 0 {
+			continue
+		}
+		if want := seconds * float64(time.Second); math.Abs(float64(got)-want) >= 1 {
+			t.Fatalf("%s: %v seconds became %v", name, seconds, got.D())
+		}
+	}
 }

@@ -30,9 +30,13 @@ func decodeStrict(data []byte, dst any, root *field.Path) (errs field.ErrorList,
 	errs = check(v, reflect.TypeOf(dst).Elem(), root)
 	if len(errs) > 0 {
 		// Decode what fits, so that the caller can check the rest of the
-		// document too and report every problem at once. encoding/json
-		// skips mistyped values but stops at a failing UnmarshalJSON.
-		err := json.Unmarshal(data, dst)
+		// document too and report every problem at once. check has
+		// removed the values it reported (encoding/json would stop at a
+		// failing UnmarshalJSON, such as a duration's).
+		pruned, err := json.Marshal(v)
+		if err == nil {
+			err = json.Unmarshal(pruned, dst)
+		}
 		var typeErr *json.UnmarshalTypeError
 		return errs, err == nil || errors.As(err, &typeErr)
 	}
@@ -44,7 +48,9 @@ func decodeStrict(data []byte, dst any, root *field.Path) (errs field.ErrorList,
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// check reports where v, a decoded JSON value, does not fit type t.
+// check reports where v, a decoded JSON value, does not fit type t, and
+// removes each value it reports from v's objects (and nulls it in lists),
+// so that the rest decodes.
 func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 	if v == nil {
 		return nil // null leaves the zero value
@@ -80,9 +86,10 @@ func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 					fp = docPath(p).Key(k) // "body[]": an empty name has no path of its own at the top
 				}
 				errs = append(errs, field.Forbidden(fp, "unknown field"))
+				delete(obj, k)
 				continue
 			}
-			errs = append(errs, check(obj[k], f.Type, p.Child(k))...)
+			errs = append(errs, checkIn(obj, k, f.Type, p.Child(k))...)
 		}
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
@@ -90,7 +97,7 @@ func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 			return typeErr("an object")
 		}
 		for _, k := range sortedKeys(obj) {
-			errs = append(errs, check(obj[k], t.Elem(), p.Key(k))...)
+			errs = append(errs, checkIn(obj, k, t.Elem(), p.Key(k))...)
 		}
 	case reflect.Slice:
 		arr, ok := v.([]any)
@@ -98,7 +105,11 @@ func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 			return typeErr("a list")
 		}
 		for i, e := range arr {
-			errs = append(errs, check(e, t.Elem(), p.Index(i))...)
+			more := check(e, t.Elem(), p.Index(i))
+			if _, isObj := e.(map[string]any); len(more) > 0 && !isObj {
+				arr[i] = nil
+			}
+			errs = append(errs, more...)
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
@@ -120,6 +131,17 @@ func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 		if _, ok := v.(json.Number); !ok {
 			return typeErr("a number")
 		}
+	}
+	return errs
+}
+
+// checkIn checks obj[k] and removes it when it does not fit as a whole (an
+// object keeps its fitting fields). Removed, not nulled: encoding/json
+// hands null to an UnmarshalJSON method, which may refuse it.
+func checkIn(obj map[string]any, k string, t reflect.Type, p *field.Path) field.ErrorList {
+	errs := check(obj[k], t, p)
+	if _, isObj := obj[k].(map[string]any); len(errs) > 0 && !isObj {
+		delete(obj, k)
 	}
 	return errs
 }

@@ -156,9 +156,13 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	for _, p := range all {
 		bustest.Eventually(t, 60*time.Second, p.identity+" ready", p.ready(t))
 	}
-	if code, body := all[len(all)-1].get("/ui/"); code != http.StatusOK || !strings.Contains(body, "<html") {
+	ui := all[len(all)-1]
+	if code, body := ui.get("/ui/"); code != http.StatusOK || !strings.Contains(body, "<html") {
 		t.Errorf("visualizer /ui/ = %d %.100s", code, body)
 	}
+	// The flow-control page gathers the gate's leader and both managers.
+	gateLeader, _ := leaderOf(t, "gate", gates...)
+	waitFlowControl(t, ui.url, "gate/"+gateLeader.identity, "manager/manager-0", "manager/manager-1")
 
 	// Submitted to the standby manager: the leader's job checks must leave
 	// a job being created elsewhere alone, and see it through.
@@ -187,6 +191,7 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	}
 	bustest.Eventually(t, 30*time.Second, "the standby gate to lead", func() bool { return standby.leading("gate") })
 	t.Logf("the standby gate led %s after the leader's SIGKILL (lease TTL 2s)", time.Since(killed).Round(10*time.Millisecond))
+	waitFlowControl(t, ui.url, "gate/"+standby.identity, "manager/manager-0", "manager/manager-1")
 	var v jobView
 	bustest.Eventually(t, 3*time.Minute, "the job to end", func() bool { v = job(); return final(v.Status) })
 	if v.Status != "completed" || v.Done != len(items) {
@@ -400,6 +405,20 @@ func flowControlView(t *testing.T, url, token string) *visualizer.FlowControlVie
 		t.Fatalf("flow-control event %s: %v", data, err)
 	}
 	return &v
+}
+
+// waitFlowControl waits until the flow-control page of the UI at url (no
+// --token-file) shows exactly the processes want, as stage/identity.
+func waitFlowControl(t *testing.T, url string, want ...string) {
+	t.Helper()
+	var got []string
+	bustest.Eventually(t, 30*time.Second, fmt.Sprintf("flow control of %v", want), func() bool {
+		got = got[:0]
+		for _, p := range flowControlView(t, url, "").Processes {
+			got = append(got, p.Stage+"/"+p.Replica)
+		}
+		return slices.Equal(got, want)
+	})
 }
 
 // TestStageVisualizerGathersFlowControl runs the gate, manager and

@@ -100,6 +100,48 @@ func (r Registry) New(name string, job Job, params json.RawMessage) (Controller,
 	return f(job, params)
 }
 
+// Bounds are the replica bounds an Asperathos plugin takes in its own
+// parameters, min_rep and max_rep; zero means the job's.
+type Bounds struct {
+	MinRep int `json:"min_rep,omitempty"`
+	MaxRep int `json:"max_rep,omitempty"`
+}
+
+// Defaults fills unset bounds from the job's (min_rep at least 1).
+func (b *Bounds) Defaults(job Job) {
+	if b.MinRep == 0 {
+		b.MinRep = max(job.Min, 1)
+	}
+	if b.MaxRep == 0 {
+		b.MaxRep = job.Max
+	}
+}
+
+// Validate checks the bounds with Asperathos' rules and messages.
+func (b Bounds) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if b.MinRep < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("min_rep"), b.MinRep, `Variable "min_rep" must be greater than 0`))
+	}
+	if b.MaxRep < b.MinRep {
+		errs = append(errs, field.Invalid(field.NewPath("max_rep"), b.MaxRep, `Variable "max_rep" must be greater or equal than "min_rep"`))
+	}
+	return errs
+}
+
+// Clamp returns n bounded by [MinRep, MaxRep].
+func (b Bounds) Clamp(n int) int { return min(max(n, b.MinRep), b.MaxRep) }
+
+// Current is the replica count a decision on p starts from: asked, the count
+// the controller last asked for, or before its first decision (0) the live
+// count of p.
+func Current(asked int, p schemas.Progress) int {
+	if asked == 0 {
+		return p.Replicas
+	}
+	return asked
+}
+
 // Decode reads params strictly (unknown fields are errors) into cfg.
 func Decode(params json.RawMessage, cfg any) error {
 	if len(strings.TrimSpace(string(params))) == 0 || string(params) == "null" {

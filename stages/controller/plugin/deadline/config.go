@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin"
 )
 
 // Config holds the deadline controller's parameters. Zero values mean the
@@ -55,8 +56,8 @@ func orDuration(p **schemas.Duration, v time.Duration) {
 	}
 }
 
-// Defaults fills unset fields.
-func (c *Config) Defaults() {
+// Defaults fills unset fields; none depends on the job.
+func (c *Config) Defaults(plugin.Job) {
 	if c.StartupDelay == 0 {
 		c.StartupDelay = schemas.Duration(10 * time.Second)
 	}

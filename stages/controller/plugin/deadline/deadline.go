@@ -59,47 +59,36 @@ type State struct {
 }
 
 // Controller is the deadline controller of one job.
-type Controller struct {
-	job   plugin.Job
-	cfg   Config
-	state State
-}
-
-var _ plugin.Controller = (*Controller)(nil)
+type Controller struct{ plugin.Base[Config, State] }
 
 // New builds a deadline controller; params is a JSON Config.
 func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
-	var cfg Config
-	if err := plugin.Decode(params, &cfg); err != nil {
+	b, err := plugin.NewBase[Config](Name, job, params, State{Replicas: job.Initial})
+	if err != nil {
 		return nil, err
 	}
-	cfg.Defaults()
-	errs := append(cfg.Validate(), job.Validate()...)
-	if err := plugin.Invalid(errs); err != nil {
-		return nil, err
-	}
-	return &Controller{job: job, cfg: cfg, state: State{Replicas: job.Initial}}, nil
+	return &Controller{b}, nil
 }
 
 // startup is the start-up delay to plan with: the measured one, else the configured one.
 func (c *Controller) startup() time.Duration {
-	if c.state.Startup > 0 {
-		return c.state.Startup
+	if c.Mem.Startup > 0 {
+		return c.Mem.Startup
 	}
-	return c.cfg.StartupDelay.D()
+	return c.Cfg.StartupDelay.D()
 }
 
 // watchStartup measures the time from a scale-up to its first replica being
 // live. The scale-up stays pending until all its replicas are live, or for
 // three start-up delays (a crashed replica may never show up).
 func (c *Controller) watchStartup(p schemas.Progress) {
-	s := &c.state
-	if s.Pending == nil && s.Prev == nil && p.Replicas < c.job.Initial {
+	s := &c.Mem
+	if s.Pending == nil && s.Prev == nil && p.Replicas < c.Job.Initial {
 		start := p.At // the job's start: a scale-up from 0 to initial
-		if c.job.Expected > 0 {
-			start = p.At.Add(-time.Duration(p.TimeProgress * float64(c.job.Expected)))
+		if c.Job.Expected > 0 {
+			start = p.At.Add(-time.Duration(p.TimeProgress * float64(c.Job.Expected)))
 		}
-		s.Pending = &ScaleUp{At: start, Base: 0, Target: c.job.Initial}
+		s.Pending = &ScaleUp{At: start, Base: 0, Target: c.Job.Initial}
 	}
 	up := s.Pending
 	if up == nil {
@@ -129,7 +118,7 @@ func (c *Controller) watchStartup(p schemas.Progress) {
 // interval over which the live count changed is skipped, as replicas that
 // joined part-way would bias it.
 func (c *Controller) observe(p schemas.Progress, r int) {
-	s := &c.state
+	s := &c.Mem
 	c.watchStartup(p)
 	busy := min(p.Replicas, p.InFlight)
 	steady := s.Pending == nil
@@ -139,11 +128,11 @@ func (c *Controller) observe(p schemas.Progress, r int) {
 	now := Mark{At: p.At, Finished: p.Done + p.Dead, Busy: busy, Live: p.Replicas, Steady: steady}
 	if prev := s.Prev; prev != nil && (prev.Live == now.Live || (steady && prev.Steady)) {
 		dt := p.At.Sub(prev.At).Seconds()
-		decay := math.Exp(-dt / c.cfg.RateWindow.D().Seconds())
+		decay := math.Exp(-dt / c.Cfg.RateWindow.D().Seconds())
 		s.Items = s.Items*decay + float64(max(0, now.Finished-prev.Finished))
 		s.Busy = s.Busy*decay + dt*float64(prev.Busy+now.Busy)/2
-		if s.Learned == 0 && s.Items > 0 && c.job.Expected > 0 {
-			s.Learned = time.Duration(p.TimeProgress * float64(c.job.Expected))
+		if s.Learned == 0 && s.Items > 0 && c.Job.Expected > 0 {
+			s.Learned = time.Duration(p.TimeProgress * float64(c.Job.Expected))
 		}
 	}
 	s.Prev = &now
@@ -152,10 +141,10 @@ func (c *Controller) observe(p schemas.Progress, r int) {
 // rate is the per-replica throughput estimate and where it came from.
 func (c *Controller) rate(p schemas.Progress) (float64, string) {
 	switch {
-	case c.state.Items > 0 && c.state.Busy > 0:
-		return c.state.Items / c.state.Busy, "measured"
-	case c.cfg.PriorRate > 0:
-		return c.cfg.PriorRate, "prior_rate"
+	case c.Mem.Items > 0 && c.Mem.Busy > 0:
+		return c.Mem.Items / c.Mem.Busy, "measured"
+	case c.Cfg.PriorRate > 0:
+		return c.Cfg.PriorRate, "prior_rate"
 	}
 	return 0, ""
 }
@@ -169,7 +158,7 @@ type plan struct {
 
 // Decide implements plugin.Controller.
 func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
-	s := &c.state
+	s := &c.Mem
 	if !plugin.Fresh(p, s.LastAt) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
@@ -178,15 +167,12 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 		gap = p.At.Sub(s.LastAt)
 	}
 	s.LastAt = p.At
-	r := s.Replicas
-	if r == 0 {
-		r = p.Replicas
-	}
+	r := plugin.Current(s.Replicas, p)
 	c.observe(p, r)
 	mu, src := c.rate(p)
 	in := map[string]float64{"rate": mu, "error": p.Error, "live": float64(p.Replicas)}
 	var pl plan
-	if c.job.Expected > 0 && p.Total > 0 {
+	if c.Job.Expected > 0 && p.Total > 0 {
 		pl = c.batch(p, r, gap, mu, src, in)
 	} else {
 		pl = c.streaming(p, r, mu, src, in)
@@ -195,25 +181,25 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	if plugin.Remaining(p) > 0 || p.Backlog > 0 {
 		n = max(n, 1)
 	}
-	n = c.job.Clamp(n)
+	n = c.Job.Clamp(n)
 	if n > r {
 		s.LastUpAt = p.At
 		s.Pending = &ScaleUp{At: p.At, Base: p.Replicas, Target: n}
 	}
 	s.Replicas = n
 	return schemas.Decision{
-		Job: c.job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
+		Job: c.Job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
 		Reason: fmt.Sprintf("%s; %s: %d", pl.why, why, n), Inputs: in,
 	}, nil
 }
 
 func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu float64, src string, in map[string]float64) plan {
 	rem := plugin.Remaining(p)
-	left := plugin.TimeLeft(p, c.job.Expected).Seconds()
+	left := plugin.TimeLeft(p, c.Job.Expected).Seconds()
 	in["remaining"], in["time_left"] = float64(rem), left
 	switch {
 	case rem == 0:
-		return plan{want: float64(c.job.Min), why: "all items finished", urgent: true}
+		return plan{want: float64(c.Job.Min), why: "all items finished", urgent: true}
 	case p.QueueLength == 0:
 		busy := max(1, min(r, p.InFlight))
 		return plan{want: float64(busy), urgent: true,
@@ -223,13 +209,13 @@ func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu floa
 	}
 	d := c.startup().Seconds()
 	// Lateness beyond what the start-up of the first replicas explains.
-	late := max(0, -p.Error-math.Max(d, c.state.Learned.Seconds())/c.job.Expected.Seconds())
-	slack := *c.cfg.Margin + min(*c.cfg.MaxCorrection, *c.cfg.LatenessGain*late)
+	late := max(0, -p.Error-math.Max(d, c.Mem.Learned.Seconds())/c.Job.Expected.Seconds())
+	slack := *c.Cfg.Margin + min(*c.Cfg.MaxCorrection, *c.Cfg.LatenessGain*late)
 	t := left*(1-slack) - 1/mu
 	need := float64(rem) / mu
 	live := float64(p.Replicas)
 	starting := float64(max(0, r-p.Replicas))
-	startLeft := math.Max(0, c.state.LastUpAt.Add(c.startup()).Sub(p.At).Seconds())
+	startLeft := math.Max(0, c.Mem.LastUpAt.Add(c.startup()).Sub(p.At).Seconds())
 	in["slack"], in["need"], in["starting"] = slack, need, starting
 	head := fmt.Sprintf("%d items left at %.3g items/s per replica (%s), %.1fs to deadline, slack %.0f%%", rem, mu, src, left, slack*100)
 	if g := gap.Seconds(); g > 0 && t > g {
@@ -243,7 +229,7 @@ func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu floa
 	}
 	switch {
 	case t <= 0:
-		return plan{want: float64(c.job.Max), urgent: true, why: head + ": deadline reached, finish as fast as possible"}
+		return plan{want: float64(c.Job.Max), urgent: true, why: head + ": deadline reached, finish as fast as possible"}
 	case live*t >= need && ceil(need/t) < r:
 		// Busy replicas cost only the work they do, which is the same whoever
 		// does it: releasing them early saves nothing and risks a start-up later.
@@ -251,18 +237,18 @@ func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu floa
 	case live*t >= need:
 		return plan{want: need / t, why: head + fmt.Sprintf(": %.1f replica-seconds of work fit %.2f replicas", need, need/t)}
 	case t <= d:
-		return plan{want: float64(c.job.Max), urgent: true,
+		return plan{want: float64(c.Job.Max), urgent: true,
 			why: head + fmt.Sprintf(": new replicas need %.0fs to start, too late for the deadline; finish as fast as possible", d)}
 	}
 	extra := (need - live*t - starting*math.Max(0, t-startLeft)) / (t - d)
-	if up := c.state.Pending; up != nil && up.Base > 0 && extra > 0 && r < c.job.Max {
+	if up := c.Mem.Pending; up != nil && up.Base > 0 && extra > 0 && r < c.Job.Max {
 		// A scale-up is still starting: its replicas were sized on the rate
 		// then; wait for them rather than chase a noisy estimate.
 		return plan{want: float64(r), why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting: wait for the starting replicas", need, live, starting)}
 	}
-	if want := live + starting + extra; want > float64(c.job.Max) {
-		return plan{want: float64(c.job.Max), urgent: true,
-			why: head + fmt.Sprintf(": %.1f replica-seconds of work need %.1f replicas, more than max %d: max at once for the least lateness", need, want, c.job.Max)}
+	if want := live + starting + extra; want > float64(c.Job.Max) {
+		return plan{want: float64(c.Job.Max), urgent: true,
+			why: head + fmt.Sprintf(": %.1f replica-seconds of work need %.1f replicas, more than max %d: max at once for the least lateness", need, want, c.Job.Max)}
 	}
 	return plan{want: live + starting + math.Max(0, extra),
 		why: head + fmt.Sprintf(": %.1f replica-seconds of work, %g live, %g starting, new ones lose %.0fs to start-up", need, live, starting, d)}
@@ -273,7 +259,7 @@ func (c *Controller) streaming(p schemas.Progress, r int, mu float64, src string
 	if mu <= 0 {
 		return plan{want: float64(r), why: "streaming, no throughput measured yet: hold"}
 	}
-	catch := c.cfg.CatchUp.D().Seconds()
+	catch := c.Cfg.CatchUp.D().Seconds()
 	want := (p.InputRate + float64(p.Backlog)/catch) / mu
 	return plan{want: want, why: fmt.Sprintf("streaming: (%.3g items/s in + %d backlog / %.0fs) / %.3g items/s per replica (%s) = %.2f",
 		p.InputRate, p.Backlog, catch, mu, src, want)}
@@ -281,9 +267,9 @@ func (c *Controller) streaming(p schemas.Progress, r int, mu float64, src string
 
 // smooth applies the stabilization windows, dead-bands and rate limits.
 func (c *Controller) smooth(at time.Time, r int, pl plan) (int, string) {
-	s := &c.state
+	s := &c.Mem
 	s.Recommendations = append(s.Recommendations, Point{at, pl.want})
-	keep := max(c.cfg.ScaleUpWindow.D(), c.cfg.ScaleDownWindow.D())
+	keep := max(c.Cfg.ScaleUpWindow.D(), c.Cfg.ScaleDownWindow.D())
 	for len(s.Recommendations) > 1 && at.Sub(s.Recommendations[0].At) > keep {
 		s.Recommendations = s.Recommendations[1:]
 	}
@@ -296,14 +282,14 @@ func (c *Controller) smooth(at time.Time, r int, pl plan) (int, string) {
 	case want > r:
 		up := pl.want
 		for _, rec := range s.Recommendations {
-			if at.Sub(rec.At) <= c.cfg.ScaleUpWindow.D() {
+			if at.Sub(rec.At) <= c.Cfg.ScaleUpWindow.D() {
 				up = math.Min(up, rec.Replicas)
 			}
 		}
-		if up-rf <= *c.cfg.ToleranceUp*rf || ceil(up) <= r {
+		if up-rf <= *c.Cfg.ToleranceUp*rf || ceil(up) <= r {
 			return r, "within the scale-up dead-band or window: hold"
 		}
-		limit := r + max(c.cfg.MaxUpPods, ceil(rf*c.cfg.MaxUpPercent/100))
+		limit := r + max(c.Cfg.MaxUpPods, ceil(rf*c.Cfg.MaxUpPercent/100))
 		if ceil(up) > limit {
 			return limit, fmt.Sprintf("scale up, limited to +%d", limit-r)
 		}
@@ -311,14 +297,14 @@ func (c *Controller) smooth(at time.Time, r int, pl plan) (int, string) {
 	case want < r:
 		down := pl.want
 		for _, rec := range s.Recommendations {
-			if at.Sub(rec.At) <= c.cfg.ScaleDownWindow.D() {
+			if at.Sub(rec.At) <= c.Cfg.ScaleDownWindow.D() {
 				down = math.Max(down, rec.Replicas)
 			}
 		}
-		if rf-down < *c.cfg.ToleranceDown*rf || ceil(down) >= r {
-			return r, fmt.Sprintf("scale-down within the dead-band or the %s window: hold", c.cfg.ScaleDownWindow.D())
+		if rf-down < *c.Cfg.ToleranceDown*rf || ceil(down) >= r {
+			return r, fmt.Sprintf("scale-down within the dead-band or the %s window: hold", c.Cfg.ScaleDownWindow.D())
 		}
-		limit := r - max(1, ceil(rf*c.cfg.MaxDownPercent/100))
+		limit := r - max(1, ceil(rf*c.Cfg.MaxDownPercent/100))
 		if ceil(down) < limit {
 			return limit, fmt.Sprintf("scale down, limited to -%d", r-limit)
 		}
@@ -329,16 +315,3 @@ func (c *Controller) smooth(at time.Time, r int, pl plan) (int, string) {
 
 // ceil rounds up, ignoring float noise below 1e-9.
 func ceil(x float64) int { return int(math.Ceil(x - 1e-9)) }
-
-// State implements plugin.Controller.
-func (c *Controller) State() (json.RawMessage, error) { return json.Marshal(c.state) }
-
-// Restore implements plugin.Controller.
-func (c *Controller) Restore(state json.RawMessage) error {
-	var s State
-	if err := json.Unmarshal(state, &s); err != nil {
-		return fmt.Errorf("restore deadline state: %w", err)
-	}
-	c.state = s
-	return nil
-}

@@ -12,19 +12,28 @@ import (
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 	"github.com/pace-platform/pace/stages/controller/plugin/deadline"
+	"github.com/pace-platform/pace/stages/controller/plugin/plugintest"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// batch is a progress message of a 110-item job due 100 s after plugintest.T0.
+var _ plugin.Controller = (*deadline.Controller)(nil)
 
-// batch is a progress message of a 110-item job due 100 s after t0.
 func batch(sec, done, replicas, inFlight, queue int) schemas.Progress {
 	return schemas.Progress{
-		Job: "j", At: t0.Add(time.Duration(sec) * time.Second), Total: 110, Done: done,
+		Job: "j", At: plugintest.At(sec), Total: 110, Done: done,
 		Replicas: replicas, InFlight: inFlight, QueueLength: queue, TimeProgress: float64(sec) / 100,
 	}
 }
 
-var job = plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 1}
+// stream is a progress message of a streaming job.
+func stream(sec, replicas int, inputRate float64, backlog int) schemas.Progress {
+	return schemas.Progress{Job: "j", At: plugintest.At(sec), Mode: schemas.Streaming, Replicas: replicas, InputRate: inputRate, Backlog: backlog}
+}
+
+var (
+	job   = plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 1}
+	eight = plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8}
+)
 
 func TestRecordedSequences(t *testing.T) {
 	for _, tc := range []struct {
@@ -37,7 +46,6 @@ func TestRecordedSequences(t *testing.T) {
 	}{
 		{
 			name:    "no throughput yet: hold",
-			job:     job,
 			samples: []schemas.Progress{batch(2, 0, 0, 0, 110)},
 			want:    []int{1},
 			reason:  "no throughput measured yet",
@@ -46,7 +54,6 @@ func TestRecordedSequences(t *testing.T) {
 			// μ = 10 items / 10 busy replica-seconds = 1/s; T' = 90·0.95 − 1 = 84.5 s;
 			// 100 s of work: 1 live does 84.5, one new replica does 74.5: 1 + 15.5/74.5 → 2.
 			name:    "feed-forward with start-up delay",
-			job:     job,
 			samples: []schemas.Progress{batch(0, 0, 1, 1, 109), batch(10, 10, 1, 1, 99)},
 			want:    []int{1, 2},
 			reason:  "new ones lose 10s to start-up",
@@ -55,7 +62,6 @@ func TestRecordedSequences(t *testing.T) {
 			// After the scale-up to 5 at 70 s, a slower interval asks for about 7,
 			// but 4 replicas are still starting: wait for them.
 			name:    "wait for a pending scale-up",
-			job:     job,
 			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99), batch(72, 10, 1, 1, 99)},
 			want:    []int{1, 5, 5},
 			reason:  "wait for the starting replicas",
@@ -64,7 +70,6 @@ func TestRecordedSequences(t *testing.T) {
 			// At 74 s the rate has fallen to 10/14 items/s and asks for about 13
 			// replicas, more than max: still, 4 are starting, so wait for them.
 			name:    "a pending scale-up is waited for before going to max",
-			job:     job,
 			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99), batch(74, 10, 1, 1, 99)},
 			want:    []int{1, 5, 5},
 			reason:  "wait for the starting replicas",
@@ -73,7 +78,6 @@ func TestRecordedSequences(t *testing.T) {
 			// 30 s left: T' = 27.5 s, 100 s of work: 1 + (100 − 27.5)/17.5 = 5.14 → 6,
 			// limited to +4.
 			name:    "late job, rate-limited scale-up",
-			job:     job,
 			samples: []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99)},
 			want:    []int{1, 5},
 			reason:  "scale up, limited to +4",
@@ -95,7 +99,6 @@ func TestRecordedSequences(t *testing.T) {
 		},
 		{
 			name:    "deadline reached: finish as fast as possible",
-			job:     job,
 			samples: []schemas.Progress{batch(90, 0, 1, 1, 109), batch(99, 10, 1, 1, 99)},
 			want:    []int{1, 10},
 			reason:  "too late for the deadline; finish as fast as possible",
@@ -103,65 +106,46 @@ func TestRecordedSequences(t *testing.T) {
 		{
 			// The work soon needs far fewer than 8 replicas, but busy replicas of a
 			// batch job cost only their work: no scale-down while the queue lasts.
-			name: "batch keeps busy replicas until the tail",
-			job:  plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8},
-			samples: []schemas.Progress{
-				batch(0, 0, 8, 8, 102), batch(2, 16, 8, 8, 86), batch(4, 32, 8, 8, 70),
-			},
-			want:   []int{8, 8, 8},
-			reason: "keep them until the queue drains",
+			name:    "batch keeps busy replicas until the tail",
+			job:     eight,
+			samples: []schemas.Progress{batch(0, 0, 8, 8, 102), batch(2, 16, 8, 8, 86), batch(4, 32, 8, 8, 70)},
+			want:    []int{8, 8, 8},
+			reason:  "keep them until the queue drains",
 		},
 		{
 			// 1 item/s per replica and 10 s between decisions: 8 replicas would empty
 			// the 22 queued items in under 3 s and idle; 3 take them, 5 finish and exit.
-			name: "tail: keep the replicas the last queued items need",
-			job:  plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 8},
-			samples: []schemas.Progress{
-				batch(0, 0, 8, 8, 102), batch(10, 80, 8, 8, 22),
-			},
-			want:   []int{8, 3},
-			reason: "keep 3 to take them, the others finish their item and exit",
+			name:    "tail: keep the replicas the last queued items need",
+			job:     eight,
+			samples: []schemas.Progress{batch(0, 0, 8, 8, 102), batch(10, 80, 8, 8, 22)},
+			want:    []int{8, 3},
+			reason:  "keep 3 to take them, the others finish their item and exit",
 		},
 		{
 			// Streaming at 2 items/s per replica: 2/s in needs 1 replica; halving is the
 			// limit per decision (8 → 4 → 2); at 7/s in, 3.5 → 4 at once.
-			name:   "streaming scale-down limit, then scale-up",
-			job:    plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 8},
-			params: `{"prior_rate": 2}`,
-			samples: []schemas.Progress{
-				{Job: "j", At: t0, Mode: schemas.Streaming, Replicas: 8, InputRate: 2},
-				{Job: "j", At: t0.Add(5 * time.Second), Mode: schemas.Streaming, Replicas: 4, InputRate: 2},
-				{Job: "j", At: t0.Add(6 * time.Second), Mode: schemas.Streaming, Replicas: 2, InputRate: 7},
-			},
-			want:   []int{4, 2, 4},
-			reason: "scale up",
+			name:    "streaming scale-down limit, then scale-up",
+			job:     plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 8},
+			params:  `{"prior_rate": 2}`,
+			samples: []schemas.Progress{stream(0, 8, 2, 0), stream(5, 4, 2, 0), stream(6, 2, 7, 0)},
+			want:    []int{4, 2, 4},
+			reason:  "scale up",
 		},
 		{
 			// (10/s in + 60 backlog / 30 s) / 2 per replica = 6.
-			name:   "streaming: arrival rate plus catch-up",
-			job:    plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 2},
-			params: `{"prior_rate": 2}`,
-			samples: []schemas.Progress{
-				{Job: "j", At: t0, Mode: schemas.Streaming, Replicas: 2, InputRate: 10, Backlog: 60},
-			},
-			want:   []int{6},
-			reason: "streaming",
+			name:    "streaming: arrival rate plus catch-up",
+			job:     plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 2},
+			params:  `{"prior_rate": 2}`,
+			samples: []schemas.Progress{stream(0, 2, 10, 60)},
+			want:    []int{6},
+			reason:  "streaming",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := deadline.New(tc.job, json.RawMessage(tc.params))
-			if err != nil {
-				t.Fatal(err)
+			if tc.job.Name == "" {
+				tc.job = job
 			}
-			var got []int
-			var last schemas.Decision
-			for _, p := range tc.samples {
-				last, err = c.Decide(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, last.Replicas)
-			}
+			got, last := plugintest.Decide(t, plugintest.New(t, deadline.New, tc.job, tc.params), tc.samples...)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("replicas (-want +got):\n%s\nlast reason: %s", diff, last.Reason)
 			}
@@ -173,29 +157,13 @@ func TestRecordedSequences(t *testing.T) {
 }
 
 func TestStaleAndResume(t *testing.T) {
-	a, err := deadline.New(job, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Decide(batch(0, 0, 1, 1, 109)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Decide(batch(0, 5, 1, 1, 104)); !errors.Is(err, plugin.ErrStale) {
+	c := plugintest.New(t, deadline.New, job, "")
+	plugintest.Decide(t, c, batch(0, 0, 1, 1, 109))
+	if _, err := c.Decide(batch(0, 5, 1, 1, 104)); !errors.Is(err, plugin.ErrStale) {
 		t.Fatalf("err = %v, want ErrStale", err)
 	}
-	st, err := a.State()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := deadline.New(job, nil)
-	if err := b.Restore(st); err != nil {
-		t.Fatal(err)
-	}
-	da, _ := a.Decide(batch(10, 10, 1, 1, 99))
-	db, _ := b.Decide(batch(10, 10, 1, 1, 99))
-	if diff := cmp.Diff(da, db); diff != "" {
-		t.Errorf("restored controller decides differently (-orig +restored):\n%s", diff)
-	}
+	// Resumed mid-job with a rate measured and a scale-up starting.
+	plugintest.CheckResume(t, deadline.New, job, "", []schemas.Progress{batch(60, 0, 1, 1, 109), batch(70, 10, 1, 1, 99)}, batch(72, 12, 1, 1, 97))
 }
 
 func TestInvalidConfig(t *testing.T) {

@@ -29,8 +29,8 @@ type Config struct {
 	Period schemas.Duration `json:"period,omitempty"`
 }
 
-// Defaults fills unset fields with the HPA's defaults.
-func (c *Config) Defaults() {
+// Defaults fills unset fields with the HPA's defaults, which do not depend on the job.
+func (c *Config) Defaults(plugin.Job) {
 	if c.Target == 0 {
 		c.Target = 10
 	}
@@ -93,60 +93,46 @@ type State struct {
 }
 
 // Controller is the baseline for one job.
-type Controller struct {
-	job   plugin.Job
-	cfg   Config
-	state State
-}
-
-var _ plugin.Controller = (*Controller)(nil)
+type Controller struct{ plugin.Base[Config, State] }
 
 // New builds the baseline; params is a JSON Config.
 func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
-	var cfg Config
-	if err := plugin.Decode(params, &cfg); err != nil {
+	b, err := plugin.NewBase[Config](Name, job, params, State{Replicas: job.Initial, Before: job.Initial})
+	if err != nil {
 		return nil, err
 	}
-	cfg.Defaults()
-	errs := append(cfg.Validate(), job.Validate()...)
-	if err := plugin.Invalid(errs); err != nil {
-		return nil, err
-	}
-	return &Controller{job: job, cfg: cfg, state: State{Replicas: job.Initial, Before: job.Initial}}, nil
+	return &Controller{b}, nil
 }
 
 // Decide implements plugin.Controller.
 func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
-	s := &c.state
+	s := &c.Mem
 	if !plugin.Fresh(p, s.LastAt) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
 	s.LastAt = p.At
-	r := s.Replicas
-	if r == 0 {
-		r = p.Replicas
-	}
+	r := plugin.Current(s.Replicas, p)
 	lag := float64(p.QueueLength + p.InFlight)
-	desired := int(math.Ceil(lag/c.cfg.Target - 1e-9))
-	why := fmt.Sprintf("lag %d / target %g = %d", int(lag), c.cfg.Target, desired)
-	if r > 0 && math.Abs(lag/(c.cfg.Target*float64(r))-1) <= *c.cfg.Tolerance {
+	desired := int(math.Ceil(lag/c.Cfg.Target - 1e-9))
+	why := fmt.Sprintf("lag %d / target %g = %d", int(lag), c.Cfg.Target, desired)
+	if r > 0 && math.Abs(lag/(c.Cfg.Target*float64(r))-1) <= *c.Cfg.Tolerance {
 		desired = r
-		why += fmt.Sprintf(", within tolerance %g of %d", *c.cfg.Tolerance, r)
+		why += fmt.Sprintf(", within tolerance %g of %d", *c.Cfg.Tolerance, r)
 	}
 
 	// Stabilization: min over the up window, max over the down window.
 	s.Recommendations = append(s.Recommendations, Point{p.At, desired})
-	keep := max(c.cfg.ScaleUpWindow.D(), c.cfg.ScaleDownWindow.D())
+	keep := max(c.Cfg.ScaleUpWindow.D(), c.Cfg.ScaleDownWindow.D())
 	for len(s.Recommendations) > 1 && p.At.Sub(s.Recommendations[0].At) > keep {
 		s.Recommendations = s.Recommendations[1:]
 	}
 	up, down := desired, desired
 	for _, rec := range s.Recommendations {
 		age := p.At.Sub(rec.At)
-		if age <= c.cfg.ScaleUpWindow.D() {
+		if age <= c.Cfg.ScaleUpWindow.D() {
 			up = min(up, rec.Replicas)
 		}
-		if age <= c.cfg.ScaleDownWindow.D() {
+		if age <= c.Cfg.ScaleDownWindow.D() {
 			down = max(down, rec.Replicas)
 		}
 	}
@@ -162,7 +148,7 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	}
 
 	// Rate limits against the count in effect one period ago.
-	for len(s.Changes) > 0 && p.At.Sub(s.Changes[0].At) >= c.cfg.Period.D() {
+	for len(s.Changes) > 0 && p.At.Sub(s.Changes[0].At) >= c.Cfg.Period.D() {
 		s.Before = s.Changes[0].Replicas
 		s.Changes = s.Changes[1:]
 	}
@@ -171,27 +157,14 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 		n = hi
 		why += fmt.Sprintf(", scale-up limited to %d", n)
 	}
-	n = c.job.Clamp(n)
+	n = c.Job.Clamp(n)
 	if n != r {
 		s.Changes = append(s.Changes, Point{p.At, n})
 	}
 	s.Replicas = n
 	return schemas.Decision{
-		Job: c.job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
-		Reason: why + fmt.Sprintf(", clamped to [%d, %d]: %d", c.job.Min, c.job.Max, n),
-		Inputs: map[string]float64{"lag": lag, "target": c.cfg.Target, "desired": float64(desired)},
+		Job: c.Job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
+		Reason: why + fmt.Sprintf(", clamped to [%d, %d]: %d", c.Job.Min, c.Job.Max, n),
+		Inputs: map[string]float64{"lag": lag, "target": c.Cfg.Target, "desired": float64(desired)},
 	}, nil
-}
-
-// State implements plugin.Controller.
-func (c *Controller) State() (json.RawMessage, error) { return json.Marshal(c.state) }
-
-// Restore implements plugin.Controller.
-func (c *Controller) Restore(state json.RawMessage) error {
-	var s State
-	if err := json.Unmarshal(state, &s); err != nil {
-		return fmt.Errorf("restore hpa state: %w", err)
-	}
-	c.state = s
-	return nil
 }

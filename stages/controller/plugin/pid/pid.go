@@ -25,20 +25,11 @@ type Gains struct {
 // Config holds the pid scheduler's parameters.
 type Config struct {
 	HeuristicOptions Gains `json:"heuristic_options"`
-	// MinRep and MaxRep bound the replicas; 0 means the job's min and max.
-	MinRep int `json:"min_rep,omitempty"`
-	MaxRep int `json:"max_rep,omitempty"`
+	plugin.Bounds
 }
 
 // Defaults fills unset bounds from job.
-func (c *Config) Defaults(job plugin.Job) {
-	if c.MinRep == 0 {
-		c.MinRep = max(job.Min, 1)
-	}
-	if c.MaxRep == 0 {
-		c.MaxRep = job.Max
-	}
-}
+func (c *Config) Defaults(job plugin.Job) { c.Bounds.Defaults(job) }
 
 // Validate checks the parameters.
 func (c Config) Validate() field.ErrorList {
@@ -52,13 +43,7 @@ func (c Config) Validate() field.ErrorList {
 			errs = append(errs, field.Invalid(h.Child(g.name), g.v, "must be a finite number"))
 		}
 	}
-	if c.MinRep < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("min_rep"), c.MinRep, `Variable "min_rep" must be greater than 0`))
-	}
-	if c.MaxRep < c.MinRep {
-		errs = append(errs, field.Invalid(field.NewPath("max_rep"), c.MaxRep, `Variable "max_rep" must be greater or equal than "min_rep"`))
-	}
-	return errs
+	return append(errs, c.Bounds.Validate()...)
 }
 
 // State is what the controller remembers between samples.
@@ -72,66 +57,41 @@ type State struct {
 }
 
 // Controller is the pid scheduler of one job.
-type Controller struct {
-	job   string
-	cfg   Config
-	state State
-}
-
-var _ plugin.Controller = (*Controller)(nil)
+type Controller struct{ plugin.Base[Config, State] }
 
 // New builds a pid controller; params is a JSON Config.
 func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
-	var cfg Config
-	if err := plugin.Decode(params, &cfg); err != nil {
+	b, err := plugin.NewBase[Config](Name, job, params, State{Replicas: job.Initial})
+	if err != nil {
 		return nil, err
 	}
-	cfg.Defaults(job)
-	if err := plugin.Invalid(cfg.Validate()); err != nil {
-		return nil, err
-	}
-	return &Controller{job: job.Name, cfg: cfg, state: State{Replicas: job.Initial}}, nil
+	return &Controller{b}, nil
 }
 
 // Decide implements plugin.Controller.
 func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
-	if !plugin.Fresh(p, c.state.LastAt) {
+	s := &c.Mem
+	if !plugin.Fresh(p, s.LastAt) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
-	r := c.state.Replicas
-	if r == 0 {
-		r = p.Replicas
-	}
-	g, e := c.cfg.HeuristicOptions, p.Error
+	r := plugin.Current(s.Replicas, p)
+	g, e := c.Cfg.HeuristicOptions, p.Error
 	prop := -g.Proportional * e
 	der := 0.0
-	if c.state.LastError != nil {
-		der = -g.Derivative * (e - *c.state.LastError)
+	if s.LastError != nil {
+		der = -g.Derivative * (e - *s.LastError)
 	}
-	c.state.Integral += e
-	integ := -g.Integral * c.state.Integral
+	s.Integral += e
+	integ := -g.Integral * s.Integral
 	action := int(math.Trunc(prop + der + integ))
-	n := min(max(r+action, c.cfg.MinRep), c.cfg.MaxRep)
-	c.state.LastError = &e
-	c.state.LastAt = p.At
-	c.state.Replicas = n
+	n := c.Cfg.Clamp(r + action)
+	s.LastError = &e
+	s.LastAt = p.At
+	s.Replicas = n
 	return schemas.Decision{
-		Job: c.job, At: p.At, Replicas: n, Current: r, Controller: Name,
+		Job: c.Job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
 		Reason: fmt.Sprintf("error %.4g: P %.4g + I %.4g + D %.4g = %.4g, truncated to %+d, %d clamped to [%d, %d]",
-			e, prop, integ, der, prop+integ+der, action, r+action, c.cfg.MinRep, c.cfg.MaxRep),
-		Inputs: map[string]float64{"error": e, "p": prop, "i": integ, "d": der, "integral": c.state.Integral},
+			e, prop, integ, der, prop+integ+der, action, r+action, c.Cfg.MinRep, c.Cfg.MaxRep),
+		Inputs: map[string]float64{"error": e, "p": prop, "i": integ, "d": der, "integral": s.Integral},
 	}, nil
-}
-
-// State implements plugin.Controller.
-func (c *Controller) State() (json.RawMessage, error) { return json.Marshal(c.state) }
-
-// Restore implements plugin.Controller.
-func (c *Controller) Restore(state json.RawMessage) error {
-	var s State
-	if err := json.Unmarshal(state, &s); err != nil {
-		return fmt.Errorf("restore pid state: %w", err)
-	}
-	c.state = s
-	return nil
 }

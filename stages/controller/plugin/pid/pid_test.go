@@ -4,36 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 	"github.com/pace-platform/pace/stages/controller/plugin/pid"
+	"github.com/pace-platform/pace/stages/controller/plugin/plugintest"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var _ plugin.Controller = (*pid.Controller)(nil)
 
 func sample(sec int, e float64) schemas.Progress {
-	return schemas.Progress{Job: "j", At: t0.Add(time.Duration(sec) * time.Second), Error: e}
-}
-
-func run(t *testing.T, job plugin.Job, params string, errs []float64) []int {
-	t.Helper()
-	c, err := pid.New(job, json.RawMessage(params))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []int
-	for i, e := range errs {
-		d, err := c.Decide(sample(2*(i+1), e))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, d.Replicas)
-	}
-	return got
+	return schemas.Progress{Job: "j", At: plugintest.At(sec), Error: e}
 }
 
 func TestRecordedSequences(t *testing.T) {
@@ -93,40 +76,43 @@ func TestRecordedSequences(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, run(t, tc.job, tc.params, tc.errs)); diff != "" {
+			var samples []schemas.Progress
+			for i, e := range tc.errs {
+				samples = append(samples, sample(2*(i+1), e))
+			}
+			got, _ := plugintest.Decide(t, plugintest.New(t, pid.New, tc.job, tc.params), samples...)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("replicas (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
+const integralOnly = `{"heuristic_options": {"proportional_gain": 0, "integral_gain": 1, "derivative_gain": 0}}`
+
 func TestStaleSampleLeavesIntegral(t *testing.T) {
-	c, err := pid.New(plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1},
-		json.RawMessage(`{"heuristic_options": {"proportional_gain": 0, "integral_gain": 1, "derivative_gain": 0}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Decide(sample(2, -0.6)); err != nil {
-		t.Fatal(err)
-	}
+	c := plugintest.New(t, pid.New, plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, integralOnly)
+	plugintest.Decide(t, c, sample(2, -0.6))
 	if _, err := c.Decide(sample(2, -0.6)); !errors.Is(err, plugin.ErrStale) {
 		t.Fatalf("err = %v, want ErrStale", err)
 	}
-	st, _ := c.State()
-	c2, _ := pid.New(plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, nil)
-	if err := c2.Restore(st); err != nil {
+	st, err := c.State()
+	if err != nil {
 		t.Fatal(err)
 	}
-	st2, _ := c2.State()
 	var s pid.State
-	if err := json.Unmarshal(st2, &s); err != nil {
+	if err := json.Unmarshal(st, &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Integral != -0.6 || s.LastError == nil || *s.LastError != -0.6 {
 		t.Errorf("state after a stale sample = %+v, want integral -0.6 and last error -0.6", s)
 	}
-	d, _ := c.Decide(sample(4, -0.6)) // integral −1.2 → +1
-	if d.Replicas != 2 {
-		t.Errorf("replicas = %d, want 2", d.Replicas)
+	if got, _ := plugintest.Decide(t, c, sample(4, -0.6)); got[0] != 2 { // integral −1.2 → +1
+		t.Errorf("replicas = %d, want 2", got[0])
 	}
+}
+
+func TestStateResumes(t *testing.T) {
+	plugintest.CheckResume(t, pid.New, plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, integralOnly,
+		[]schemas.Progress{sample(2, -0.6)}, sample(4, -0.6))
 }

@@ -22,22 +22,15 @@ type Config struct {
 	TriggerDown float64 `json:"trigger_down"`
 	// ActuationSize is the step added or removed per decision; 0 means 1.
 	ActuationSize int `json:"actuation_size,omitempty"`
-	// MinRep and MaxRep bound the replicas; 0 means the job's min and max.
-	MinRep int `json:"min_rep,omitempty"`
-	MaxRep int `json:"max_rep,omitempty"`
+	plugin.Bounds
 }
 
-// Defaults fills unset fields from job.
+// Defaults fills unset fields, the bounds from job.
 func (c *Config) Defaults(job plugin.Job) {
 	if c.ActuationSize == 0 {
 		c.ActuationSize = 1
 	}
-	if c.MinRep == 0 {
-		c.MinRep = max(job.Min, 1)
-	}
-	if c.MaxRep == 0 {
-		c.MaxRep = job.Max
-	}
+	c.Bounds.Defaults(job)
 }
 
 // Validate checks the parameters with Asperathos' rules.
@@ -52,13 +45,7 @@ func (c Config) Validate() field.ErrorList {
 	if c.ActuationSize < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("actuation_size"), c.ActuationSize, "must be >= 1"))
 	}
-	if c.MinRep < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("min_rep"), c.MinRep, `Variable "min_rep" must be greater than 0`))
-	}
-	if c.MaxRep < c.MinRep {
-		errs = append(errs, field.Invalid(field.NewPath("max_rep"), c.MaxRep, `Variable "max_rep" must be greater or equal than "min_rep"`))
-	}
-	return errs
+	return append(errs, c.Bounds.Validate()...)
 }
 
 // State is what the controller remembers between samples.
@@ -71,25 +58,15 @@ type State struct {
 }
 
 // Controller is the threshold scheduler of one job.
-type Controller struct {
-	job   string
-	cfg   Config
-	state State
-}
-
-var _ plugin.Controller = (*Controller)(nil)
+type Controller struct{ plugin.Base[Config, State] }
 
 // New builds a threshold controller; params is a JSON Config.
 func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
-	var cfg Config
-	if err := plugin.Decode(params, &cfg); err != nil {
+	b, err := plugin.NewBase[Config](Name, job, params, State{Replicas: job.Initial})
+	if err != nil {
 		return nil, err
 	}
-	cfg.Defaults(job)
-	if err := plugin.Invalid(cfg.Validate()); err != nil {
-		return nil, err
-	}
-	return &Controller{job: job.Name, cfg: cfg, state: State{Replicas: job.Initial}}, nil
+	return &Controller{b}, nil
 }
 
 // Scale is Asperathos' scheduler.scale(r, e): the new replica count and
@@ -106,43 +83,27 @@ func (c Config) Scale(r int, e float64) (int, bool) {
 
 // Decide implements plugin.Controller.
 func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
-	if !plugin.Fresh(p, c.state.LastAt) {
+	if !plugin.Fresh(p, c.Mem.LastAt) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
-	r := c.state.Replicas
-	if r == 0 {
-		r = p.Replicas
-	}
+	r := plugin.Current(c.Mem.Replicas, p)
 	e := p.Error
-	n, act := c.cfg.Scale(r, e)
+	n, act := c.Cfg.Scale(r, e)
 	var reason string
 	switch {
 	case !act:
-		reason = fmt.Sprintf("error %.4g within triggers (up %g, down %g): no action", e, c.cfg.TriggerUp, c.cfg.TriggerDown)
+		reason = fmt.Sprintf("error %.4g within triggers (up %g, down %g): no action", e, c.Cfg.TriggerUp, c.Cfg.TriggerDown)
 	case e < 0:
-		reason = fmt.Sprintf("late: error %.4g, |error| >= trigger_up %g: %d + %d capped at max_rep %d", e, c.cfg.TriggerUp, r, c.cfg.ActuationSize, c.cfg.MaxRep)
+		reason = fmt.Sprintf("late: error %.4g, |error| >= trigger_up %g: %d + %d capped at max_rep %d", e, c.Cfg.TriggerUp, r, c.Cfg.ActuationSize, c.Cfg.MaxRep)
 	default:
-		reason = fmt.Sprintf("early: error %.4g >= trigger_down %g: %d - %d floored at min_rep %d", e, c.cfg.TriggerDown, r, c.cfg.ActuationSize, c.cfg.MinRep)
+		reason = fmt.Sprintf("early: error %.4g >= trigger_down %g: %d - %d floored at min_rep %d", e, c.Cfg.TriggerDown, r, c.Cfg.ActuationSize, c.Cfg.MinRep)
 	}
-	c.state.LastAt = p.At
+	c.Mem.LastAt = p.At
 	if act {
-		c.state.Replicas = n
+		c.Mem.Replicas = n
 	}
 	return schemas.Decision{
-		Job: c.job, At: p.At, Replicas: n, Current: r, Controller: Name, Reason: reason,
+		Job: c.Job.Name, At: p.At, Replicas: n, Current: r, Controller: Name, Reason: reason,
 		Inputs: map[string]float64{"error": e},
 	}, nil
-}
-
-// State implements plugin.Controller.
-func (c *Controller) State() (json.RawMessage, error) { return json.Marshal(c.state) }
-
-// Restore implements plugin.Controller.
-func (c *Controller) Restore(state json.RawMessage) error {
-	var s State
-	if err := json.Unmarshal(state, &s); err != nil {
-		return fmt.Errorf("restore threshold state: %w", err)
-	}
-	c.state = s
-	return nil
 }

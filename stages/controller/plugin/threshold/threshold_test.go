@@ -4,33 +4,25 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
+	"github.com/pace-platform/pace/stages/controller/plugin/plugintest"
 	"github.com/pace-platform/pace/stages/controller/plugin/threshold"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var _ plugin.Controller = (*threshold.Controller)(nil)
 
 func sample(sec int, e float64) schemas.Progress {
-	return schemas.Progress{Job: "j", At: t0.Add(time.Duration(sec) * time.Second), Error: e, Replicas: 1}
-}
-
-func mustNew(t *testing.T, job plugin.Job, params string) plugin.Controller {
-	t.Helper()
-	c, err := threshold.New(job, json.RawMessage(params))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return schemas.Progress{Job: "j", At: plugintest.At(sec), Error: e, Replicas: 1}
 }
 
 func TestScale(t *testing.T) {
-	cfg := threshold.Config{TriggerUp: 0.1, TriggerDown: 0.2, ActuationSize: 2, MinRep: 1, MaxRep: 10}
-	zero := threshold.Config{ActuationSize: 2, MinRep: 1, MaxRep: 10}
+	bounds := plugin.Bounds{MinRep: 1, MaxRep: 10}
+	cfg := threshold.Config{TriggerUp: 0.1, TriggerDown: 0.2, ActuationSize: 2, Bounds: bounds}
+	zero := threshold.Config{ActuationSize: 2, Bounds: bounds}
 	for _, tc := range []struct {
 		name    string
 		cfg     threshold.Config
@@ -60,7 +52,7 @@ func TestScale(t *testing.T) {
 // TestRecordedSequence replays Asperathos' simulator setup (actuation_size 2,
 // triggers 0, min 1 max 10) on a recorded error sequence with a stale repeat.
 func TestRecordedSequence(t *testing.T) {
-	c := mustNew(t, plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, `{"actuation_size": 2, "trigger_up": 0, "trigger_down": 0}`)
+	c := plugintest.New(t, threshold.New, plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, `{"actuation_size": 2, "trigger_up": 0, "trigger_down": 0}`)
 	steps := []struct {
 		p     schemas.Progress
 		want  int
@@ -101,28 +93,10 @@ func TestRecordedSequence(t *testing.T) {
 
 func TestStateResumes(t *testing.T) {
 	job := plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}
-	a := mustNew(t, job, `{"actuation_size": 2}`)
-	if _, err := a.Decide(sample(2, -1)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := a.State()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := mustNew(t, job, `{"actuation_size": 2}`)
-	if err := b.Restore(st); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Decide(sample(2, -1)); !errors.Is(err, plugin.ErrStale) {
-		t.Errorf("restored controller acted on an old sample: err = %v", err)
-	}
-	da, _ := a.Decide(sample(4, -1))
-	db, _ := b.Decide(sample(4, -1))
-	if diff := cmp.Diff(da, db); diff != "" {
-		t.Errorf("restored decision differs (-orig +restored):\n%s", diff)
-	}
-	if da.Replicas != 5 {
-		t.Errorf("replicas = %d, want 5 (1 → 3 → 5)", da.Replicas)
+	plugintest.CheckResume(t, threshold.New, job, `{"actuation_size": 2}`, []schemas.Progress{sample(2, -1)}, sample(4, -1))
+	got, _ := plugintest.Decide(t, plugintest.New(t, threshold.New, job, `{"actuation_size": 2}`), sample(2, -1), sample(4, -1))
+	if diff := cmp.Diff([]int{3, 5}, got); diff != "" {
+		t.Errorf("replicas (-want +got):\n%s", diff)
 	}
 }
 

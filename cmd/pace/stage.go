@@ -34,7 +34,9 @@ var stageDefs = []stageDef{
 docs/api.md) behind API Priority and Fairness, on every replica. The
 lifecycle loop (recovering job records from their events, the NATS API on
 pace.submit and pace.control.*, completion checks) runs on the leader. Every
-replica also moves items past their max deliveries to the dead-letter stream.`,
+replica also moves items past their max deliveries to the dead-letter stream
+and answers the visualizer's requests for its APF state
+(pace.flowcontrol.dump).`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
 			f.fc.add(fs, "flowcontrol-config")
 			f.manager.add(fs)
@@ -73,7 +75,8 @@ through API Priority and Fairness and executes them on the job's runtime:
 local worker processes (--actuator local; they connect to --nats) and, with
 --kubernetes, batch/v1 Jobs. APF's seats are one pool and a job's requests
 must apply in order, so it runs on the leader; local workers are children of
-the leader and stop with its term.`,
+the leader and stop with its term. The leader answers the visualizer's
+requests for its APF state (pace.flowcontrol.dump).`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
 			f.fc.addSeats(fs, "flowcontrol-config")
 			f.control.add(fs)

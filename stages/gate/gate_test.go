@@ -3,6 +3,8 @@ package gate_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -11,11 +13,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"k8s.io/utils/clock"
 
+	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/flowcontrol/work"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/gate"
 )
@@ -171,4 +175,99 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 	if dispatched != 3 || rejected != 1 {
 		t.Errorf("dispatched %d, rejected %d; want 3 and 1", dispatched, rejected)
 	}
+}
+
+// TestStageEventsCarryEstimatedSeats: a scale request is a write, charged
+// one seat plus ceil(watches/10) final seats for the watches in progress
+// that the process's APF filter admitted on its resource; the dispatched and
+// refused events say so.
+func TestStageEventsCarryEstimatedSeats(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	rec := record(t, c)
+	objs, err := policy.Load(strings.NewReader(oneSeat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, policy.Overlay(policy.Defaults(), objs), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 25 watches of the deployments of ns, through the same gate's filter,
+	// by an admin (exempt: the other levels have no seat at this server limit).
+	tokens, err := auth.ParseTokens(strings.NewReader(`root-token,root,0,"system:masters"` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(auth.Middleware(tokens)(g.Middleware(apf.KubeResolver)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))))
+	defer api.Close()
+	watchCtx, stopWatches := context.WithCancel(context.Background())
+	defer stopWatches()
+	for range 25 {
+		req, _ := http.NewRequestWithContext(watchCtx, "GET", api.URL+"/apis/apps/v1/namespaces/ns/deployments?watch=true", nil)
+		req.Header.Set("Authorization", "Bearer root-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch: %s", resp.Status)
+		}
+		defer resp.Body.Close() //nolint:errcheck // a test watch
+	}
+
+	release := make(chan struct{})
+	act := gate.ActuatorFunc(func(ctx context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
+		if req.ID == "wide" {
+			<-release
+		}
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, At: time.Now()}, nil
+	})
+	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+
+	publish(t, c, "wide", "alice", "tenants")
+	bustest.Eventually(t, 5*time.Second, "wide dispatched", func() bool { return len(rec.eventsFor("wide")) == 1 })
+	publish(t, c, "refused", "bob", "tenants") // 3 seats do not fit beside wide's 3
+	bustest.Eventually(t, 5*time.Second, "refused", func() bool { _, ok := rec.outcome("refused"); return ok })
+	close(release)
+	stopWatches()
+	bustest.Eventually(t, 5*time.Second, "watches ended", func() bool {
+		return g.Watches().WatchCount(&work.Request{Verb: "patch", APIGroup: "apps", Resource: "deployments", Namespace: "ns"}) == 0
+	})
+	publish(t, c, "narrow", "carol", "tenants")
+	bustest.Eventually(t, 5*time.Second, "narrow applied", func() bool { _, ok := rec.outcome("narrow"); return ok })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]struct {
+		outcome schemas.AdmissionOutcome
+		seats   int
+	}{"wide": {schemas.Dispatched, 3}, "refused": {schemas.Refused, 3}, "narrow": {schemas.Dispatched, 1}} {
+		evs := rec.eventsFor(id)
+		if len(evs) != 1 || evs[0].Outcome != want.outcome || evs[0].Seats != want.seats {
+			t.Errorf("%s: events %+v, want one %s with %d seats", id, evs, want.outcome, want.seats)
+		}
+	}
+}
+
+func (r *recorder) eventsFor(id string) []schemas.AdmissionEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []schemas.AdmissionEvent
+	for _, ev := range r.events {
+		if ev.RequestID == id {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

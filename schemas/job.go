@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -56,15 +55,13 @@ const (
 	DefaultMaxDeliveries = 5
 )
 
-// Bounds of JobSpec durations: longer ones are refused as mistakes (a unit
-// slip, seconds given as nanoseconds' worth of digits) rather than obeyed.
-const (
-	// MaxItemTimeout bounds item_timeout, the lease of one item, and
-	// controller.check_interval and worker.termination_grace.
-	MaxItemTimeout = 24 * time.Hour
-	// MaxDeadline bounds a deadline given as a duration, and resources_lifetime.
-	MaxDeadline = 366 * 24 * time.Hour
-)
+// MaxInterval bounds item_timeout, controller.check_interval and
+// worker.termination_grace: a day is already no lease, no control and no
+// grace at all, so a longer one is refused as a mistake (a unit slip)
+// rather than obeyed. A deadline and resources_lifetime are bounded only by
+// the range of a duration (292 years): 10⁹ seconds is how Asperathos users
+// write "no deadline".
+const MaxInterval = 24 * time.Hour
 
 // Actuator names a JobSpec may select.
 const (
@@ -224,11 +221,10 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	if s.Deadline.After < 0 {
 		errs = append(errs, field.Invalid(p.Child("deadline"), s.Deadline.String(), "must be positive"))
 	}
-	errs = atMost(errs, p.Child("deadline"), s.Deadline.After, MaxDeadline)
 	if s.ItemTimeout < Duration(time.Second) {
 		errs = append(errs, field.Invalid(p.Child("item_timeout"), s.ItemTimeout.D().String(), "must be at least 1s"))
 	}
-	errs = atMost(errs, p.Child("item_timeout"), s.ItemTimeout, MaxItemTimeout)
+	errs = atMost(errs, p.Child("item_timeout"), s.ItemTimeout, MaxInterval)
 	if s.MaxDeliveries < 1 {
 		errs = append(errs, field.Invalid(p.Child("max_deliveries"), s.MaxDeliveries, "must be >= 1"))
 	}
@@ -258,7 +254,7 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.Invalid(rp.Child("initial"), r.Initial, "must be between min and max"))
 	}
 	c, cp := s.Controller, p.Child("controller")
-	errs = between(errs, cp.Child("check_interval"), c.CheckInterval, MaxItemTimeout)
+	errs = between(errs, cp.Child("check_interval"), c.CheckInterval, MaxInterval)
 	if len(c.Params) > 0 && !json.Valid(c.Params) {
 		errs = append(errs, field.Invalid(cp.Child("params"), string(c.Params), "must be valid JSON"))
 	}
@@ -270,8 +266,8 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	if s.Actuator.Name == KubernetesActuator && s.Worker.Image == "" {
 		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image"))
 	}
-	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxItemTimeout)
-	errs = between(errs, p.Child("resources_lifetime"), s.ResourcesLifetime, MaxDeadline)
+	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxInterval)
+	errs = nonNegativeDuration(errs, p.Child("resources_lifetime"), s.ResourcesLifetime)
 	return errs
 }
 
@@ -283,19 +279,12 @@ func between(errs field.ErrorList, p *field.Path, d Duration, limit time.Duratio
 	return atMost(errs, p, d, limit)
 }
 
-// atMost reports d at p when it exceeds limit.
+// atMost reports d at p when it exceeds limit, a whole number of hours.
 func atMost(errs field.ErrorList, p *field.Path, d Duration, limit time.Duration) field.ErrorList {
 	if d.D() > limit {
-		return append(errs, field.Invalid(p, d.D().String(), "must be at most "+shortDuration(limit)))
+		return append(errs, field.Invalid(p, d.D().String(), fmt.Sprintf("must be at most %dh", limit/time.Hour)))
 	}
 	return errs
-}
-
-// shortDuration writes d without Go's trailing zero units ("24h", not "24h0m0s").
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	return strings.TrimSuffix(s, "0m")
 }
 
 // Deadline is a duration from the job's start or an absolute time. In JSON

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ type Replicas interface {
 
 // Collector samples running jobs. Create it with New and run it with Run.
 type Collector struct {
+	bus      *bus.Client
 	js       jetstream.JetStream
 	nc       *nats.Conn
 	prefix   schemas.Prefix
@@ -73,7 +75,7 @@ func New(c *bus.Client, cfg Config, replicas Replicas, clk clock.WithTicker, log
 	done := make(chan struct{})
 	close(done)
 	return &Collector{
-		js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clk, replicas: replicas,
+		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clk, replicas: replicas,
 		log: log.With("stage", "collector"), metrics: NewMetrics(),
 		more: make(chan struct{}, 1),
 		jobs: map[string]*job{}, active: map[string]struct{}{}, queued: map[string]bool{}, roundDone: done,
@@ -191,9 +193,9 @@ func (c *Collector) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 		c.forget(ctx, id)
 		return
 	}
-	var rec schemas.JobRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.ID == "" {
-		c.log.Warn("unreadable job record ignored", "job", id, "err", err)
+	rec, err := readRecord(e)
+	if err != nil {
+		c.setAside(ctx, e, err)
 		return
 	}
 	c.mu.Lock()
@@ -212,6 +214,43 @@ func (c *Collector) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 	}
 	j.rec = rec
 	c.queueUrgentLocked(id)
+}
+
+// readRecord decodes a job record entry. Only what the collector relies on
+// is checked (the id, the state): a record written under other bounds of
+// its spec is still sampled.
+func readRecord(e jetstream.KeyValueEntry) (schemas.JobRecord, error) {
+	var rec schemas.JobRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return rec, fmt.Errorf("%w: job_record: %w", bus.ErrMalformed, err)
+	}
+	if rec.ID != e.Key() {
+		return rec, fmt.Errorf("%w: job_record: id %q under key %q", bus.ErrMalformed, rec.ID, e.Key())
+	}
+	if !slices.Contains(schemas.JobStates, rec.State) {
+		return rec, fmt.Errorf("%w: job_record: unknown state %q", bus.ErrMalformed, rec.State)
+	}
+	return rec, nil
+}
+
+// setAside counts an unreadable job record and keeps a copy as a dead
+// letter on pace.metrics.<job>.dead; the record itself stays in its bucket.
+// Each revision is kept once, however often it is read.
+func (c *Collector) setAside(ctx context.Context, e jetstream.KeyValueEntry, cause error) {
+	c.metrics.malformed.Inc()
+	job := e.Key()
+	if !schemas.ValidToken(job) {
+		job = "unknown"
+	}
+	d := bus.MalformedLetter(job, "$KV."+e.Bucket()+"."+e.Key(), e.Value(), nil, cause, c.clk.Now())
+	d.Sequence = e.Revision()
+	key := fmt.Sprintf("collector/%s/%d", e.Bucket(), e.Revision())
+	log := c.log.With("job", e.Key(), "revision", e.Revision(), "err", cause)
+	if err := c.bus.PublishDeadLetter(ctx, c.prefix.Metrics(job, schemas.DeadMetrics), d, key); err != nil {
+		log.Error("unreadable job record not dead-lettered; it stays in its bucket", "dead_letter_err", err)
+		return
+	}
+	log.Warn("unreadable job record ignored and dead-lettered")
 }
 
 func (c *Collector) signal() {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/pace-platform/pace/bus"
@@ -220,4 +221,78 @@ func TestCollectorKnownStates(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v, want nil on cancel", err)
 	}
+}
+
+// TestUnreadableJobRecordsAreSetAside puts job records the collector cannot
+// read in the jobs bucket of a real bus: each is counted and kept as a dead
+// letter, byte for byte, and a good job is still sampled.
+func TestUnreadableJobRecordsAreSetAside(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bustest.Client(t, bustest.Server(t))
+	got := record(t, c)
+	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket("jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(batchRecord("x", 1))
+	bad := map[string][]byte{
+		"invalid-utf8":   {0xff, 0xfe, '{'},
+		"empty":          {},
+		"truncated-json": good[:len(good)/2],
+		"wrong-type":     []byte(`{"id": 5, "state": "ongoing"}`),
+		"other-id":       good,
+		"unknown-state":  []byte(`{"id": "unknown-state", "state": "paused"}`),
+	}
+	for key, data := range bad {
+		if _, err := kv.Put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putRecord(t, c, batchRecord("j1", 1))
+
+	col, err := collector.New(c, collector.Config{Interval: time.Hour}, nil, testingclock.NewFakeClock(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- col.Run(ctx) }()
+	got.waitFor(t, "j1", "a sample of the good job", func(schemas.Sample, int) bool { return true })
+	for key, data := range bad {
+		var dead []*schemas.DeadLetter
+		bustest.Eventually(t, 10*time.Second, key+" dead-lettered", func() bool {
+			dead, err = c.StoredMalformed(ctx, key)
+			return err == nil && len(dead) > 0
+		})
+		d := dead[0]
+		if len(dead) != 1 || d.Reason != schemas.Malformed || d.Raw == nil || string(d.Raw) != string(data) ||
+			d.Subject != "$KV.pace_jobs."+key || d.LastError == "" {
+			t.Errorf("%s: dead letters %+v, want one keeping the record %q", key, dead, data)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col.Metrics())
+	if n := gathered(t, reg, "pace_monitor_collector_malformed_total"); n != float64(len(bad)) {
+		t.Errorf("malformed counter = %v, want %d", n, len(bad))
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}
+
+// gathered returns the value of the counter name in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -4,10 +4,11 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the collector's own Prometheus metrics.
 type Metrics struct {
-	samples prometheus.Counter
-	errors  prometheus.Counter
-	jobs    prometheus.Gauge
-	round   prometheus.Histogram
+	samples   prometheus.Counter
+	errors    prometheus.Counter
+	malformed prometheus.Counter
+	jobs      prometheus.Gauge
+	round     prometheus.Histogram
 }
 
 // NewMetrics returns unregistered collector metrics.
@@ -17,6 +18,8 @@ func NewMetrics() *Metrics {
 			Help: "Samples published on pace.metrics.<job>.raw."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_collector_errors_total",
 			Help: "Jobs whose sample could not be taken or published."}),
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_collector_malformed_total",
+			Help: "Job records the collector could not read, dead-lettered on pace.metrics.<job>.dead."}),
 		jobs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pace_monitor_collector_jobs",
 			Help: "Running jobs the collector samples."}),
 		round: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pace_monitor_collector_round_seconds",
@@ -27,14 +30,14 @@ func NewMetrics() *Metrics {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range []prometheus.Collector{m.samples, m.errors, m.jobs, m.round} {
+	for _, c := range []prometheus.Collector{m.samples, m.errors, m.malformed, m.jobs, m.round} {
 		c.Describe(ch)
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range []prometheus.Collector{m.samples, m.errors, m.jobs, m.round} {
+	for _, c := range []prometheus.Collector{m.samples, m.errors, m.malformed, m.jobs, m.round} {
 		c.Collect(ch)
 	}
 }

@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -205,12 +206,12 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 		p     *field.Path
 		n     *int
 		limit time.Duration
-	}{{mp.Child("expected_time"), expectedTime(pi), schemas.MaxDeadline},
-		{cp.Child("check_interval"), c.CheckInterval, schemas.MaxItemTimeout},
-		{root.Child("job_resources_lifetime"), pi.JobResourcesLifetime, schemas.MaxDeadline},
-		{root.Child("termination_grace_period_seconds"), pi.TerminationGracePeriodSeconds, schemas.MaxItemTimeout}} {
-		// Checked here, in seconds, before they become durations (a huge
-		// number would overflow one), and with the rest of the document.
+	}{{mp.Child("expected_time"), expectedTime(pi), math.MaxInt64},
+		{cp.Child("check_interval"), c.CheckInterval, schemas.MaxInterval},
+		{root.Child("job_resources_lifetime"), pi.JobResourcesLifetime, math.MaxInt64},
+		{root.Child("termination_grace_period_seconds"), pi.TerminationGracePeriodSeconds, schemas.MaxInterval}} {
+		// Checked here, in seconds, before they become durations (more
+		// would overflow one), and with the rest of the document.
 		if max := int(s.limit / time.Second); s.n != nil && *s.n > max {
 			errs = append(errs, field.Invalid(s.p, *s.n, fmt.Sprintf("must be at most %d seconds", max)))
 		}

@@ -109,8 +109,7 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 		{"YAML item timeout below 1ns", "alice-token", "application/yaml", "mode: batch\ndeadline: 1m\nworkload: {items: [a]}\nitem_timeout: 1e-10\n", 400, []string{"spec.item_timeout"}},
 		{"deadline below 1ns", "alice-token", "", `{"mode":"batch","deadline":1e-10,"workload":{"items":["a"]}}`, 400, []string{"spec.deadline"}},
 		{"zero time deadline", "alice-token", "", `{"mode":"batch","deadline":"0001-01-01T00:00:00Z","workload":{"items":["a"]}}`, 400, []string{"spec.deadline"}},
-		{"deadline years away", "alice-token", "", `{"mode":"batch","deadline":"2999-01-01T00:00:00Z","workload":{"items":["a"]}}`, 400, []string{"spec.deadline"}},
-		{"every duration wrong at once", "alice-token", "", `{"mode":"batch","deadline":"9000h","workload":{"items":["a"]},"item_timeout":"25h",` +
+		{"every duration wrong at once", "alice-token", "", `{"mode":"batch","deadline":1e-10,"workload":{"items":["a"]},"item_timeout":"25h",` +
 			`"resources_lifetime":"-1s","controller":{"check_interval":1e-12},"worker":{"termination_grace":"48h"}}`, 400,
 			[]string{"spec.deadline", "spec.item_timeout", "spec.resources_lifetime", "spec.controller.check_interval", "spec.worker.termination_grace"}},
 		{"two workload sources", "alice-token", "", `{"mode":"batch","deadline":"1m","workload":{"items":["a"],"url":"` + files + `/three.txt"}}`, 400, []string{"spec.workload"}},
@@ -150,7 +149,7 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 		{"asperathos expected_time below 1s", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) { i["monitor_info"] = map[string]any{"expected_time": 1e-10} }), 400,
 			[]string{"plugin_info.monitor_info.expected_time"}},
 		{"asperathos durations wrong at once", "alice-token", "", asperathos(t, files+"/three.txt", func(_, i map[string]any) {
-			i["monitor_info"] = map[string]any{"expected_time": 40000000}
+			i["monitor_info"] = map[string]any{"expected_time": 1e-10}
 			cp(i)["check_interval"] = 1e-10
 			i["job_resources_lifetime"] = 1e-10
 			i["termination_grace_period_seconds"] = 100000

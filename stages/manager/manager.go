@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
@@ -209,13 +208,8 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	sub.spec = sub.spec.WithDefaults()
 	more := sub.spec.Validate()
 	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
-	switch at, now := sub.spec.Deadline.At, m.clock.Now(); {
-	case at.IsZero():
-	case !at.After(now):
+	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
 		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
-	case at.Sub(now) > schemas.MaxDeadline:
-		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(),
-			fmt.Sprintf("must be at most %d days from now", schemas.MaxDeadline/(24*time.Hour))))
 	}
 	if sub.format == FormatAsperathos {
 		for _, e := range more {

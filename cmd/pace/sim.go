@@ -184,7 +184,11 @@ func writeSimDocs(dir string, rep sim.Report) error {
 	if err := os.MkdirAll(filepath.Join(dir, "controllers"), 0o755); err != nil {
 		return err
 	}
-	for name, b := range sim.Docs(rep, sim.Controllers) {
+	files, err := sim.Docs(rep, sim.Controllers)
+	if err != nil {
+		return err
+	}
+	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644); err != nil {
 			return err
 		}

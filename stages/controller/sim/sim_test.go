@@ -145,7 +145,11 @@ func TestPublishedDocs(t *testing.T) {
 	if d := time.Since(start); d > 60*time.Second {
 		t.Errorf("compare took %s, want well under 2 minutes", d)
 	}
-	for name, want := range sim.Docs(rep, sim.Controllers) {
+	files, err := sim.Docs(rep, sim.Controllers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join("../../../docs", filepath.FromSlash(name)))
 		if err != nil {
 			t.Errorf("%v (regenerate with: go run ./cmd/pace sim compare, from the repository root)", err)

@@ -37,7 +37,8 @@
 //     counted with their wait so far) against latency_target.
 //
 // Cost is replica-seconds: the sum over replicas of the time from being asked
-// for (start-up included) to exiting, or to the job's end.
+// for (start-up included) to exiting, or to the job's end. Of it, CrashSeconds
+// is the time lost to crashes: each crashed attempt and the restart after it.
 //
 // # Oracle
 //

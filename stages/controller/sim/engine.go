@@ -73,6 +73,8 @@ type worker struct {
 	item     int
 	created  time.Duration
 	takenAt  time.Duration
+	// crashedAt is when a worker restarting after a crash went down; -1 otherwise.
+	crashedAt time.Duration
 }
 
 // engine is one run of one job with one controller.
@@ -98,6 +100,7 @@ type engine struct {
 	done, redelivered, lost int
 	dispatchFree            time.Duration
 	replicaTime             time.Duration
+	crashTime               time.Duration // within replicaTime: crashed attempts and restarts
 	over                    bool
 	finishAt                time.Duration
 	actions                 int
@@ -167,14 +170,24 @@ func (e *engine) run() error {
 	}
 	for _, w := range e.workers {
 		e.replicaTime += e.now - w.created
+		e.restarted(w)
 	}
 	return nil
+}
+
+// restarted accounts for the restart of w, if it was restarting, up to now.
+func (e *engine) restarted(w *worker) {
+	if w.crashedAt >= 0 {
+		e.crashTime += e.now - w.crashedAt
+		w.crashedAt = -1
+	}
 }
 
 func (e *engine) handle(ev event) error {
 	switch ev.kind {
 	case evReady:
 		if ev.w.gen == ev.gen {
+			e.restarted(ev.w)
 			e.take(ev.w)
 		}
 	case evDone:
@@ -197,13 +210,14 @@ func (e *engine) handle(ev event) error {
 			return nil
 		}
 		e.lost++
+		e.crashTime += e.now - ev.w.takenAt
 		e.push(event{at: max(e.now, ev.w.takenAt+e.s.Workers.Lease.D()), kind: evLease, item: ev.item})
 		if ev.w.state == draining {
 			e.exit(ev.w)
 			return nil
 		}
 		ev.w.gen++
-		ev.w.state, ev.w.item = starting, -1
+		ev.w.state, ev.w.item, ev.w.crashedAt = starting, -1, e.now
 		e.push(event{at: e.now + e.s.Workers.Startup.D(), kind: evReady, w: ev.w, gen: ev.w.gen})
 	case evLease:
 		e.lost--
@@ -296,7 +310,7 @@ func (e *engine) apply(n int) {
 		slot := slices.Index(e.used, false)
 		e.used[slot] = true
 		e.nextID++
-		w := &worker{id: e.nextID, slot: slot, state: starting, item: -1, created: e.now}
+		w := &worker{id: e.nextID, slot: slot, state: starting, item: -1, created: e.now, crashedAt: -1}
 		e.workers = append(e.workers, w)
 		e.push(event{at: e.now + e.s.Workers.Startup.D(), kind: evReady, w: w, gen: w.gen})
 	}
@@ -340,6 +354,7 @@ func (e *engine) exit(w *worker) {
 	e.workers = slices.Delete(e.workers, i, i+1)
 	e.used[w.slot] = false
 	e.replicaTime += e.now - w.created
+	e.restarted(w)
 	w.gen++
 }
 

@@ -43,6 +43,9 @@ type Result struct {
 	Lateness float64 `json:"lateness_s"`
 	// ReplicaSeconds is the sum of every replica's lifetime, start-up included.
 	ReplicaSeconds float64 `json:"replica_seconds"`
+	// CrashSeconds is the part of ReplicaSeconds lost to crashes: the crashed
+	// attempts and the restarts. The oracle pays none of it.
+	CrashSeconds float64 `json:"crash_seconds,omitempty"`
 	// Oracle is the least replica-seconds meeting the deadline with perfect
 	// knowledge (batch); Feasible whether that deadline can be met at all.
 	Oracle         float64 `json:"oracle_replica_seconds,omitempty"`
@@ -108,7 +111,7 @@ func runOnce(s Scenario, ctrl plugin.Controller, seed uint64) (Result, error) {
 		return Result{}, err
 	}
 	r := Result{
-		ReplicaSeconds: e.replicaTime.Seconds(), ScalingActions: e.actions, PeakReplicas: e.peak,
+		ReplicaSeconds: e.replicaTime.Seconds(), CrashSeconds: e.crashTime.Seconds(), ScalingActions: e.actions, PeakReplicas: e.peak,
 		Redeliveries: e.redelivered, Series: e.series, Decisions: e.decisions, Finished: true, Feasible: true,
 	}
 	if s.Mode == schemas.Batch {
@@ -141,6 +144,7 @@ func (r *Result) merge(o Result, first bool) {
 	r.Lateness = math.Max(r.Lateness, o.Lateness)
 	r.LatencyP99 = math.Max(r.LatencyP99, o.LatencyP99)
 	r.ReplicaSeconds = round6(r.ReplicaSeconds + o.ReplicaSeconds)
+	r.CrashSeconds = round6(r.CrashSeconds + o.CrashSeconds)
 	r.Oracle = round6(r.Oracle + o.Oracle)
 	r.ScalingActions += o.ScalingActions
 	r.PeakReplicas = max(r.PeakReplicas, o.PeakReplicas)

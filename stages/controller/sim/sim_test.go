@@ -170,3 +170,16 @@ func TestPublishedDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashSeconds: crashed attempts and restarts are part of the cost, are
+// counted only when workers crash, and each crash costs at least its restart.
+func TestCrashSeconds(t *testing.T) {
+	s := load(t, "10-failures.yaml")
+	f := run(t, s, "deadline")
+	if least := float64(f.Redeliveries-f.PeakReplicas) * s.Workers.Startup.D().Seconds(); f.CrashSeconds < least || f.CrashSeconds >= f.ReplicaSeconds {
+		t.Errorf("crash seconds = %.1f, want at least %.1f (a restart per redelivered crash) and below the cost %.1f", f.CrashSeconds, least, f.ReplicaSeconds)
+	}
+	if e := run(t, load(t, "03-easy.yaml"), "deadline"); e.CrashSeconds != 0 {
+		t.Errorf("no failures, yet crash seconds = %.1f", e.CrashSeconds)
+	}
+}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,47 +24,120 @@ import (
 
 type gateProxyOptions struct {
 	fc       flowcontrolFlags
+	http     httpFlags
 	upstream string
-	listen   string
+	// TLS to the upstream: CA bundle and client certificate (PEM files)
+	upstreamCA, upstreamCert, upstreamKey string
 }
+
+// Upstream limits: connecting, the TLS handshake and the response headers
+// are bounded (kube-apiserver answers within its 60 s request timeout and
+// starts a watch at once); bodies stream without a limit.
+const (
+	upstreamDialTimeout     = 10 * time.Second
+	upstreamTLSTimeout      = 10 * time.Second
+	upstreamHeaderTimeout   = 90 * time.Second
+	upstreamMaxHeaderBytes  = 1 << 20
+	upstreamIdleConnTimeout = 90 * time.Second
+)
 
 func newGateProxyCmd(a *app) *cobra.Command {
 	o := &gateProxyOptions{}
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Reverse-proxy an HTTP API through API Priority and Fairness",
-		Long: `Proxy listens on --listen and forwards every request to --upstream once
+		Long: `Proxy listens on --http and forwards every request to --upstream once
 API Priority and Fairness admits it. Requests are authenticated with
 --token-file (else anonymous), parsed as Kubernetes API paths (verb from
 method and path, API group, resource/subresource, namespace, name, list vs
 get, watch), classified by the FlowSchemas of --config over the defaults,
-and queued per priority level; rejected ones get 429 with Retry-After.
-Watches hold their seat until the upstream starts responding; exec, attach,
-port-forward, proxy and log requests bypass the queues, as in kube-apiserver.
+charged seats by kube-apiserver's work estimator, and queued per priority
+level; rejected ones get 429 with Retry-After. Watches hold their seat until
+the upstream starts responding; exec, attach, port-forward, proxy and log
+requests bypass the queues, as in kube-apiserver.
+
+Seats: a list costs by the object count and average size of its resource,
+which the proxy learns from the cluster-wide JSON lists it relays (unknown
+resources cost one seat); a write costs one seat plus one final seat per 10
+watches of its object in progress through the proxy.
+
+With --tls-cert and --tls-key the proxy serves HTTPS. An https --upstream is
+verified with --upstream-ca (else the system roots), and --upstream-cert and
+--upstream-key present a client certificate. The client's Authorization
+header is passed through, so the upstream authenticates every caller itself.
 
 The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
 itself.`,
-		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --listen :8443 --token-file tokens.csv
+		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --http :8443 --tls-cert proxy.crt --tls-key proxy.key --token-file tokens.csv
   pace gate proxy --upstream http://127.0.0.1:9000 --config apf.yaml --max-requests-inflight 10 --max-mutating-requests-inflight 10`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.upstream, "upstream", "", "URL of the API to protect (required)")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:8001", "listen address")
+	o.http.add(f, "127.0.0.1:8001")
+	f.StringVar(&o.http.addr, "listen", "127.0.0.1:8001", "listen address")
+	_ = f.MarkDeprecated("listen", "use --http")
+	f.StringVar(&o.upstreamCA, "upstream-ca", "", "CA file (PEM) that verifies an https --upstream (default: the system roots)")
+	f.StringVar(&o.upstreamCert, "upstream-cert", "", "client certificate file (PEM) presented to the upstream")
+	f.StringVar(&o.upstreamKey, "upstream-key", "", "private key file (PEM) of --upstream-cert")
 	o.fc.add(f, "config")
 	return cmd
 }
 
+// transport returns the HTTP transport to the upstream, with its TLS settings.
+func (o *gateProxyOptions) transport(up *url.URL) (*http.Transport, error) {
+	if (o.upstreamCert == "") != (o.upstreamKey == "") {
+		return nil, usageError("--upstream-cert and --upstream-key go together: set both or neither")
+	}
+	if up.Scheme != "https" && (o.upstreamCA != "" || o.upstreamCert != "") {
+		return nil, usageError("--upstream-ca, --upstream-cert and --upstream-key need an https --upstream, not %q", up.String())
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.upstreamCA != "" {
+		pem, err := os.ReadFile(o.upstreamCA)
+		if err != nil {
+			return nil, usageError("--upstream-ca: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, usageError("--upstream-ca %q: no PEM certificate in it", o.upstreamCA)
+		}
+	}
+	if o.upstreamCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.upstreamCert, o.upstreamKey)
+		if err != nil {
+			return nil, usageError("--upstream-cert %q / --upstream-key %q: %v", o.upstreamCert, o.upstreamKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:        cfg,
+		TLSHandshakeTimeout:    upstreamTLSTimeout,
+		ResponseHeaderTimeout:  upstreamHeaderTimeout,
+		MaxResponseHeaderBytes: upstreamMaxHeaderBytes,
+		IdleConnTimeout:        upstreamIdleConnTimeout,
+		MaxIdleConnsPerHost:    100, // as many as requests the levels run at once, roughly
+		ForceAttemptHTTP2:      true,
+	}, nil
+}
+
 func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	up, err := url.Parse(o.upstream)
-	if err != nil || up.Scheme == "" || up.Host == "" {
-		return usageError("--upstream %q: want an absolute URL such as http://127.0.0.1:6443", o.upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return usageError("--upstream %q: want an absolute http or https URL such as https://127.0.0.1:6443", o.upstream)
 	}
-	if _, _, err := net.SplitHostPort(o.listen); err != nil {
-		return usageError("--listen %q: want host:port", o.listen)
+	if err := o.http.validate(); err != nil {
+		return err
 	}
+	transport, err := o.transport(up)
+	if err != nil {
+		return err
+	}
+	defer transport.CloseIdleConnections()
 	authn, err := o.fc.authenticator()
 	if err != nil {
 		return err
@@ -79,7 +155,9 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		log.Warn("invalid flowcontrol object ignored", "object", name)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.Transport = transport
 	proxy.FlushInterval = -1 // stream watches
+	proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 		log.Warn("upstream failed", "err", err)
 		w.Header().Set("Content-Type", "application/json")
@@ -95,29 +173,17 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle(apf.DebugPrefix, gate.DebugHandler())
 	mux.Handle("/", proxy)
-	handler := auth.Middleware(authn)(gate.Middleware(apf.KubeResolver)(mux))
+	handler := auth.Middleware(authn)(gate.Middleware(apf.KubeResolver, apf.LearnObjectCounts())(mux))
 
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.listen, err)
+		return fmt.Errorf("--http %s: %w", o.http.addr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return gate.Run(gctx) })
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
-	fmt.Fprintf(a.stdout, "HTTP: http://%s\n", ln.Addr())
-	log.Info("gate proxy is up", "listen", ln.Addr().String(), "upstream", up.String(),
+	g.Go(func() error { return o.http.serve(gctx, ln, handler, log) })
+	fmt.Fprintf(a.stdout, "HTTP: %s\n", o.http.url(ln))
+	log.Info("gate proxy is up", "listen", ln.Addr().String(), "tls", o.http.tls != nil, "upstream", up.String(),
 		"server_concurrency_limit", gate.Config().ServerConcurrencyLimit(), "apf", o.fc.enabled)
 	return g.Wait()
 }

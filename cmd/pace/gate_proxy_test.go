@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -119,6 +120,9 @@ func (b *slowBackend) concurrency(since time.Time) map[string]float64 {
 	return out
 }
 
+// startProxy starts pace gate proxy in front of upstream with the isolation
+// configuration and tokens, plus args, and returns the URL it prints once
+// it listens.
 func startProxy(t *testing.T, upstream string, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -130,36 +134,45 @@ func startProxy(t *testing.T, upstream string, args ...string) string {
 	if err := os.WriteFile(tokens, []byte("elephant,elephant,1\nmouse,mouse,2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	return runProxy(t, append([]string{"--upstream", upstream, "--config", cfg, "--token-file", tokens}, args...)...)
+}
+
+// runProxy starts pace gate proxy with args on a free port and returns the
+// URL it prints once it listens; the proxy stops with the test.
+func runProxy(t *testing.T, args ...string) string {
+	t.Helper()
 	var stderr bytes.Buffer
-	cmd := exec.Command(paceBin, append([]string{"gate", "proxy", "--upstream", upstream, "--listen", addr,
-		"--config", cfg, "--token-file", tokens, "--log-format", "json"}, args...)...)
+	cmd := exec.Command(paceBin, append([]string{"gate", "proxy", "--http", freeAddr(t), "--log-format", "json"}, args...)...)
 	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		<-done
 		if t.Failed() {
 			t.Logf("proxy stderr:\n%s", stderr.String())
 		}
 	})
-	url := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
+	var url string
+	lines := bufio.NewScanner(stdout)
+	for url == "" && lines.Scan() {
+		if u, ok := strings.CutPrefix(lines.Text(), "HTTP: "); ok {
+			url = u
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy not healthy: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	go func() { _, _ = io.Copy(io.Discard, stdout); _ = cmd.Wait(); close(done) }()
+	if url == "" {
+		<-done
+		t.Fatalf("proxy printed no URL:\n%s", stderr.String())
+	}
+	return url
 }
 
 // TestProxyConcurrencyIsolation replays kube's TestConcurrencyIsolation

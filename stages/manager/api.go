@@ -7,7 +7,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/schemas"
@@ -137,21 +140,33 @@ type credentials struct {
 	Password   string `json:"password"`
 }
 
-// decode reads a JSON body into v (which embeds credentials) and returns
-// the caller: the body's user when enable_auth is set, else u.
+// decode reads a JSON body into v, a pointer to a struct embedding
+// credentials, and returns the caller: the body's user when enable_auth is
+// set, else u. An empty body is no body. Unknown fields and mistyped
+// values are refused, each with its path.
 func (a *API) decode(r *http.Request, u auth.User, v any) (auth.User, error) {
 	data, _, err := a.readBody(r, false)
 	if err != nil {
 		return u, err
 	}
 	if len(strings.TrimSpace(string(data))) > 0 {
-		if err := json.Unmarshal(data, v); err != nil {
-			return u, apiError(http.StatusBadRequest, "invalid JSON: %v", err)
+		if errs, _ := decodeStrict(data, v, nil); len(errs) > 0 {
+			return u, invalidAs("request", errs)
 		}
 	}
 	var c credentials
 	_ = json.Unmarshal(data, &c)
 	return a.m.credentialsUser(u, c)
+}
+
+// pathToken returns the path value name of r, refused with a field error
+// naming it unless it is a token (1-128 letters, digits, '-' or '_').
+func pathToken(r *http.Request, name string) (string, error) {
+	v := r.PathValue(name)
+	if !schemas.ValidToken(v) {
+		return "", invalidAs("request", field.ErrorList{field.Invalid(field.NewPath(name), v, "must be 1-128 letters, digits, '-' or '_'")})
+	}
+	return v, nil
 }
 
 // bodyUser reads an optional Asperathos {"enable_auth", "username",
@@ -221,11 +236,18 @@ func (a *API) clusters(r *http.Request, u auth.User, activeOnly bool) (any, erro
 // NDJSON, flushed line by line, until the job is final and every line sent.
 func (a *API) logs(r *http.Request, u auth.User) (any, error) {
 	ctx := r.Context()
+	follow := false
+	if q := r.URL.Query().Get("follow"); q != "" {
+		var err error
+		if follow, err = strconv.ParseBool(q); err != nil {
+			return nil, invalidAs("request", field.ErrorList{field.Invalid(field.NewPath("follow"), q, "must be true or false")})
+		}
+	}
 	rec, err := a.m.Job(ctx, u, jobID(r))
 	if err != nil {
 		return nil, err
 	}
-	if r.URL.Query().Get("follow") != "true" {
+	if !follow {
 		lines, err := collectLogs(a.m, ctx, rec.ID)
 		if lines == nil {
 			lines = []*schemas.LogLine{}

@@ -324,13 +324,16 @@ func slugify(name string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-func invalid(errs field.ErrorList) *schemas.APIError {
+func invalid(errs field.ErrorList) *schemas.APIError { return invalidAs("submission", errs) }
+
+// invalidAs is a 400 naming every invalid field of a what.
+func invalidAs(what string, errs field.ErrorList) *schemas.APIError {
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {
 		msgs = append(msgs, e.Error())
 	}
 	return &schemas.APIError{Code: http.StatusBadRequest, Name: errorName(http.StatusBadRequest),
-		Message: "invalid submission: " + strings.Join(msgs, "; "), Details: schemas.FieldErrors(errs)}
+		Message: "invalid " + what + ": " + strings.Join(msgs, "; "), Details: schemas.FieldErrors(errs)}
 }
 
 func apiError(code int, format string, args ...any) *schemas.APIError {

@@ -1,12 +1,14 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
@@ -77,9 +79,18 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 
 func (m *Manager) command(ctx context.Context, u auth.User, data []byte,
 	fn func(context.Context, auth.User, string) (*schemas.JobRecord, error)) (any, error) {
-	var ref bus.SubmitReply
-	if err := json.Unmarshal(data, &ref); err != nil || ref.JobID == "" {
-		return nil, apiError(http.StatusBadRequest, `want {"job_id": "…"}`)
+	var ref struct {
+		JobID string `json:"job_id"`
+	}
+	var errs field.ErrorList
+	if len(bytes.TrimSpace(data)) > 0 {
+		errs, _ = decodeStrict(data, &ref, nil)
+	}
+	if len(errs) == 0 && ref.JobID == "" {
+		errs = field.ErrorList{field.Required(field.NewPath("job_id"), `send {"job_id": "…"}`)}
+	}
+	if len(errs) > 0 {
+		return nil, invalidAs("request", errs)
 	}
 	rec, err := fn(ctx, u, ref.JobID)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/schemas"
 )
@@ -113,7 +115,7 @@ func (a *API) table() []route {
 					return nil, err
 				}
 				if req.Config == "" {
-					return nil, apiError(http.StatusBadRequest, "cluster_config is required")
+					return nil, invalidAs("request", field.ErrorList{field.Required(field.NewPath("cluster_config"), "a kubeconfig")})
 				}
 				_, err = m.updateCluster(r.Context(), u, req.Name, true, func(c *Cluster) error { c.Config = req.Config; return nil })
 				return map[string]string{"cluster_name": req.Name, "status": "success"}, err
@@ -128,7 +130,10 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				name := r.PathValue("name")
+				name, err := pathToken(r, "name")
+				if err != nil {
+					return nil, err
+				}
 				return map[string]string{"cluster_name": name, "status": "active"}, m.activateCluster(r.Context(), u, name)
 			}},
 		{method: "DELETE", path: "/submissions/cluster/{name}", summary: "Delete a cluster (admins)", ok: http.StatusNoContent, body: true,
@@ -137,7 +142,11 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				return nil, m.deleteCluster(r.Context(), u, r.PathValue("name"))
+				name, err := pathToken(r, "name")
+				if err != nil {
+					return nil, err
+				}
+				return nil, m.deleteCluster(r.Context(), u, name)
 			}},
 		{method: "POST", path: "/submissions/cluster/{name}/certificate", summary: "Add a certificate to a cluster (admins)", ok: http.StatusAccepted, body: true,
 			handle: func(r *http.Request, u auth.User) (any, error) {
@@ -151,9 +160,12 @@ func (a *API) table() []route {
 					return nil, err
 				}
 				if req.Name == "" {
-					return nil, apiError(http.StatusBadRequest, "certificate_name is required")
+					return nil, invalidAs("request", field.ErrorList{field.Required(field.NewPath("certificate_name"), "")})
 				}
-				name := r.PathValue("name")
+				name, err := pathToken(r, "name")
+				if err != nil {
+					return nil, err
+				}
 				_, err = m.updateCluster(r.Context(), u, name, false, func(c *Cluster) error {
 					if c.Certificates == nil {
 						c.Certificates = map[string]string{}
@@ -169,7 +181,11 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				name, cert := r.PathValue("name"), r.PathValue("cert")
+				name, err := pathToken(r, "name")
+				if err != nil {
+					return nil, err
+				}
+				cert := r.PathValue("cert")
 				_, err = m.updateCluster(r.Context(), u, name, false, func(c *Cluster) error {
 					if _, ok := c.Certificates[cert]; !ok {
 						return apiError(http.StatusNotFound, "cluster %q has no certificate %q", name, cert)

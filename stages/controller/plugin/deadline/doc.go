@@ -12,8 +12,8 @@
 //	busy  ← busy·e^(−Δt/τ)  + Δt·(b₀ + b₁)/2,   b = min(replicas, in_flight)
 //	μ = items / busy
 //
-// An interval over which the live replica count changed is skipped (replicas
-// that joined part-way would bias it). b counts busy workers, so idle replicas at the tail or under light streaming
+// While a scale-up is pending, an interval over which the live replica count
+// changed is skipped (replicas that joined part-way would bias it). b counts busy workers, so idle replicas at the tail or under light streaming
 // load do not dilute the rate; the ratio of sums is robust to heavy-tailed item
 // times. Before a steady interval has been measured μ is prior_rate, or
 // unknown (then the controller holds the current count): the processor's
@@ -24,23 +24,24 @@
 // With R items unfinished, T = expected·(1 − time_progress) the time left,
 // c live replicas, k replicas asked for but not yet live, d the start-up delay:
 //
-//	late  = max(0, −error − startup_delay/expected)
+//	late  = max(0, −error − max(d, L)/expected),   L: when the first rate was measured
 //	slack = margin + min(max_correction, lateness_gain·late)
 //	T'    = T·(1 − slack) − 1/μ             (the last item must also finish)
 //	need  = R/μ  replica-seconds
 //	n     = ceil(need/T')                                if c·T' ≥ need
 //	n     = c + k + ceil((need − c·T' − k·(T' − d)) / (T' − d))   otherwise
 //
-// A batch job is never scaled down before its queue drains: a busy replica
+// A batch job is never scaled down before its queue is about to run dry: a busy replica
 // costs only the work it does, which is the same whoever does it, so an early
 // release saves nothing and may cost a start-up later (this also rules out
 // oscillation). While the replicas of an earlier scale-up are still starting,
-// no more are added (a rate measured over a few items is noisy): the
-// controller waits for them, then sizes again. New replicas only work T' − d,
+// no more are added, not even max (a rate measured over a few items is
+// noisy): the controller waits for them, then sizes again. New replicas only work T' − d,
 // so the start-up delay is paid for explicitly.
 // The lateness correction is the bounded integral-like term: the later the job
-// already is (error < 0, Asperathos' sign) beyond what the first replicas'
-// start-up explains, the more slack is planned. When
+// already is (error < 0, Asperathos' sign) beyond what learning the rate
+// explains (the job is behind the diagonal until the first rate is measured,
+// and the feed-forward plans for that), the more slack is planned. When
 // T' ≤ d new replicas would arrive too late; when T' ≤ 0 the deadline is lost:
 // in both cases, and when n exceeds max, the controller asks for max at once
 // (least lateness) and says so.
@@ -58,6 +59,20 @@
 //     skipped (scale-ups have no dead-band by default: they protect the deadline);
 //   - rate limits per decision: up by at most max(max_up_pods, r·max_up_percent),
 //     down by at most ceil(r·max_down_percent).
+//
+// # Scale-in as the queue runs dry
+//
+// With g the time since the previous decision (the next is as far), Q items
+// queued and c live replicas, the queue empties before the next decision when
+// Q < c·μ·g; the replicas beyond those taking its last items would idle until
+// then. The controller asks at once for keep = max(1, ceil(Q/(μ·g)),
+// ceil(need/T')) when that is fewer than r: the others finish the item they
+// hold and exit.
+//
+// # Start-up delay
+//
+// Measured from a scale-up (or the job's start) to its first replica live,
+// taken midway between the sample that shows it and the one before.
 //
 // # The tail never strands items
 //

@@ -39,6 +39,8 @@ type Mark struct {
 // State is what the controller remembers between samples.
 type State struct {
 	LastAt time.Time `json:"last_at,omitzero"`
+	// Gap is the time between the last two decisions; 0 before two.
+	Gap time.Duration `json:"gap,omitempty"`
 	// Replicas is the count last asked for; 0 before any.
 	Replicas int `json:"replicas,omitempty"`
 	// Prev is the previous fresh sample; Items and Busy the decayed sums of
@@ -162,9 +164,17 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	if !plugin.Fresh(p, s.LastAt) {
 		return schemas.Decision{}, plugin.ErrStale
 	}
-	gap := time.Duration(0) // to this decision from the last one: the next one is as far
+	// The next decision is expected as far as the last two were apart: the
+	// shorter of the last two gaps, so that one long pause (a restart, a lost
+	// sample) does not count as the pace.
+	gap := time.Duration(0)
 	if !s.LastAt.IsZero() {
 		gap = p.At.Sub(s.LastAt)
+		if s.Gap > 0 {
+			gap, s.Gap = min(gap, s.Gap), gap
+		} else {
+			s.Gap = gap
+		}
 	}
 	s.LastAt = p.At
 	r := plugin.Current(s.Replicas, p)

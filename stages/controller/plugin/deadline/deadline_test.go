@@ -122,6 +122,15 @@ func TestRecordedSequences(t *testing.T) {
 			reason:  "keep 3 to take them, the others finish their item and exit",
 		},
 		{
+			// 28 s since the last decision, but decisions came 2 s apart before: the
+			// 20 queued items outlast the next one, so no replica is let go yet.
+			name:    "tail: a long pause is not the pace of decisions",
+			job:     eight,
+			samples: []schemas.Progress{batch(0, 0, 8, 8, 102), batch(2, 6, 8, 8, 96), batch(30, 82, 8, 8, 20)},
+			want:    []int{8, 8, 8},
+			reason:  "keep them until the queue drains",
+		},
+		{
 			// Streaming at 2 items/s per replica: 2/s in needs 1 replica; halving is the
 			// limit per decision (8 → 4 → 2); at 7/s in, 3.5 → 4 at once.
 			name:    "streaming scale-down limit, then scale-up",

@@ -62,7 +62,8 @@
 //
 // # Scale-in as the queue runs dry
 //
-// With g the time since the previous decision (the next is as far), Q items
+// With g the shorter of the last two gaps between decisions (the next one is
+// expected as far; a single pause does not set the pace), Q items
 // queued and c live replicas, the queue empties before the next decision when
 // Q < c·μ·g; the replicas beyond those taking its last items would idle until
 // then. The controller asks at once for keep = max(1, ceil(Q/(μ·g)),

@@ -238,53 +238,21 @@ func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Se
 		filter = c.prefix.Jobs(job, "*")
 	}
 	return func(yield func(JobEvent, error) bool) {
-		cons, err := c.js.OrderedConsumer(ctx, c.prefix.Stream(jobsFamily), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{filter},
-		})
-		if err != nil {
-			yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
-			return
-		}
-		if !follow {
-			info, err := cons.Info(ctx)
+		for msg, err := range c.read(ctx, jobsFamily, filter, allRead(follow)) {
 			if err != nil {
 				yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
 				return
 			}
-			if info.NumPending == 0 {
-				return
-			}
-		}
-		for ctx.Err() == nil {
-			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+			ev, err := Decode[schemas.JobEvent](msg.Data(), msg.Headers())
 			if err != nil {
-				yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
-				return
+				c.log.Warn("undecodable job event skipped", "subject", msg.Subject(), "err", err)
+				continue
 			}
-			caughtUp := false
-			for msg := range batch.Messages() {
-				md, _ := msg.Metadata()
-				if md != nil {
-					caughtUp = md.NumPending == 0
-				}
-				ev, err := Decode[schemas.JobEvent](msg.Data(), msg.Headers())
-				if err != nil {
-					c.log.Warn("undecodable job event skipped", "subject", msg.Subject(), "err", err)
-					continue
-				}
-				var seq uint64
-				if md != nil {
-					seq = md.Sequence.Stream
-				}
-				if !yield(JobEvent{ev, seq}, nil) {
-					return
-				}
+			var seq uint64
+			if md, err := msg.Metadata(); err == nil {
+				seq = md.Sequence.Stream
 			}
-			if err := ignoreWaitEnd(batch.Error()); err != nil {
-				yield(JobEvent{}, fmt.Errorf("read job events: %w", err))
-				return
-			}
-			if caughtUp && !follow {
+			if !yield(JobEvent{ev, seq}, nil) {
 				return
 			}
 		}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/schemas"
@@ -31,60 +29,27 @@ func (c *Client) Results(ctx context.Context, job string, opts ...ResultsOption)
 	for _, opt := range opts {
 		opt(&o)
 	}
+	done := func(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+		return c.resultsComplete(ctx, cons, job)
+	}
+	if o.follow {
+		done = nil
+	}
 	return func(yield func(*schemas.Result, error) bool) {
-		cons, err := c.js.OrderedConsumer(ctx, c.prefix.Stream(resultsFamily), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{c.prefix.JobResults(job)},
-		})
-		if err != nil {
-			yield(nil, fmt.Errorf("read results of %s: %w", job, err))
-			return
-		}
-		for ctx.Err() == nil {
-			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+		for msg, err := range c.read(ctx, resultsFamily, c.prefix.JobResults(job), done) {
 			if err != nil {
 				yield(nil, fmt.Errorf("read results of %s: %w", job, err))
 				return
 			}
-			caughtUp := true
-			for msg := range batch.Messages() {
-				r, err := Decode[schemas.Result](msg.Data(), msg.Headers())
-				if err != nil {
-					err = fmt.Errorf("result %s: %w", msg.Subject(), err)
-				}
-				if !yield(r, err) {
-					return
-				}
-				if md, err := msg.Metadata(); err == nil {
-					caughtUp = md.NumPending == 0
-				}
-			}
-			err = ignoreWaitEnd(batch.Error())
-			if errors.Is(err, nats.ErrNoResponders) {
-				// The ordered consumer is being recreated (its server went
-				// away); a later fetch reads from the new one.
-				select {
-				case <-time.After(100 * time.Millisecond):
-				case <-ctx.Done():
-				}
-				continue
-			}
+			r, err := Decode[schemas.Result](msg.Data(), msg.Headers())
 			if err != nil {
-				yield(nil, fmt.Errorf("read results of %s: %w", job, err))
-				return
+				err = fmt.Errorf("result %s: %w", msg.Subject(), err)
 			}
-			if o.follow || !caughtUp {
-				continue
-			}
-			done, err := c.resultsComplete(ctx, cons, job)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			if done {
+			if !yield(r, err) {
 				return
 			}
 		}
-		if !o.follow {
+		if ctx.Err() != nil && !o.follow {
 			yield(nil, fmt.Errorf("read results of %s: %w", job, ctx.Err()))
 		}
 	}

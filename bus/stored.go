@@ -64,13 +64,51 @@ func collect[T any](seq iter.Seq2[*T, error]) ([]*T, error) {
 	return out, nil
 }
 
-// stored iterates over the decodable messages of one subject filter of a
-// stream; undecodable ones are skipped.
+// stored iterates over the messages of one subject filter of a stream
+// decoded as T, oldest first; with follow it waits for new ones until ctx
+// ends. A message that does not decode is logged and skipped.
 func stored[T any, P interface {
 	*T
 	schemas.Message
 }](ctx context.Context, c *Client, family, filter string, follow bool) iter.Seq2[*T, error] {
 	return func(yield func(*T, error) bool) {
+		for msg, err := range c.read(ctx, family, filter, allRead(follow)) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			v, err := Decode[T, P](msg.Data(), msg.Headers())
+			if err != nil {
+				c.log.Warn("undecodable message skipped", "subject", msg.Subject(), "err", err)
+				continue
+			}
+			if !yield(v, nil) {
+				return
+			}
+		}
+	}
+}
+
+// readDone tells read, once it has read every stored message, whether to
+// end; cons is its consumer.
+type readDone func(ctx context.Context, cons jetstream.Consumer) (bool, error)
+
+// allRead ends a read once it has read every stored message, unless follow
+// (then nil: it follows new messages).
+func allRead(follow bool) readDone {
+	if follow {
+		return nil
+	}
+	return func(context.Context, jetstream.Consumer) (bool, error) { return true, nil }
+}
+
+// read iterates over the messages of one subject filter of a stream, oldest
+// first, through an ordered consumer. Each time it has read every stored
+// message it asks done whether to end; with a nil done it follows new
+// messages until ctx ends. An error ends it; the end of ctx ends it
+// without one.
+func (c *Client) read(ctx context.Context, family, filter string, done readDone) iter.Seq2[jetstream.Msg, error] {
+	return func(yield func(jetstream.Msg, error) bool) {
 		cons, err := c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{filter},
 		})
@@ -78,22 +116,44 @@ func stored[T any, P interface {
 			yield(nil, fmt.Errorf("read %s: %w", filter, err))
 			return
 		}
-		if !follow {
+		caughtUp := false
+		if done != nil {
 			info, err := cons.Info(ctx)
 			if err != nil {
 				yield(nil, fmt.Errorf("read %s: %w", filter, err))
 				return
 			}
-			if info.NumPending == 0 {
-				return
-			}
+			caughtUp = info.NumPending == 0
 		}
 		for ctx.Err() == nil {
+			if caughtUp && done != nil {
+				end, err := done(ctx, cons)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				if end {
+					return
+				}
+			}
 			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+			if err == nil {
+				caughtUp = true // also when nothing came within the wait
+				for msg := range batch.Messages() {
+					if md, err := msg.Metadata(); err == nil {
+						caughtUp = md.NumPending == 0
+					}
+					if !yield(msg, nil) {
+						return
+					}
+				}
+				err = ignoreWaitEnd(batch.Error())
+			}
 			if errors.Is(err, nats.ErrNoResponders) {
 				// Each fetch recreates the ordered consumer, maybe on another
 				// server whose interest has not crossed the routes yet; the
 				// next fetch goes on from the same position.
+				caughtUp = false
 				pauseFor(ctx, 100*time.Millisecond)
 				continue
 			}
@@ -101,29 +161,6 @@ func stored[T any, P interface {
 				if ctx.Err() == nil {
 					yield(nil, fmt.Errorf("read %s: %w", filter, err))
 				}
-				return
-			}
-			caughtUp := false
-			for msg := range batch.Messages() {
-				if md, err := msg.Metadata(); err == nil {
-					caughtUp = md.NumPending == 0
-				}
-				v, err := Decode[T, P](msg.Data(), msg.Headers())
-				if err != nil {
-					continue
-				}
-				if !yield(v, nil) {
-					return
-				}
-			}
-			if err := ignoreWaitEnd(batch.Error()); errors.Is(err, nats.ErrNoResponders) {
-				pauseFor(ctx, 100*time.Millisecond)
-				continue
-			} else if err != nil {
-				yield(nil, fmt.Errorf("read %s: %w", filter, err))
-				return
-			}
-			if caughtUp && !follow {
 				return
 			}
 		}

@@ -286,8 +286,9 @@ func wireProcessor(_ context.Context, w *wiring) error {
 // InfluxDB through a durable consumer the replicas share.
 func wireSink(_ context.Context, w *wiring) error {
 	ps := prom.New(prom.Config{}, nil)
-	w.reg.MustRegister(ps)
-	w.loops = append(w.loops, sink.New(w.c, "prom", ps, sink.Latest, w.log).Run)
+	pst := sink.New(w.c, "prom", ps, sink.Latest, w.log)
+	w.reg.MustRegister(ps, pst.Metrics())
+	w.loops = append(w.loops, pst.Run)
 	if w.f.monitor.influx.URL == "" {
 		return nil
 	}
@@ -295,8 +296,9 @@ func wireSink(_ context.Context, w *wiring) error {
 	if err != nil {
 		return usageError("--influx-*: %v", err)
 	}
-	w.reg.MustRegister(is.Stats())
-	w.loops = append(w.loops, is.Run, sink.New(w.c, "influx", is, sink.Durable, w.log).Run)
+	ist := sink.New(w.c, "influx", is, sink.Durable, w.log)
+	w.reg.MustRegister(is.Stats(), ist.Metrics())
+	w.loops = append(w.loops, is.Run, ist.Run)
 	return nil
 }
 

@@ -138,3 +138,60 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 		t.Errorf("redrive of a letter without its message: err = %v, want ErrMalformed", err)
 	}
 }
+
+// TestMalformedItemTooLargeToKeepStaysOnTheQueue publishes an unreadable
+// item whose dead letter cannot fit the server's max_payload: it is not
+// lost (it stays on the work stream for an operator), the mover does not
+// retry it forever, and the worker goes on with the next item.
+func TestMalformedItemTooLargeToKeepStaysOnTheQueue(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "huge"
+	declare(t, ctx, c, job, time.Second, 2)
+	dlCtx, stopDL := context.WithCancel(ctx)
+	dlDone := make(chan error, 1)
+	go func() { dlDone <- c.DeadLetters(dlCtx) }()
+	t.Cleanup(func() { stopDL(); <-dlDone })
+
+	huge := nats.NewMsg(c.Prefix().Work(job))
+	huge.Data = make([]byte, 900<<10) // fits 1 MiB; its dead letter, in base64, does not
+	if _, err := c.JetStream().PublishMsg(ctx, huge); err != nil {
+		t.Fatal(err)
+	}
+	good := bus.Items("good")
+	if err := c.PushItems(ctx, job, good); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) { return it.Payload, nil },
+		bus.WithRetryDelay(20*time.Millisecond, 50*time.Millisecond))
+	runWorker(t, w)
+
+	if got := readResults(t, ctx, c, job); len(got) != 1 || got[0].ItemID != good[0].ID {
+		t.Errorf("results = %+v, want the good item's", got)
+	}
+	adv, err := c.JetStream().Consumer(ctx, "PACE_ADVISORIES", "dead-letter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 15*time.Second, "the max-deliveries advisory handled", func() bool {
+		info, err := adv.Info(ctx)
+		return err == nil && info.Delivered.Consumer > 0 && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	st, err := c.JetStream().Stream(ctx, "PACE_WORK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("work stream holds %d messages, want the huge item still there", info.State.Msgs)
+	}
+	if dead, err := c.StoredDeadLetters(ctx, job); err != nil || len(dead) != 0 {
+		t.Errorf("dead letters = %d (%v), want none: it cannot fit", len(dead), err)
+	}
+	if w.Stats().Malformed == 0 {
+		t.Error("the worker did not count the malformed item")
+	}
+}

@@ -218,7 +218,8 @@ func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu floa
 		return plan{want: float64(r), why: fmt.Sprintf("%d items left, no throughput measured yet: hold", rem)}
 	}
 	d := c.startup().Seconds()
-	// Lateness beyond what the start-up of the first replicas explains.
+	// Lateness beyond what learning the rate explains: until the first rate
+	// (or the first start-up, if later) no job can be on the diagonal.
 	late := max(0, -p.Error-math.Max(d, c.Mem.Learned.Seconds())/c.Job.Expected.Seconds())
 	slack := *c.Cfg.Margin + min(*c.Cfg.MaxCorrection, *c.Cfg.LatenessGain*late)
 	t := left*(1-slack) - 1/mu

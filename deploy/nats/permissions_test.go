@@ -303,10 +303,21 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			if err := fetchOne(ctx, c, "PACE_K8S", jetstream.ConsumerConfig{Durable: "gate"}); err != nil {
 				return err
 			}
+			// The executor records what it applied: a scaled event and the record's replicas.
+			if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 2,
+				State: schemas.Ongoing, At: now}); err != nil {
+				return err
+			}
+			if _, err := c.UpdateJob(ctx, job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+				r.Replicas = 2
+				return r, nil
+			}); err != nil {
+				return err
+			}
 			return publish(ctx, c, p.KubeOutcomes(), &schemas.KubeOutcome{RequestID: "r1", Job: job,
 				Status: schemas.Applied, Replicas: 2, At: now})
 		},
-		pub: []string{p.KubeRequests(), p.Decisions(job), "$KV.pace_jobs." + job},
+		pub: []string{p.KubeRequests(), p.Decisions(job), p.Jobs(job, schemas.EventCompleted)},
 	}, {
 		user: "visualizer",
 		work: func(ctx context.Context, c *bus.Client) error {

@@ -3,8 +3,10 @@ package deploy
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,21 +21,29 @@ import (
 
 // TestGateRBACRunsTheKubernetesRuntime applies the base's namespaces and
 // RBAC for real, takes a token of the gate's ServiceAccount from the
-// apiserver, and drives Pace's Kubernetes runtime with it: the Role's verbs
-// must be enough to create, scale, count and delete a job's workers in
-// pace-jobs, and nothing lets the gate act in another namespace or read
-// Secrets.
+// apiserver, and drives Pace's Kubernetes runtime with it, configured by
+// the gate's arguments: the Role's verbs must be enough to create, scale,
+// count and delete a job's workers in pace-jobs, which enforces the
+// restricted Pod Security Standard and warns about it (no warning may
+// come back), and nothing lets the gate act in another namespace or read
+// Secrets (its worker pods reference the worker Secret).
 func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	ctx := context.Background()
-	token := gateToken(t, render(t, base))
+	objs := render(t, base)
+	token := gateToken(t, objs)
 	admin := kubernetes.NewForConfigOrDie(cp.Admin)
-	// pace-jobs warns about the restricted Pod Security level, which the
-	// runtime's worker pods do not meet (it enforces baseline): logged.
 	podSecurity := &warnings{}
 	cfg := &rest.Config{Host: cp.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA},
 		WarningHandler: podSecurity}
 	gate := kubernetes.NewForConfigOrDie(cfg)
-	rt := kubeactuator.New(gate, "nats://pace-nats.pace.svc:4222", slog.New(slog.DiscardHandler))
+	rtCfg := gateRuntimeConfig(t, objs)
+	if rtCfg.WorkerSecret == "" {
+		t.Error("the gate gives worker pods no NATS credentials: want --kube-worker-secret")
+	}
+	rt, err := kubeactuator.New(gate, rtCfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	rec := &schemas.JobRecord{ID: "rbac-check", Spec: schemas.JobSpec{
 		Worker:   schemas.WorkerSpec{Image: "registry.example/worker:1", Command: []string{"pace", "worker", "rbac-check", "--exec", "cat"}},
@@ -57,7 +67,7 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 		t.Errorf("terminate as pace-gate: %v", err)
 	}
 	for _, w := range podSecurity.take() {
-		t.Logf("worker Job: %s", w)
+		t.Errorf("worker Job: warning: %s", w)
 	}
 
 	elsewhere := *rec
@@ -102,4 +112,24 @@ func gateToken(t *testing.T, objs []*unstructured.Unstructured) string {
 		t.Fatal(err)
 	}
 	return tok.Status.Token
+}
+
+// gateRuntimeConfig is the Kubernetes runtime's configuration that the
+// gate Deployment's arguments give.
+func gateRuntimeConfig(t *testing.T, objs []*unstructured.Unstructured) kubeactuator.Config {
+	t.Helper()
+	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "pace-gate"))
+	var cfg kubeactuator.Config
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		name, value, _ := strings.Cut(a, "=")
+		switch name {
+		case "--pod-nats-url":
+			cfg.NATSURL = value
+		case "--kube-worker-secret":
+			cfg.WorkerSecret = value
+		case "--kube-worker-secret-keys":
+			cfg.WorkerSecretKeys = strings.Split(value, ",")
+		}
+	}
+	return cfg
 }

@@ -42,10 +42,12 @@ func testSecrets(t *testing.T) map[string]map[string]string {
 		}
 		return string(data)
 	}
-	return map[string]map[string]string{
-		"pace-api-tokens": {"tokens.csv": "test-token,alice,alice-uid,\"tenants\"\n"},
+	secrets := map[string]map[string]string{
+		"pace-api-tokens": {"tokens.csv": testToken + ",alice,alice-uid,\"tenants\"\n"},
 		"pace-nats-tls":   {"tls.crt": read(files.Cert), "tls.key": read(files.Key), "ca.crt": read(files.CA)},
 	}
+	secrets["pace-worker-nats"] = workerSecrets(secrets)
+	return secrets
 }
 
 // TestStagePodsBecomeReady runs each stage as its pod would: the image's
@@ -57,7 +59,8 @@ func testSecrets(t *testing.T) map[string]map[string]string {
 // in place of the in-cluster configuration. The manager starts first, as
 // it alone may create streams. Every stage must become ready, lead its
 // stage (it is the only replica) and exit 0 on SIGTERM, and the servers
-// must have refused it nothing.
+// must have refused it nothing. Meanwhile a job for Kubernetes runs
+// through them to a worker run from the gate's Job (runWorkerJob).
 func TestStagePodsBecomeReady(t *testing.T) {
 	bin := imageBinary(t)
 	objs := render(t, base)
@@ -83,6 +86,7 @@ func TestStagePodsBecomeReady(t *testing.T) {
 	for _, p := range procs {
 		p.waitLeading(t)
 	}
+	runWorkerJob(t, bin, objs, secrets, natsURL, procs[0])
 	for _, p := range procs {
 		p.stop(t)
 	}
@@ -176,17 +180,45 @@ type stageProc struct {
 	done           chan error
 }
 
+// startStage runs the stage of Deployment d as its pod would, against the
+// NATS servers at natsURL, the gate with kubeconfig.
 func startStage(t *testing.T, bin string, objs []*unstructured.Unstructured, secrets map[string]map[string]string,
 	d *appsv1.Deployment, natsURL, kubeconfig string) *stageProc {
 	t.Helper()
-	pod, c := d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0]
-	podName := d.Name + "-test"
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	env := map[string]string{"PACE_NATS_URL": natsURL, "PACE_HTTP": addr} // the Service's and the pod's addresses
+	if pod := d.Spec.Template.Spec; pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken {
+		env["PACE_KUBECONFIG"] = kubeconfig // in place of the in-cluster configuration
+	}
+	p := startPod(t, bin, objs, secrets, d.Name, d.Spec.Template.Spec, env)
+	p.url = "http://" + addr
+	return p
+}
+
+// startPod runs the container of pod, named name, as a process: the image's
+// binary (its command names pace, or it has arguments only) with the
+// container's arguments and environment. ConfigMaps, Secrets and the pod
+// name are resolved (Secrets with test contents to their values, others as
+// in resolve), mounted files written out, $(VAR) references in the
+// command expanded as the kubelet does, and override set last.
+func startPod(t *testing.T, bin string, objs []*unstructured.Unstructured, secrets map[string]map[string]string,
+	name string, pod corev1.PodSpec, override map[string]string) *stageProc {
+	t.Helper()
+	c := pod.Containers[0]
 	env := map[string]string{"HOME": "/nonexistent"}
 	for _, from := range c.EnvFrom {
 		maps.Copy(env, typed[corev1.ConfigMap](t, find(t, objs, "ConfigMap", from.ConfigMapRef.Name)).Data)
 	}
 	for _, e := range c.Env {
-		env[e.Name] = resolve(t, e, podName)
+		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil && secrets[ref.SecretKeyRef.Name] != nil {
+			v, ok := secrets[ref.SecretKeyRef.Name][ref.SecretKeyRef.Key]
+			if !ok {
+				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
+			}
+			env[e.Name] = v
+			continue
+		}
+		env[e.Name] = resolve(t, e, name+"-test")
 	}
 	dir := t.TempDir()
 	volumes := map[string]string{}
@@ -195,20 +227,28 @@ func startStage(t *testing.T, bin string, objs []*unstructured.Unstructured, sec
 		writeVolume(t, objs, secrets, pod.Volumes, m.Name, volumes[m.Name])
 	}
 	local := mountMapper(t, c.VolumeMounts, volumes)
-	args := make([]string, len(c.Args))
-	for i, a := range c.Args {
-		args[i] = local(a)
+	argv := append(slices.Clone(c.Command), c.Args...)
+	if len(c.Command) > 0 {
+		if filepath.Base(argv[0]) != "pace" {
+			t.Fatalf("%s: command %q: want the image's pace binary", name, c.Command)
+		}
+		argv = argv[1:]
+	}
+	args := make([]string, len(argv))
+	for i, a := range argv {
+		args[i] = local(kubeVarRef.ReplaceAllStringFunc(a, func(ref string) string {
+			if v, ok := env[ref[2:len(ref)-1]]; ok {
+				return v
+			}
+			return ref // the kubelet leaves an unknown reference as it is
+		}))
 	}
 	for k, v := range env {
 		env[k] = local(v)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	env["PACE_NATS_URL"], env["PACE_HTTP"] = natsURL, addr // the Service's and the pod's addresses
-	if pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken {
-		env["PACE_KUBECONFIG"] = kubeconfig // in place of the in-cluster configuration
-	}
+	maps.Copy(env, override)
 
-	p := &stageProc{name: d.Name, url: "http://" + addr, log: filepath.Join(dir, "log"), done: make(chan error, 1)}
+	p := &stageProc{name: name, log: filepath.Join(dir, "log"), done: make(chan error, 1)}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +271,9 @@ func startStage(t *testing.T, bin string, objs []*unstructured.Unstructured, sec
 	})
 	return p
 }
+
+// kubeVarRef is a $(VAR) reference in a container's command or arguments.
+var kubeVarRef = regexp.MustCompile(`\$\([A-Za-z_][A-Za-z0-9_]*\)`)
 
 // writeVolume writes the files of the pod's volume name into dir.
 func writeVolume(t *testing.T, objs []*unstructured.Unstructured, secrets map[string]map[string]string,

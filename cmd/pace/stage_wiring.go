@@ -248,7 +248,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 	api.Register(w.api)
 	w.api.Handle(apf.DebugPrefix, fc.DebugHandler())
 	w.apiGate, w.mgr = true, mgr
-	w.loops = append(w.loops, w.c.DeadLetters)
+	w.loops = append(w.loops, w.c.DeadLetters, countJobs(w.c, fc.ObjectCounts(), w.log))
 	if serve := w.serveFlowControl("manager", fc); serve != nil {
 		w.loops = append(w.loops, serve)
 	}

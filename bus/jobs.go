@@ -116,7 +116,9 @@ func (c *Client) Status(ctx context.Context, job string) (*schemas.JobRecord, er
 	return rec, err
 }
 
-// Job returns job's record and its revision in the jobs bucket.
+// Job returns job's record and its revision in the jobs bucket. A record
+// that cannot be decoded returns an error wrapping ErrMalformed, with its
+// revision.
 func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint64, error) {
 	if !schemas.ValidToken(job) {
 		return nil, 0, fmt.Errorf("job %q: %w", job, ErrJobNotFound)
@@ -134,12 +136,14 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 	}
 	var rec schemas.JobRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, 0, fmt.Errorf("decode job record %s: %w", job, err)
+		return nil, e.Revision(), fmt.Errorf("%w: job record %s: %w", ErrMalformed, job, err)
 	}
 	return &rec, e.Revision(), nil
 }
 
-// Jobs returns every job record, in no particular order.
+// Jobs returns every readable job record, in no particular order. One
+// that cannot be decoded is logged and left out: it must not hide the
+// others (UpdateJob replaces it).
 func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
@@ -152,10 +156,13 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	var out []*schemas.JobRecord
 	for key := range lister.Keys() {
 		rec, _, err := c.Job(ctx, key)
-		if errors.Is(err, ErrJobNotFound) {
+		switch {
+		case errors.Is(err, ErrJobNotFound):
 			continue // deleted meanwhile
-		}
-		if err != nil {
+		case errors.Is(err, ErrMalformed):
+			c.log.Warn("unreadable job record left out", "job", key, "err", err)
+			continue
+		case err != nil:
 			return nil, err
 		}
 		out = append(out, rec)
@@ -165,7 +172,9 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 
 // UpdateJob applies fn to job's record and stores it with compare-and-set,
 // retrying on a concurrent update. A nil record is passed for a job that
-// does not exist; fn returning nil, nil leaves the bucket unchanged.
+// does not exist, and for one whose record cannot be decoded, so that fn
+// may build it anew (the manager replays the job's events) and replace it;
+// fn returning nil, nil leaves the bucket unchanged.
 func (c *Client) UpdateJob(ctx context.Context, job string, fn func(*schemas.JobRecord) (*schemas.JobRecord, error)) (*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
@@ -173,7 +182,7 @@ func (c *Client) UpdateJob(ctx context.Context, job string, fn func(*schemas.Job
 	}
 	for ctx.Err() == nil {
 		cur, rev, err := c.Job(ctx, job)
-		if err != nil && !errors.Is(err, ErrJobNotFound) {
+		if err != nil && !errors.Is(err, ErrJobNotFound) && !errors.Is(err, ErrMalformed) {
 			return nil, err
 		}
 		next, err := fn(cur)

@@ -27,6 +27,9 @@ func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobR
 	if err != nil {
 		return nil, err
 	}
+	if rec == nil { // deleted meanwhile, or its record unreadable: the next Recover rebuilds it
+		return nil, fmt.Errorf("%s event of %s stored, but the job has no readable record", ev.Type, ev.Job)
+	}
 	line := string(ev.Type)
 	if ev.Reason != "" {
 		line += ": " + ev.Reason

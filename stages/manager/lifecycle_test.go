@@ -304,6 +304,37 @@ func TestRecoverReplaysEventsTheRecordMissed(t *testing.T) {
 	}
 }
 
+// TestUnreadableRecordIsRebuiltFromEvents corrupts a job's record in KV
+// pace_jobs: listing still answers (the others are not hidden), and Recover
+// rebuilds the record from the job's events instead of failing the
+// manager's start.
+func TestUnreadableRecordIsRebuiltFromEvents(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
+	other := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["b"]}}`)
+	kv, err := e.c.JetStream().KeyValue(ctx, e.c.Prefix().Bucket("jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, id, []byte{0xff, '{'}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("GET", "/submissions", "alice-token", "")
+	var listed map[string]any
+	r.json(t, &listed)
+	if _, ok := listed[other]; r.code != http.StatusOK || !ok {
+		t.Fatalf("GET /submissions = %d %s, want 200 listing %s", r.code, r.body, other)
+	}
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatalf("recover with an unreadable record: %v", err)
+	}
+	rec, err := e.c.Status(ctx, id)
+	if err != nil || rec.ID != id || rec.State == "" || rec.Spec.Workload.Empty() && rec.Total != 1 {
+		t.Fatalf("record after recover = %+v, %v; want it rebuilt from its events", rec, err)
+	}
+}
+
 func TestSubmitOverNATSSharesValidation(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -37,9 +40,25 @@ type apiClient struct {
 
 func (f *apiFlags) client() *apiClient { return &apiClient{f: *f, hc: &http.Client{}} }
 
+// validate checks --api before any request, so that a mistyped URL is a
+// usage error naming the flag rather than a transport error.
+func (f *apiFlags) validate() error {
+	u, err := url.Parse(f.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageError("--api %q: want an http:// or https:// URL such as http://127.0.0.1:8080", f.url)
+	}
+	if f.timeout <= 0 {
+		return usageError("--request-timeout %s: must be > 0", f.timeout)
+	}
+	return nil
+}
+
 // request sends a request and returns the response, or an error made from
 // the API's error envelope for a non-2xx answer.
 func (c *apiClient) request(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
+	if err := c.f.validate(); err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.f.url, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, usageError("--api %q: %v", c.f.url, err)
@@ -52,6 +71,9 @@ func (c *apiClient) request(ctx context.Context, method, path string, body []byt
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w (is Pace running? --api is %s)", err, c.f.url)
+		}
 		return nil, signalled(ctx, fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	if resp.StatusCode < 300 {
@@ -88,6 +110,27 @@ func (c *apiClient) call(ctx context.Context, method, path string, body []byte, 
 	return nil
 }
 
+// show fetches path once. For -o json or yaml it prints the answer and
+// returns true; for a table it decodes the answer into table instead.
+func (c *apiClient) show(ctx context.Context, path, format string, w io.Writer, table any) (bool, error) {
+	var raw json.RawMessage
+	if err := c.call(ctx, "GET", path, nil, &raw); err != nil {
+		return false, err
+	}
+	if format == "table" {
+		if err := json.Unmarshal(raw, table); err != nil {
+			return false, fmt.Errorf("GET %s: unreadable answer: %w", path, err)
+		}
+		return false, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return true, fmt.Errorf("GET %s: unreadable answer: %w", path, err)
+	}
+	_, err := printStructured(w, format, v)
+	return true, err
+}
+
 // printStructured writes v as JSON or YAML; it returns false for other formats.
 func printStructured(w io.Writer, format string, v any) (bool, error) {
 	switch format {
@@ -112,7 +155,7 @@ func checkOutput(format string, allowed ...string) error {
 			return nil
 		}
 	}
-	return usageError("-o %q: want one of %s", format, strings.Join(allowed, ", "))
+	return usageError("--output %q: want one of %s", format, strings.Join(allowed, ", "))
 }
 
 // jobView is the part of GET /submissions/{id} the CLI shows.

@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -74,18 +74,31 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintln(stderr, "Error:", err)
 	if code == exitUsage {
-		fmt.Fprintln(stderr, "Run 'pace --help' for usage.")
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }
 
-// exactArgs is cobra.ExactArgs returning a usage error.
+// exactArgs is cobra.ExactArgs returning a usage error that names the
+// arguments of the command's Use line (e.g. "pace push JOB").
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageError("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+		switch {
+		case len(args) == n:
+			return nil
+		case n == 0:
+			return usageError("%s takes no arguments, got %q", cmd.CommandPath(), args)
+		case len(args) < n:
+			missing := "arguments"
+			if names := strings.Fields(cmd.Use)[1:]; len(names) >= n {
+				missing = strings.Join(names[len(args):n], " ")
+			}
+			return usageError("%s takes %d argument(s), got %d: missing %s (usage: %s)",
+				cmd.CommandPath(), n, len(args), missing, cmd.UseLine())
+		default:
+			return usageError("%s takes %d argument(s), got %d: unexpected %q (usage: %s)",
+				cmd.CommandPath(), n, len(args), args[n:], cmd.UseLine())
 		}
-		return nil
 	}
 }
 
@@ -97,8 +110,12 @@ func newRootCmd(a *app) *cobra.Command {
 workers so that each job meets its deadline, while API Priority and Fairness
 keeps any tenant from starving the others.
 
-Start it with 'pace up', push items with 'pace push', process them with
-'pace worker' and read results with 'pace results'.`,
+Start it with 'pace up' (or try 'pace up --demo'). Then either submit a
+job with a deadline and let Pace run and scale its workers ('pace submit',
+'pace status', 'pace report'), or use a job's queue directly: push items
+with 'pace push', process them with 'pace worker' and read results with
+'pace results'. Every flag can also be set by an environment variable,
+named in its help (PACE_ and the flag's name).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

@@ -294,6 +294,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bad http", []string{"up", "--http", "8080"}, nil, exitUsage, "--http"},
 		{"unknown command", []string{"frobnicate"}, nil, exitUsage, "unknown command"},
 		{"missing file", []string{"push", "j", "--file", "/does/not/exist"}, nil, exitRejected, "--file"},
+		{"missing argument named", []string{"worker"}, nil, exitUsage, "missing JOB (usage: pace worker JOB"},
+		{"bad api url", []string{"jobs", "--api", "localhost:8080"}, nil, exitUsage, `--api "localhost:8080"`},
+		{"bad nats scheme", []string{"push", "j", "--nats", "http://127.0.0.1:4222"}, nil, exitUsage, `--nats "http://127.0.0.1:4222"`},
+		{"bad nats port", []string{"up", "--nats-listen", "127.0.0.1:99999"}, nil, exitUsage, "--nats-listen"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,6 +312,10 @@ func TestUsageErrors(t *testing.T) {
 			first, _, _ := strings.Cut(stderr.String(), "\n")
 			if !strings.Contains(first, tt.msg) {
 				t.Errorf("first stderr line = %q, want it to contain %q", first, tt.msg)
+			}
+			if hint := "Run 'pace " + tt.args[0] + " --help'"; code == exitUsage && tt.name != "unknown command" &&
+				!strings.Contains(stderr.String(), hint) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), hint)
 			}
 		})
 	}

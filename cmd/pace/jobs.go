@@ -20,7 +20,10 @@ func newJobsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List jobs",
-		Long:  "Jobs lists the jobs the caller may see (admins see every job).",
+		Long: `Jobs lists the jobs the caller may see (admins see every job), oldest
+first: id, state, mode, owner, items done (of the total for a batch job),
+dead items, replicas and age. -o json or -o yaml prints GET /submissions,
+a map from job id to its view.`,
 		Example: `  pace jobs
   pace jobs -o json | jq 'keys'`,
 		Args: exactArgs(0),
@@ -35,16 +38,8 @@ func (o *jobsOptions) run(ctx context.Context, a *app) error {
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
-	var raw map[string]any
-	c := o.api.client()
-	if err := c.call(ctx, "GET", "/submissions", nil, &raw); err != nil {
-		return err
-	}
-	if ok, err := printStructured(a.stdout, o.output, raw); ok {
-		return err
-	}
 	var jobs map[string]jobView
-	if err := c.call(ctx, "GET", "/submissions", nil, &jobs); err != nil {
+	if printed, err := o.api.client().show(ctx, "/submissions", o.output, a.stdout, &jobs); printed || err != nil {
 		return err
 	}
 	views := make([]jobView, 0, len(jobs))

@@ -23,6 +23,9 @@ func newLogsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's log",
+		Long: `Logs prints the log lines of job ID, oldest first, one per line: time
+(RFC 3339, UTC), source (the manager, the controller, a worker, …) and text.
+With --follow it keeps printing new lines until the job ends.`,
 		Example: `  pace logs kj-3898be2
   pace logs upper-1a2b3c4 -f`,
 		Args: exactArgs(1),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -45,6 +46,9 @@ func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Clie
 	if modes > 1 {
 		return nil, usageError("--nats-creds, --nats-nkey and --nats-user/--nats-password exclude each other: choose one way to authenticate")
 	}
+	if err := checkNATSURLs(f.url); err != nil {
+		return nil, err
+	}
 	opts := []bus.Option{bus.WithName(name), bus.WithLogger(a.log), bus.WithConnectTimeout(f.connectTimeout)}
 	if f.prefix != string(schemas.DefaultPrefix) {
 		opts = append(opts, bus.WithPrefix(schemas.Prefix(f.prefix)))
@@ -69,6 +73,25 @@ func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Clie
 		return nil, signalled(ctx, err)
 	}
 	return c, nil
+}
+
+// checkNATSURLs refuses a --nats list with an unknown scheme at once,
+// instead of retrying a dial that cannot succeed. A URL without a scheme
+// is nats://, as nats.go reads it.
+func checkNATSURLs(urls string) error {
+	for u := range strings.SplitSeq(urls, ",") {
+		scheme, rest, ok := strings.Cut(strings.TrimSpace(u), "://")
+		if !ok {
+			scheme, rest = "nats", strings.TrimSpace(u)
+		}
+		switch {
+		case scheme != "nats" && scheme != "tls" && scheme != "ws" && scheme != "wss":
+			return usageError("--nats %q: want nats://, tls://, ws:// or wss:// URLs, comma-separated", bus.RedactURLs(urls))
+		case rest == "":
+			return usageError("--nats %q: a URL has no host", bus.RedactURLs(urls))
+		}
+	}
+	return nil
 }
 
 // closeClient drains c within a few seconds.

@@ -19,6 +19,10 @@ func newStatusCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status ID",
 		Short: "Show a job's state and progress",
+		Long: `Status shows job ID as the manager sees it: state, mode, owner, items
+done, dead, pending and in flight, replicas, and its start, deadline and
+end times. With -o json or -o yaml it prints the whole job view of
+GET /submissions/ID (docs/api.md), the spec included.`,
 		Example: `  pace status kj-3898be2
   pace status upper-1a2b3c4 -o json`,
 		Args: exactArgs(1),
@@ -33,16 +37,8 @@ func (o *statusOptions) run(ctx context.Context, a *app, id string) error {
 	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
 		return err
 	}
-	var raw map[string]any
-	c := o.api.client()
-	if err := c.call(ctx, "GET", "/submissions/"+id, nil, &raw); err != nil {
-		return err
-	}
-	if ok, err := printStructured(a.stdout, o.output, raw); ok {
-		return err
-	}
 	var v jobView
-	if err := c.call(ctx, "GET", "/submissions/"+id, nil, &v); err != nil {
+	if printed, err := o.api.client().show(ctx, "/submissions/"+id, o.output, a.stdout, &v); printed || err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -54,7 +50,11 @@ func (o *statusOptions) run(ctx context.Context, a *app, id string) error {
 	}
 	row("Mode", v.Mode)
 	row("Owner", v.Owner)
-	row("Items", fmt.Sprintf("%d done, %d dead, %d pending, %d in flight, %d total", v.Done, v.Dead, v.Pending, v.InFlight, v.Total))
+	items := fmt.Sprintf("%d done, %d dead, %d pending, %d in flight", v.Done, v.Dead, v.Pending, v.InFlight)
+	if v.Total > 0 { // a streaming job has no total
+		items += fmt.Sprintf(", %d total", v.Total)
+	}
+	row("Items", items)
 	row("Replicas", v.Replicas)
 	if !v.StartedAt.IsZero() {
 		row("Started", v.StartedAt.Format(time.RFC3339))

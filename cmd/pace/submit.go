@@ -31,9 +31,9 @@ alone on standard output. FILE is Pace's spec in YAML or JSON, or an
 Asperathos kubejobs submission; "-" reads standard input. A workload.file
 in a Pace spec is read here, relative to FILE, and sent inline.
 
-A refused document exits with code 3 and lists every invalid field.
-With --wait it shows the job's progress until it ends and exits 0 only
-if the job completed.`,
+A refused document (or an unreadable FILE) exits with code 3 and lists
+every invalid field. With --wait it shows the job's progress on standard
+error until it ends and exits 0 only if the job completed.`,
 		Example: `  pace submit job.yaml
   pace submit asperathos-payload.json --api http://pace:8080 --token "$TOKEN"
   id=$(pace submit job.yaml) && pace status "$id"
@@ -49,7 +49,7 @@ if the job completed.`,
 
 func (o *submitOptions) run(ctx context.Context, a *app, file string) error {
 	if o.pollInterval <= 0 {
-		return usageError("--poll-interval must be positive")
+		return usageError("--poll-interval %s: must be > 0", o.pollInterval)
 	}
 	doc, err := readDoc(a.stdin, file)
 	if err != nil {
@@ -183,5 +183,9 @@ func progressLine(v jobView, now time.Time) string {
 			left = (-d).String() + " past deadline"
 		}
 	}
-	return fmt.Sprintf("%s [%s] %3.0f%% %s, %d replicas, %s, %s", v.ID, bar, 100*frac, items, v.Replicas, left, v.Status)
+	replicas := fmt.Sprintf("%d replicas", v.Replicas)
+	if v.Replicas == 1 {
+		replicas = "1 replica"
+	}
+	return fmt.Sprintf("%s [%s] %3.0f%% %s, %s, %s, %s", v.ID, bar, 100*frac, items, replicas, left, v.Status)
 }

@@ -14,8 +14,12 @@ type terminateOptions struct {
 func newTerminateCmd(a *app) *cobra.Command {
 	o := &terminateOptions{}
 	cmd := &cobra.Command{
-		Use:     "terminate ID",
-		Short:   "Terminate a job at once and delete its workers",
+		Use:   "terminate ID",
+		Short: "Terminate a job at once and delete its workers",
+		Long: `Terminate ends job ID at once: it becomes "terminated", its queue is
+released and its workers are deleted, so items in flight are abandoned.
+A finished job cannot be terminated (exit code 3). To let items in flight
+finish, use 'pace stop'.`,
 		Example: "  pace terminate kj-3898be2\n  PACE_TOKEN=… pace terminate upper-1a2b3c4 --api http://pace:8080",
 		Args:    exactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },

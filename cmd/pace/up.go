@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +46,7 @@ gate with the local worker runtime.
 When ready it prints the NATS URL that workers and clients connect to and
 the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 		Example: `  pace up
+  pace up --demo   # a job that needs several workers to meet its deadline, then its report
   pace up --data /var/lib/pace --http :8080 --nats-listen 0.0.0.0:4222
   pace up --nats-listen ""   # in-process NATS only, no TCP port
   pace up --http 0.0.0.0:8443 --tls-cert pace.crt --tls-key pace.key --token-file tokens.csv
@@ -86,8 +88,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	if o.natsListen != "" {
-		if _, _, err := net.SplitHostPort(o.natsListen); err != nil {
-			return usageError("--nats-listen %q: want host:port, or \"\" for in-process only", o.natsListen)
+		_, port, err := net.SplitHostPort(o.natsListen)
+		if _, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil {
+			return usageError("--nats-listen %q: want host:port with a port from 0 (any free port) to 65535, or \"\" for in-process only", o.natsListen)
 		}
 	}
 	if err := o.f.prov.validate(); err != nil {

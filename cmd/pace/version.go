@@ -15,6 +15,7 @@ func newVersionCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version of pace",
+		Long:    "Version prints pace's version, the commit it was built from, the Go version and the platform.",
 		Example: "  pace version",
 		Args:    exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {

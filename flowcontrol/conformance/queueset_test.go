@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
 	"github.com/pace-platform/pace/flowcontrol/work"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
+	"k8s.io/component-base/metrics/legacyregistry"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
 	kqueueset "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/queueset"
 	kclock "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/testing/eventclock"
@@ -166,9 +169,12 @@ func kubeView(d debug.QueueSetDump) view {
 // finishes, cancellations, clock steps and limit changes, and requires the
 // same state after every step: which requests wait in which queue in which
 // order, which execute, each queue's nextDispatchR (to 1e-8 seat-seconds),
-// seats and reject counts. The trace keeps FinalSeats below C and C > 0, so
+// seats and reject counts, and after each dispatch from a queue the values
+// of kube's dispatch_r, latest_s, next_s_bounds and next_discounted_s_bounds
+// gauges. The trace keeps FinalSeats below C and C > 0, so
 // none of Pace's documented deviations applies.
 func TestQueueSetTraceMatchesKube(t *testing.T) {
+	metrics.Register() // kube's gauges exist only once registered
 	configs := []struct {
 		queues, qll, hand int
 	}{{8, 3, 3}, {16, 2, 4}, {1, 4, 1}, {0, 0, 0}, {-1, 0, 0}}
@@ -191,7 +197,7 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 		t.Fatal(err)
 	}
 	paceReqs := map[string]*queueset.Request{}
-	started := 0
+	started, dispatches, compared, comparedDiscounted := 0, 0, 0, 0
 	for step := range 600 {
 		d := pace.Dump()
 		var executing, waiting []string
@@ -257,6 +263,23 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 		if diff := cmp.Diff(kubeView(kube.qs.Dump(true)), paceView(after)); diff != "" {
 			t.Fatalf("step %d (%s): state differs (-kube +pace):\n%s", step, op, diff)
 		}
+		if ld := after.LastDispatch; ld.Dispatches != dispatches {
+			dispatches = ld.Dispatches
+			kubeGauges, paceGauges := kubeDispatchGauges(t, name), paceDispatchGauges(ld)
+			if ld.DiscountedSMin < 0 { // kube's unsigned arithmetic wraps it around; Pace keeps the sign
+				for _, g := range []map[string]float64{kubeGauges, paceGauges} {
+					delete(g, "next_discounted_s_bounds/min")
+					delete(g, "next_discounted_s_bounds/max")
+				}
+			}
+			compared++
+			if ld.DiscountedSMin >= 0 {
+				comparedDiscounted++
+			}
+			if diff := cmp.Diff(kubeGauges, paceGauges, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Fatalf("step %d (%s): dispatch gauges differ (-kube +pace):\n%s", step, op, diff)
+			}
+		}
 		// Upstream's Finish re-syncs virtual time when its goroutine wakes up;
 		// let every dispatched request's goroutine get there before time moves.
 		kube.settle()
@@ -301,4 +324,48 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	if d := pace.Dump(); d.SeatsInUse != 0 || d.Waiting != 0 {
 		t.Fatalf("pace not idle after drain: %+v", d)
 	}
+	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds)", compared, comparedDiscounted)
+	if g := kubeDispatchGauges(t, name); dispatches == 0 && len(g) != 0 {
+		t.Fatalf("kube published dispatch gauges %v where pace never dispatched from a queue", g)
+	}
+}
+
+// kubeDispatchGauges reads the gauges kube's queue set sets at a dispatch
+// from a queue (metrics.SetDispatchMetrics) for one priority level, keyed
+// by name and bound.
+func kubeDispatchGauges(t *testing.T, level string) map[string]float64 {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		name, ok := strings.CutPrefix(mf.GetName(), "apiserver_flowcontrol_")
+		if !ok || !slices.Contains([]string{"dispatch_r", "latest_s", "next_s_bounds", "next_discounted_s_bounds"}, name) {
+			continue
+		}
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, lp := range m.Label {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["priority_level"] != level {
+				continue
+			}
+			key := name
+			if b := labels["bound"]; b != "" {
+				key += "/" + b
+			}
+			out[key] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// paceDispatchGauges is the same view of Pace's last dispatch.
+func paceDispatchGauges(d queueset.DispatchDump) map[string]float64 {
+	return map[string]float64{"dispatch_r": d.R.Float(), "latest_s": d.S.Float(),
+		"next_s_bounds/min": d.SMin.Float(), "next_s_bounds/max": d.SMax.Float(),
+		"next_discounted_s_bounds/min": d.DiscountedSMin, "next_discounted_s_bounds/max": d.DiscountedSMax}
 }

@@ -17,12 +17,12 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
-	"k8s.io/component-base/metrics/legacyregistry"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
 	kqueueset "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/queueset"
 	kclock "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/testing/eventclock"
 	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 var traceT0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)

@@ -1,7 +1,9 @@
 // Command sdk pushes words to a job, uppercases them with an SDK worker and
-// prints the results. Run it against `pace up`:
+// prints the results. Run it against `pace up`, from the repository root:
 //
-//	go run ./examples/sdk -nats nats://127.0.0.1:4222
+//	go run ./examples/sdk --nats nats://127.0.0.1:4222 --job sdk
+//
+// --nats defaults to $PACE_NATS_URL, as for the pace commands.
 package main
 
 import (
@@ -9,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -18,8 +21,12 @@ import (
 )
 
 func main() {
-	url := flag.String("nats", "nats://127.0.0.1:4222", "NATS URL printed by pace up")
-	job := flag.String("job", "shout", "job name")
+	defaultURL := "nats://127.0.0.1:4222"
+	if v := os.Getenv("PACE_NATS_URL"); v != "" {
+		defaultURL = v
+	}
+	url := flag.String("nats", defaultURL, "NATS URL printed by pace up (env PACE_NATS_URL)")
+	job := flag.String("job", "sdk", "job name; a job that does not exist is created as a streaming job")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Squares: push numbers, square them with a shell worker, print the results.
-# Needs a running `pace up` (NATS on 127.0.0.1:4222).
+# Needs a running `pace up` (NATS on 127.0.0.1:4222; set PACE_NATS_URL for
+# another address). Run from anywhere: examples/squares/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 go build -o bin/pace ./cmd/pace

@@ -84,6 +84,9 @@ func (f *controlFlags) validateKube(natsURL string) error {
 	for i, e := range errs {
 		name, _, _ := strings.Cut(e.Field, "[")
 		msgs[i] = kubeFlags[name] + ": " + e.ErrorBody()
+		if name == "nats_url" && f.podNATSURL == "" {
+			msgs[i] += " (it defaults to the URL local workers get)"
+		}
 	}
 	return usageError("%s", strings.Join(msgs, "; "))
 }

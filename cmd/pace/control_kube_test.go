@@ -11,6 +11,7 @@ import (
 // anything connects: each bad value is a usage error naming its flag, and
 // a good one gets past validation to the NATS connection.
 func TestKubeWorkerSecretFlags(t *testing.T) {
+	const secret = "hunter2-Secret"
 	closed := "nats://" + freeAddr(t)
 	gate := []string{"stage", "gate", "--nats", closed, "--connect-timeout", "200ms", "--log-format", "text", "--actuator", "none"}
 	tests := []struct {
@@ -38,6 +39,10 @@ func TestKubeWorkerSecretFlags(t *testing.T) {
 		{"two ways to authenticate", []string{"--kubernetes", "--kube-worker-secret", "w", "--kube-worker-secret-keys", "creds,nkey"}, nil,
 			exitUsage, "exclude each other"},
 		{"empty pod URL", []string{"--kubernetes", "--nats", ""}, nil, exitUsage, "--pod-nats-url: Required value"},
+		{"password in the pod URL", []string{"--kubernetes", "--pod-nats-url", "tls://pace-worker:" + secret + "@nats:4222"}, nil,
+			exitUsage, "--pod-nats-url: Forbidden: must not carry credentials"},
+		{"password in the URL pods default to", []string{"--kubernetes", "--nats", "nats://pace-gate:" + secret + "@" + closed[len("nats://"):]}, nil,
+			exitUsage, "(it defaults to the URL local workers get)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +56,9 @@ func TestKubeWorkerSecretFlags(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tt.msg) {
 				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.msg)
+			}
+			if strings.Contains(stderr.String()+stdout.String(), secret) {
+				t.Errorf("output shows the password:\n%s", stderr.String())
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 
@@ -60,13 +61,21 @@ func (c Config) keys() []string {
 	return c.WorkerSecretKeys
 }
 
-// Validate checks c. A worker Secret's keys must be known, each given once,
+// Validate checks c. The URL must not carry credentials: they would be in
+// every Job. A worker Secret's keys must be known, each given once,
 // and name one way to authenticate at most (user and password, creds or
 // nkey), as `pace worker` accepts; a user needs its password and a client
 // certificate its key.
 func (c Config) Validate() (errs field.ErrorList) {
 	if strings.TrimSpace(c.NATSURL) == "" {
 		errs = append(errs, field.Required(field.NewPath("nats_url"), "worker pods need the URL of the NATS servers"))
+	}
+	for raw := range strings.SplitSeq(c.NATSURL, ",") {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil { // the value is not echoed
+			errs = append(errs, field.Forbidden(field.NewPath("nats_url"),
+				"must not carry credentials (user@ or user:password@), which every Job would hold: give worker pods theirs by the worker Secret"))
+			break
+		}
 	}
 	if c.WorkerSecret == "" {
 		if len(c.WorkerSecretKeys) > 0 {

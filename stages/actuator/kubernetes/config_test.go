@@ -18,6 +18,8 @@ func TestConfigValidate(t *testing.T) {
 		{"creds and CA", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds", "ca.crt"}}, ""},
 		{"nkey and client certificate", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"nkey", "tls.crt", "tls.key"}}, ""},
 		{"no url", Config{WorkerSecret: "w"}, "nats_url: Required value"},
+		{"password in the url", Config{NATSURL: "nats://n1:4222,nats://pace-worker:hunter2@n2:4222"}, "nats_url: Forbidden: must not carry credentials"},
+		{"token in the url", Config{NATSURL: "tls://s3cr3t@n1:4222"}, "nats_url: Forbidden: must not carry credentials"},
 		{"keys without a secret", Config{NATSURL: url, WorkerSecretKeys: []string{"user"}}, "worker_secret_keys: Forbidden: needs worker_secret"},
 		{"bad secret name", Config{NATSURL: url, WorkerSecret: "Pace_Worker"}, `worker_secret: Invalid value: "Pace_Worker": a lowercase RFC 1123 subdomain`},
 		{"unknown key", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"user", "password", "token"}},
@@ -34,6 +36,8 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want no error", errs.ToAggregate())
 			case tc.want != "" && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want)):
 				t.Errorf("Validate() = %v, want an error containing %q", errs.ToAggregate(), tc.want)
+			case len(errs) > 0 && (strings.Contains(errs.ToAggregate().Error(), "hunter2") || strings.Contains(errs.ToAggregate().Error(), "s3cr3t")):
+				t.Errorf("Validate() = %v: it shows the credentials", errs.ToAggregate())
 			}
 		})
 	}

@@ -38,14 +38,15 @@ func (f *controlFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.podNATSURL, "pod-nats-url", "", "NATS URL given to worker pods (default: the URL local workers get)")
 	fs.StringVar(&f.workerSecret, "kube-worker-secret", "", "Secret in each job's namespace with the worker pods' NATS credentials and CA (keys: --kube-worker-secret-keys); pods reference it, the gate never reads it")
 	fs.StringSliceVar(&f.workerSecretKeys, "kube-worker-secret-keys", nil, fmt.Sprintf(
-		"keys of --kube-worker-secret, among %s (default %s)", secretKeyNames(), strings.Join(kubeactuator.DefaultWorkerSecretKeys, ",")))
+		"keys of --kube-worker-secret, among %s (default %s)", secretKeyNames(), strings.Join(kubeactuator.DefaultWorkerSecretKeys(), ",")))
 }
 
 // secretKeyNames lists the keys a worker Secret may hold and the variable
 // each one sets.
 func secretKeyNames() string {
-	names := make([]string, len(kubeactuator.SecretKeys))
-	for i, k := range kubeactuator.SecretKeys {
+	keys := kubeactuator.SecretKeys()
+	names := make([]string, len(keys))
+	for i, k := range keys {
 		names[i] = k.Key + " (" + k.Env + ")"
 	}
 	return strings.Join(names, ", ")

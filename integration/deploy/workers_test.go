@@ -50,7 +50,7 @@ func TestWorkerSecretTemplate(t *testing.T) {
 	}
 	keys := cfg.WorkerSecretKeys
 	if len(keys) == 0 {
-		keys = kubeactuator.DefaultWorkerSecretKeys
+		keys = kubeactuator.DefaultWorkerSecretKeys()
 	}
 	var got []string
 	for k, v := range secret.StringData {

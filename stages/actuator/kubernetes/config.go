@@ -37,9 +37,11 @@ type SecretKey struct {
 // Secret, read-only.
 const CredentialsDir = "/etc/pace/nats"
 
-// SecretKeys are the keys a worker Secret may hold: exactly the NATS
+// SecretKeys returns the keys a worker Secret may hold: exactly the NATS
 // settings `pace worker` reads from its environment.
-var SecretKeys = []SecretKey{
+func SecretKeys() []SecretKey { return slices.Clone(secretKeys) }
+
+var secretKeys = []SecretKey{
 	{Key: "user", Env: "PACE_NATS_USER"},
 	{Key: "password", Env: "PACE_NATS_PASSWORD"},
 	{Key: "creds", Env: "PACE_NATS_CREDS", File: true},
@@ -49,14 +51,14 @@ var SecretKeys = []SecretKey{
 	{Key: "tls.key", Env: "PACE_NATS_KEY", File: true},
 }
 
-// DefaultWorkerSecretKeys are the keys of a worker Secret for a NATS server
-// with passwords and TLS, as deploy/kubernetes runs it.
-var DefaultWorkerSecretKeys = []string{"user", "password", "ca.crt"}
+// DefaultWorkerSecretKeys returns the keys of a worker Secret for a NATS
+// server with passwords and TLS, as deploy/kubernetes runs it.
+func DefaultWorkerSecretKeys() []string { return []string{"user", "password", "ca.crt"} }
 
 // keys returns the worker Secret's keys, defaulted.
 func (c Config) keys() []string {
 	if len(c.WorkerSecretKeys) == 0 {
-		return DefaultWorkerSecretKeys
+		return DefaultWorkerSecretKeys()
 	}
 	return c.WorkerSecretKeys
 }
@@ -87,8 +89,8 @@ func (c Config) Validate() (errs field.ErrorList) {
 		errs = append(errs, field.Invalid(field.NewPath("worker_secret"), c.WorkerSecret, msg))
 	}
 	p := field.NewPath("worker_secret_keys")
-	known := make([]string, len(SecretKeys))
-	for i, k := range SecretKeys {
+	known := make([]string, len(secretKeys))
+	for i, k := range secretKeys {
 		known[i] = k.Key
 	}
 	seen := map[string]bool{}

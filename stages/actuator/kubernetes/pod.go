@@ -101,7 +101,7 @@ func (r *Runtime) credentials() ([]corev1.EnvVar, []corev1.Volume, []corev1.Volu
 	keys := r.cfg.keys()
 	var env []corev1.EnvVar
 	var items []corev1.KeyToPath
-	for _, k := range SecretKeys { // in a fixed order, whatever the order of the keys
+	for _, k := range secretKeys { // in a fixed order, whatever the order of the keys
 		switch {
 		case !slices.Contains(keys, k.Key):
 		case k.File:

@@ -137,9 +137,9 @@ func TestFilterEstimatesWork(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var watches []*http.Response
 	for range 25 {
-		watches = append(watches, do(ctx, "GET", "/api/v1/namespaces/a/pods?watch=true"))
+		resp := do(ctx, "GET", "/api/v1/namespaces/a/pods?watch=true")
+		defer resp.Body.Close() //nolint:errcheck // ended by cancel below
 	}
 	post := &work.Request{Verb: "create", Resource: "pods", Namespace: "a"}
 	if n := g.Watches().WatchCount(post); n != 25 {
@@ -152,9 +152,6 @@ func TestFilterEstimatesWork(t *testing.T) {
 		t.Errorf("write to another namespace charged %v seats, want 1", got)
 	}
 	cancel()
-	for _, w := range watches {
-		_ = w.Body.Close()
-	}
 	for deadline := time.Now().Add(10 * time.Second); g.Watches().WatchCount(post) != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d watches still tracked after they ended", g.Watches().WatchCount(post))

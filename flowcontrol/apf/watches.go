@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
@@ -60,10 +61,14 @@ func (t *WatchTracker) Register(r *work.Request) (forget func()) {
 }
 
 // narrowedByIndex reports whether a watch selects a non-empty value of its
-// resource's indexed field; an unparsable selector counts as none.
+// resource's indexed field. As in kube, list options that do not all parse
+// (a limit, a label selector) select nothing.
 func narrowedByIndex(r *work.Request) bool {
 	field, ok := indexedFields[r.Resource]
-	if !ok || r.FieldSelector == "" {
+	if !ok || r.FieldSelector == "" || r.InvalidListOptions {
+		return false
+	}
+	if _, err := labels.Parse(r.LabelSelector); err != nil {
 		return false
 	}
 	sel, err := fields.ParseSelector(r.FieldSelector)

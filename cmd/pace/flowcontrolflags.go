@@ -16,6 +16,7 @@ import (
 // flowcontrolFlags are the API Priority and Fairness flags of pace up and
 // pace gate proxy, with kube-apiserver's names and defaults.
 type flowcontrolFlags struct {
+	configFlag  string // the name of the flag of config
 	config      string
 	tokenFile   string
 	maxInflight int
@@ -39,6 +40,7 @@ func (f *flowcontrolFlags) addTokens(fs *pflag.FlagSet) {
 // addSeats registers the APF flags without --token-file (the bus gate,
 // whose requests carry their user).
 func (f *flowcontrolFlags) addSeats(fs *pflag.FlagSet, configFlag string) {
+	f.configFlag = configFlag
 	fs.StringVar(&f.config, configFlag, "", "FlowSchema and PriorityLevelConfiguration YAML applied over the defaults")
 	fs.IntVar(&f.maxInflight, "max-requests-inflight", 400, "seats for read-only requests (with APF: added to the mutating ones to form the server concurrency limit)")
 	fs.IntVar(&f.maxMutating, "max-mutating-requests-inflight", 200, "seats for mutating requests")
@@ -53,7 +55,7 @@ func (f *flowcontrolFlags) file() (policy.Objects, error) {
 	}
 	objs, err := policy.LoadFile(f.config)
 	if err != nil {
-		return policy.Objects{}, rejected(err)
+		return policy.Objects{}, rejected(fmt.Errorf("--%s: %w", f.configFlag, err))
 	}
 	return objs, nil
 }
@@ -75,7 +77,7 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 	}
 	tf, err := auth.LoadTokenFile(f.tokenFile)
 	if err != nil {
-		return nil, rejected(err)
+		return nil, rejected(fmt.Errorf("--token-file: %w", err))
 	}
 	return tf, nil
 }
@@ -84,7 +86,8 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 func (f *flowcontrolFlags) gate(reg prometheus.Registerer) (*apf.Gate, error) {
 	cfg := apf.Config{MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating, Disabled: !f.enabled}
 	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, usageError("flow control flags: %v", errs.ToAggregate())
+		flags := map[string]string{"maxRequestsInflight": "--max-requests-inflight", "maxMutatingRequestsInflight": "--max-mutating-requests-inflight"}
+		return nil, usageError("%s %v: %s", flags[errs[0].Field], errs[0].BadValue, errs[0].Detail)
 	}
 	objs, err := f.policy()
 	if err != nil {

@@ -49,7 +49,11 @@ func (m *monitorFlags) validateCollector() error {
 func (m *monitorFlags) validateSink() error {
 	if m.influx.URL != "" {
 		if errs := m.influx.Defaults().Validate(); len(errs) > 0 {
-			return usageError("--influx-*: %v", errs.ToAggregate())
+			// Only url and bucket have flags; the token is never echoed.
+			if e := errs[0]; e.Field == "url" {
+				return usageError("--influx-url %q: %s", m.influx.URL, e.Detail)
+			}
+			return usageError("--influx-%s: %s", errs[0].Field, errs[0].Detail)
 		}
 	}
 	return nil

@@ -34,7 +34,7 @@ with item_id and result.`,
 	}
 	o.nats.add(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().BoolVar(&o.follow, "follow", false, "keep waiting for new results")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep waiting for new results")
 	return cmd
 }
 

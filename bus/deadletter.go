@@ -23,10 +23,6 @@ const maxErrorLength = 4096
 // that it can be inspected, fixed and published again as it was. Callers
 // set Deliveries and Sequence when they know them.
 func MalformedLetter(job, subject string, data []byte, h nats.Header, cause error, at time.Time) *schemas.DeadLetter {
-	msg := cause.Error()
-	if len(msg) > maxErrorLength {
-		msg = msg[:maxErrorLength]
-	}
 	var header map[string][]string
 	if len(h) > 0 {
 		header = make(map[string][]string, len(h))
@@ -34,8 +30,17 @@ func MalformedLetter(job, subject string, data []byte, h nats.Header, cause erro
 			header[k] = slices.Clone(v)
 		}
 	}
-	return &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, LastError: msg, Subject: subject,
+	return &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, LastError: errorText(cause), Subject: subject,
 		Raw: append([]byte{}, data...), Header: header, At: at}
+}
+
+// errorText is err's text, at most maxErrorLength bytes of it.
+func errorText(err error) string {
+	msg := err.Error()
+	if len(msg) > maxErrorLength {
+		msg = msg[:maxErrorLength]
+	}
+	return msg
 }
 
 // recordFailure remembers an item's last error so that its dead letter can
@@ -43,11 +48,7 @@ func MalformedLetter(job, subject string, data []byte, h nats.Header, cause erro
 func (c *Client) recordFailure(ctx context.Context, job, item string, cause error) {
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(failuresBucket))
 	if err == nil {
-		msg := cause.Error()
-		if len(msg) > maxErrorLength {
-			msg = msg[:maxErrorLength]
-		}
-		_, err = kv.Put(ctx, job+"."+item, []byte(msg))
+		_, err = kv.Put(ctx, job+"."+item, []byte(errorText(cause)))
 	}
 	if err != nil {
 		c.log.Warn("item error not recorded", "job", job, "item", item, "err", err)
@@ -69,7 +70,7 @@ func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, 
 		job = tokens[2]
 	}
 	d := MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
-	key := stage + "/" + msg.Subject()
+	key := "" // without a stream sequence, no de-duplication
 	if md, err := msg.Metadata(); err == nil {
 		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
 		key = fmt.Sprintf("%s/%s/%d", stage, md.Stream, md.Sequence.Stream)

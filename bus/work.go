@@ -232,15 +232,18 @@ func (c *Client) publishDeadLetter(ctx context.Context, d *schemas.DeadLetter, k
 	return c.PublishDeadLetter(ctx, c.prefix.Dead(d.Job), d, key)
 }
 
-// PublishDeadLetter stores d on subject; key (its Nats-Msg-Id) makes a
-// retried publish a no-op. pace.dead.<job> counts a job's dead items:
-// letters of messages other than work items go to pace.metrics.<job>.dead.
+// PublishDeadLetter stores d on subject; key, when not empty, is its
+// Nats-Msg-Id and makes a retried publish a no-op. pace.dead.<job> counts a
+// job's dead items: letters of messages other than work items go to
+// pace.metrics.<job>.dead.
 func (c *Client) PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error {
 	msg, err := NewMsg(ctx, subject, d)
 	if err != nil {
 		return err
 	}
-	msg.Header.Set(schemas.HeaderMsgID, key)
+	if key != "" {
+		msg.Header.Set(schemas.HeaderMsgID, key)
+	}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("publish dead letter for %s: %w", d.Job, err)
 	}

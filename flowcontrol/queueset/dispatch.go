@@ -2,6 +2,7 @@ package queueset
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pace-platform/pace/flowcontrol/work"
@@ -62,13 +63,16 @@ func (qs *QueueSet) startLocked(r *Request, now time.Time) {
 // last dispatch and returns the queue whose head has the strictly smallest
 // virtual finish, or nil if that head cannot be accommodated now (head-of-line
 // blocking: no other head is considered). On success robinIndex moves to it
-// and the bounds of the scan are recorded in lastDispatch.
+// and the bounds of the scan are recorded in lastDispatch (R and S by the
+// caller).
 func (qs *QueueSet) findDispatchQueueLocked() *queue {
 	n := len(qs.queues)
 	start := qs.robinIndex
 	best, bestIdx := (*queue)(nil), -1
 	bestFinish := work.MaxSeatSeconds
-	var b DispatchDump
+	// bounds of S and of S − seatsInUse×G over the queues with a head, in units
+	sMin, sMax := work.MaxSeatSeconds, work.SeatSeconds(0)
+	dMin, dMax := math.Inf(1), math.Inf(-1)
 	for i := 1; i <= n; i++ {
 		idx := (start + i) % n
 		if idx < 0 {
@@ -76,9 +80,10 @@ func (qs *QueueSet) findDispatchQueueLocked() *queue {
 		}
 		q := qs.queues[idx]
 		if h := q.waiting.head; h != nil {
-			inProgress := work.SeatsTimesDuration(float64(q.seatsInUse), qs.g)
-			b.noteQueue(q.nextDispatchR, q.nextDispatchR.Float()-inProgress.Float(), best == nil)
-			if f := q.nextDispatchR + h.est.TotalWork(); f < bestFinish {
+			s := q.nextDispatchR
+			d := float64(s) - float64(work.SeatSeconds(q.seatsInUse)*qs.seatG)
+			sMin, sMax, dMin, dMax = min(sMin, s), max(sMax, s), min(dMin, d), max(dMax, d)
+			if f := s + h.est.TotalWork(); f < bestFinish {
 				best, bestIdx, bestFinish = q, idx, f
 			}
 		}
@@ -89,8 +94,9 @@ func (qs *QueueSet) findDispatchQueueLocked() *queue {
 		return nil
 	}
 	qs.robinIndex = bestIdx
-	b.Dispatches = qs.lastDispatch.Dispatches + 1
-	qs.lastDispatch = b
+	unit := work.SeatSeconds(1).Float()
+	qs.lastDispatch = DispatchDump{Dispatches: qs.lastDispatch.Dispatches + 1, SMin: sMin, SMax: sMax,
+		DiscountedSMin: dMin * unit, DiscountedSMax: dMax * unit}
 	return best
 }
 

@@ -51,17 +51,6 @@ type DispatchDump struct {
 	DiscountedSMax float64 `json:"discountedSMax"`
 }
 
-// noteQueue widens the bounds by one queue's nextDispatchR s and discounted
-// value ds; first starts them.
-func (d *DispatchDump) noteQueue(s work.SeatSeconds, ds float64, first bool) {
-	if first {
-		d.SMin, d.SMax, d.DiscountedSMin, d.DiscountedSMax = s, s, ds, ds
-		return
-	}
-	d.SMin, d.SMax = min(d.SMin, s), max(d.SMax, s)
-	d.DiscountedSMin, d.DiscountedSMax = min(d.DiscountedSMin, ds), max(d.DiscountedSMax, ds)
-}
-
 // QueueDump describes one queue.
 type QueueDump struct {
 	Index           int              `json:"index"`

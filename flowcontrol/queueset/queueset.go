@@ -33,7 +33,8 @@ const (
 // concurrent use.
 type QueueSet struct {
 	clock eventclock.Interface
-	g     time.Duration // service time guess
+	g     time.Duration    // service time guess
+	seatG work.SeatSeconds // the work of one seat for g: seats×G as upstream rounds it when g is a multiple of 10 ns
 	// demand integrates seats in use plus seats waiting (reference §1.10).
 	demand *integrator.Integrator
 
@@ -78,6 +79,7 @@ func New(clk eventclock.Interface, cfg Config, concurrencyLimit int, opts ...Opt
 	qs := &QueueSet{
 		clock:        clk,
 		g:            o.serviceTimeGuess,
+		seatG:        work.SeatsTimesDuration(1, o.serviceTimeGuess),
 		demand:       integrator.New(clk),
 		cfg:          cfg,
 		limit:        max(concurrencyLimit, 0),

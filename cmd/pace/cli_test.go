@@ -368,3 +368,20 @@ func TestUpDemoMeetsItsDeadline(t *testing.T) {
 		t.Errorf("the demo never scaled out (at most %d replicas):\n%s", most, out)
 	}
 }
+
+func TestReportValue(t *testing.T) {
+	for raw, want := range map[string]string{
+		`null`:                          "-",
+		`"deadline"`:                    "deadline",
+		`-0`:                            "0",
+		`0.25`:                          "0.25",
+		`true`:                          "true",
+		`[-0.5,"2026-11-30T03:37:01Z"]`: "-0.5 at 2026-11-30T03:37:01Z",
+		`[]`:                            "[]",
+		`{"proportional_gain":0.1}`:     `{"proportional_gain":0.1}`,
+	} {
+		if got := reportValue(json.RawMessage(raw)); got != want {
+			t.Errorf("reportValue(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -45,10 +46,7 @@ func (o *reportOptions) run(ctx context.Context, a *app, id string) error {
 		path = "/submissions/" + id + "/report"
 	}
 	var raw map[string]json.RawMessage
-	if err := o.api.client().call(ctx, "GET", path, nil, &raw); err != nil {
-		return err
-	}
-	if ok, err := printStructured(a.stdout, o.output, raw); ok {
+	if printed, err := o.api.client().show(ctx, path, o.output, a.stdout, &raw); printed || err != nil {
 		return err
 	}
 	keys := make([]string, 0, len(raw))
@@ -72,7 +70,36 @@ func (o *reportOptions) run(ctx context.Context, a *app, id string) error {
 		return tw.Flush()
 	}
 	for _, k := range keys {
-		fmt.Fprintf(tw, "%s:\t%s\n", k, raw[k])
+		fmt.Fprintf(tw, "%s:\t%s\n", k, reportValue(raw[k]))
 	}
 	return tw.Flush()
+}
+
+// reportValue renders one summary field for people: strings unquoted, null
+// as "-", an Asperathos [value, time] pair as "value at time".
+func reportValue(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	return humanValue(v)
+}
+
+func humanValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v+0, 'f', -1, 64) // +0 turns -0 into 0
+	case []any:
+		if len(v) == 2 {
+			if at, ok := v[1].(string); ok {
+				return humanValue(v[0]) + " at " + at
+			}
+		}
+	}
+	b, _ := json.Marshal(v) // decoded from JSON, so it encodes
+	return string(b)
 }

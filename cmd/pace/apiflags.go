@@ -179,4 +179,12 @@ type jobView struct {
 	Deadline      time.Time `json:"deadline"`
 }
 
+// owner is the job's owner, or "-" for a job created by a push, which has none.
+func (v jobView) owner() string {
+	if v.Owner == "" {
+		return "-"
+	}
+	return v.Owner
+}
+
 func final(status string) bool { return schemas.JobState(status).Final() }

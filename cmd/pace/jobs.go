@@ -54,7 +54,7 @@ func (o *jobsOptions) run(ctx context.Context, a *app) error {
 		if v.Total == 0 {
 			done = fmt.Sprint(v.Done)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", v.ID, v.Status, v.Mode, v.Owner, done, v.Dead, v.Replicas,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", v.ID, v.Status, v.Mode, v.owner(), done, v.Dead, v.Replicas,
 			time.Since(v.CreatedAt).Round(time.Second))
 	}
 	return tw.Flush()

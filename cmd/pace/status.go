@@ -49,7 +49,7 @@ func (o *statusOptions) run(ctx context.Context, a *app, id string) error {
 		row("Stop", "requested")
 	}
 	row("Mode", v.Mode)
-	row("Owner", v.Owner)
+	row("Owner", v.owner())
 	items := fmt.Sprintf("%d done, %d dead, %d pending, %d in flight", v.Done, v.Dead, v.Pending, v.InFlight)
 	if v.Total > 0 { // a streaming job has no total
 		items += fmt.Sprintf(", %d total", v.Total)

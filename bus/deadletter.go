@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -235,4 +237,101 @@ func (c *Client) Redrive(ctx context.Context, d *schemas.DeadLetter) error {
 		return fmt.Errorf("redrive to %s: %w", msg.Subject, err)
 	}
 	return nil
+}
+
+// ErrLetterNotFound is returned by Client.Letter for a sequence that holds
+// no dead letter.
+var ErrLetterNotFound = errors.New("no dead letter at this sequence")
+
+// LetterStore is where dead letters are kept.
+type LetterStore string
+
+const (
+	// DeadItems is pace.dead.<job> in PACE_DEAD: a job's items that used up
+	// their deliveries, and unreadable messages on its queue.
+	DeadItems LetterStore = "dead"
+	// DeadMessages is pace.metrics.<job>.dead in PACE_METRICS: other
+	// messages a stage set aside (samples, progress, job records).
+	DeadMessages LetterStore = "metrics"
+)
+
+// StoredLetter is a dead letter and where it is kept.
+type StoredLetter struct {
+	*schemas.DeadLetter
+	Store LetterStore
+	// Seq is the letter's own sequence in its store's stream; the message
+	// it keeps had DeadLetter.Sequence in its own stream.
+	Seq uint64
+}
+
+// letterSubject is the stream family of store and its subject for job
+// ("*" for every job).
+func (c *Client) letterSubject(store LetterStore, job string) (family, subject string, err error) {
+	switch store {
+	case DeadItems:
+		return deadFamily, c.prefix.Dead(job), nil
+	case DeadMessages:
+		return metricsFamily, c.prefix.Metrics(job, schemas.DeadMetrics), nil
+	}
+	return "", "", fmt.Errorf("%w: dead-letter store %q: want %q or %q", ErrInvalidOption, store, DeadItems, DeadMessages)
+}
+
+// Letters iterates over the dead letters of job ("*" for every job) kept in
+// store, oldest first, each with its sequence. Without follow it ends after
+// the last stored letter; with follow it waits for new ones until ctx ends.
+// A message that is not a readable dead letter is logged and skipped.
+func (c *Client) Letters(ctx context.Context, store LetterStore, job string, follow bool) iter.Seq2[*StoredLetter, error] {
+	return func(yield func(*StoredLetter, error) bool) {
+		family, filter, err := c.letterSubject(store, job)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for msg, err := range c.read(ctx, family, filter, allRead(follow)) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			md, err := msg.Metadata()
+			if err != nil {
+				yield(nil, fmt.Errorf("read %s: %w", filter, err))
+				return
+			}
+			d, err := Decode[schemas.DeadLetter](msg.Data(), msg.Headers())
+			if err != nil {
+				c.log.Warn("undecodable dead letter skipped", "subject", msg.Subject(), "seq", md.Sequence.Stream, "err", err)
+				continue
+			}
+			if !yield(&StoredLetter{DeadLetter: d, Store: store, Seq: md.Sequence.Stream}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Letter returns the dead letter at sequence seq of store's stream, or
+// ErrLetterNotFound when that sequence holds none (never used, deleted, or
+// another kind of message).
+func (c *Client) Letter(ctx context.Context, store LetterStore, seq uint64) (*StoredLetter, error) {
+	family, filter, err := c.letterSubject(store, "*")
+	if err != nil {
+		return nil, err
+	}
+	name := c.prefix.Stream(family)
+	stream, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	raw, err := stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && !server.SubjectMatchesFilter(raw.Subject, filter)) {
+		return nil, fmt.Errorf("%s sequence %d: %w", name, seq, ErrLetterNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s sequence %d: %w", name, seq, err)
+	}
+	d, err := Decode[schemas.DeadLetter](raw.Data, raw.Header)
+	if err != nil {
+		return nil, fmt.Errorf("%s sequence %d: %w", name, seq, err)
+	}
+	return &StoredLetter{DeadLetter: d, Store: store, Seq: seq}, nil
 }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pace-platform/pace/bus"
+)
+
+type deadShowOptions struct {
+	nats   natsFlags
+	output string
+	raw    bool
+}
+
+func newDeadLettersShowCmd(a *app) *cobra.Command {
+	o := &deadShowOptions{}
+	cmd := &cobra.Command{
+		Use:   "show SEQ",
+		Short: "Print one dead letter and the message it keeps",
+		Long: `Show prints the dead letter SEQ (as 'pace dead-letters list' prints it):
+job, item, reason, deliveries, last error, subject, headers, and the kept
+message: as text when it is printable UTF-8, else as a hex dump, so that no
+byte reaches the terminal unescaped. --raw writes the message's exact bytes
+to standard output instead (an item's payload, or an unreadable message's
+body); -o json prints the letter with its body in base64 (raw).`,
+		Example: `  pace dead-letters show 12
+  pace dead-letters show metrics:40 --raw > message.bin
+  pace dead-letters show 12 -o json | jq -r .raw | base64 -d | xxd`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },
+	}
+	o.nats.add(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&o.raw, "raw", false, "write the kept message's exact bytes to standard output, nothing else")
+	return cmd
+}
+
+func (o *deadShowOptions) run(ctx context.Context, a *app, id string) error {
+	store, seq, err := parseLetterID(id)
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(o.output, "text", "json"); err != nil {
+		return err
+	}
+	if o.raw && o.output != "text" {
+		return usageError("--raw and --output %s exclude each other: --raw writes the bytes alone", o.output)
+	}
+	c, err := o.nats.connect(ctx, a, "pace-dead-letters")
+	if err != nil {
+		return err
+	}
+	defer closeClient(c)
+	l, err := findLetter(ctx, c, id, store, seq)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.raw:
+		_, err = a.stdout.Write(letterBody(l.DeadLetter))
+		return err
+	case o.output == "json":
+		_, err = printStructured(a.stdout, "json", newLetterLine(l))
+		return err
+	}
+	return printLetter(a.stdout, l)
+}
+
+// findLetter reads the letter SEQ id, an input error when there is none.
+func findLetter(ctx context.Context, c *bus.Client, id string, store bus.LetterStore, seq uint64) (*bus.StoredLetter, error) {
+	l, err := c.Letter(ctx, store, seq)
+	if errors.Is(err, bus.ErrLetterNotFound) {
+		return nil, rejected(fmt.Errorf("SEQ %s: %w (see pace dead-letters list)", id, err))
+	}
+	return l, signalled(ctx, err)
+}
+
+func printLetter(w io.Writer, l *bus.StoredLetter) error {
+	field := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(w, "%-12s %s\n", name+":", safeText(value))
+		}
+	}
+	field("seq", letterID(l))
+	field("job", l.Job)
+	field("item", l.ItemID)
+	field("reason", string(l.Reason))
+	field("deliveries", strconv.Itoa(l.Deliveries))
+	field("last error", l.LastError)
+	field("subject", l.Subject)
+	if l.Sequence != 0 {
+		field("sequence", strconv.FormatUint(l.Sequence, 10)+" (the message's, in its own stream)")
+	}
+	field("at", l.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	keys := make([]string, 0, len(l.Header))
+	for k := range l.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field("header", k+": "+strings.Join(l.Header[k], ", "))
+	}
+	body := letterBody(l.DeadLetter)
+	if printable(body) {
+		_, err := fmt.Fprintf(w, "message (%d bytes, text):\n%s\n", len(body), body)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "message (%d bytes, not printable text: hex dump; --raw writes the bytes):\n%s",
+		len(body), hex.Dump(body))
+	return err
+}
+
+// printable tells whether b is UTF-8 text with no control character other
+// than newline and tab, safe to print as it is.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// safeText is s, quoted with Go escapes unless it is printable on one line.
+func safeText(s string) string {
+	if printable([]byte(s)) && !strings.ContainsAny(s, "\n\t") {
+		return s
+	}
+	return strconv.Quote(s)
+}

@@ -108,6 +108,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	log := a.log.With("stage", "up")
 
+	if err := portFree(o.natsListen); err != nil {
+		return err
+	}
 	srv, err := bus.StartServer(bus.ServerConfig{DataDir: data, Listen: o.natsListen,
 		MaxMemory: int64(o.maxMemory), MaxStore: int64(o.maxStore), SyncAlways: o.syncAlways}, log)
 	if err != nil {
@@ -160,4 +163,17 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return nil
 	}
 	return err
+}
+
+// portFree fails at once, naming --nats-listen, when its address is taken
+// (by another pace up, say), where the NATS server would only time out.
+func portFree(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--nats-listen %s: %w (another pace up or NATS server? pick another address, or \"\" for in-process only)", addr, err)
+	}
+	return ln.Close()
 }

@@ -48,6 +48,10 @@
 //     needs C > 0 (TestZeroLimitAdmitsNothing; upstream #134196).
 //   - StartRequest blocks for the decision and Finish only runs the work;
 //     upstream's Finish waits. Cancellation is an explicit call or a ctx end.
+//   - Dump.LastDispatch keeps what upstream publishes at each dispatch from a
+//     queue (R, S and the S bounds), with nextDispatchR − seatsInUse×G signed
+//     where upstream's unsigned arithmetic wraps (TestLastDispatch; compared
+//     with upstream's gauges by the conformance traces).
 //
 // Methods whose names end in Locked need qs.mu held; fields declared after mu
 // are guarded by it.

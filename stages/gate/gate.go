@@ -1,8 +1,11 @@
 // Package gate is the bus gate stage: API Priority and Fairness in front of
 // every infrastructure operation Pace makes. It consumes KubeRequests from
-// pace.k8s.requests, classifies and fair-queues them with an apf.Gate,
-// dispatches admitted ones to an Actuator and holds their seats until the
-// outcome, and publishes an AdmissionEvent for each decision on
+// pace.k8s.requests, classifies them, estimates their seats as
+// kube-apiserver would (apf.Gate.Admit: a scale patch or a delete is a
+// write, one seat plus final seats for the watches the gate's process
+// tracks on its resource), fair-queues them, dispatches admitted ones to an
+// Actuator and holds their seats until the outcome, and publishes an
+// AdmissionEvent for each decision, with the seats, on
 // pace.admission.<level>.<schema> and a KubeOutcome on pace.k8s.outcomes.
 //
 // An Actuator that does not answer within Config.OutcomeTimeout has its

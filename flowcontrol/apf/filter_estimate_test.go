@@ -32,13 +32,18 @@ func configMapList(n, size int) string {
 
 // estimatedSeats returns the sum and count of work_estimated_seats so far.
 func estimatedSeats(t *testing.T, reg *prometheus.Registry) (sum float64, count uint64) {
+	return histogramTotals(t, reg, "apiserver_flowcontrol_work_estimated_seats")
+}
+
+// histogramTotals returns the sum and count of a histogram over its series.
+func histogramTotals(t *testing.T, reg *prometheus.Registry, name string) (sum float64, count uint64) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "apiserver_flowcontrol_work_estimated_seats" {
+		if mf.GetName() == name {
 			for _, m := range mf.Metric {
 				sum += m.GetHistogram().GetSampleSum()
 				count += m.GetHistogram().GetSampleCount()
@@ -159,5 +164,9 @@ func TestFilterEstimatesWork(t *testing.T) {
 	}
 	if got := charged("POST", "/api/v1/namespaces/a/pods"); got != 1 {
 		t.Errorf("write after the watches ended charged %v seats, want 1", got)
+	}
+	// kube's watch_count_samples: one observation per write, of its watch count
+	if sum, count := histogramTotals(t, reg, "apiserver_flowcontrol_watch_count_samples"); sum != 25 || count != 3 {
+		t.Errorf("watch_count_samples: sum %v over %d writes, want 25 over 3", sum, count)
 	}
 }

@@ -33,7 +33,8 @@ Every SEQ is looked up before anything is sent: an unknown one redrives
 nothing. A letter named twice is sent once. A dead item that already has a
 result is skipped, so redriving twice cannot run an item twice once it has
 succeeded; with --job or --all, letters of finished jobs are skipped too.
-The letters stay, as a record.`,
+The letters stay, as a record: an unreadable message has no id to check,
+and redriving its letter again sends it again.`,
 		Example: `  pace dead-letters redrive 12
   pace dead-letters redrive 12 13 metrics:40
   pace dead-letters redrive --job squares

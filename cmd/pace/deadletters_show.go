@@ -96,7 +96,9 @@ func printLetter(w io.Writer, l *bus.StoredLetter) error {
 	field("job", l.Job)
 	field("item", l.ItemID)
 	field("reason", string(l.Reason))
-	field("deliveries", strconv.Itoa(l.Deliveries))
+	if l.Deliveries > 0 {
+		field("deliveries", strconv.Itoa(l.Deliveries))
+	}
 	field("last error", l.LastError)
 	field("subject", l.Subject)
 	if l.Sequence != 0 {

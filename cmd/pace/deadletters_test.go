@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// deadLetters runs `pace dead-letters args... --nats url` in-process and
+// returns its stdout, failing the test unless it exits with want.
+func deadLetters(t *testing.T, url string, want int, args ...string) string {
+	t.Helper()
+	out, errOut, code := runPace(t, append(append([]string{"dead-letters"}, args...), "--nats", url)...)
+	if code != want {
+		t.Fatalf("pace dead-letters %s: exit %d, want %d; stderr:\n%s", strings.Join(args, " "), code, want, errOut)
+	}
+	return out
+}
+
+// listLetters returns the -o json lines of `pace dead-letters list args...`.
+func listLetters(t *testing.T, url string, args ...string) []letterLine {
+	t.Helper()
+	var out []letterLine
+	for line := range strings.Lines(deadLetters(t, url, exitOK, append([]string{"list", "-o", "json"}, args...)...)) {
+		var l letterLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("list line %q: %v", line, err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	url := s.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A sample a stage could not read, kept as SetAside keeps it: bytes
+	// that are not UTF-8, a NUL and a terminal escape.
+	const job = "sensor"
+	body := []byte{0xff, 0xfe, 'a', 0x00, 0xc3, '"', '\\', '\n', 0x1b, '['}
+	subject := c.Prefix().Metrics(job, schemas.RawMetrics)
+	header := nats.Header{"X-Case": {"bytes"}, schemas.HeaderMsgID: {"sample-1"}}
+	d := bus.MalformedLetter(job, subject, body, header, errors.New("invalid character 'ÿ'"), time.Now())
+	d.Sequence = 7
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	letters := listLetters(t, url, job)
+	if len(letters) != 1 || !strings.HasPrefix(letters[0].Seq, "metrics:") || letters[0].Size != len(body) ||
+		!bytes.Equal(letters[0].Raw, body) {
+		t.Fatalf("list = %+v, want one metrics: letter of %d bytes keeping the body", letters, len(body))
+	}
+	seq := letters[0].Seq
+	if table := deadLetters(t, url, exitOK, "list"); !strings.Contains(table, seq) || !strings.Contains(table, "malformed") {
+		t.Errorf("table lacks %s, malformed:\n%s", seq, table)
+	}
+	if other := listLetters(t, url, "other-job"); len(other) != 0 {
+		t.Errorf("letters of other-job = %+v, want none", other)
+	}
+
+	if raw := deadLetters(t, url, exitOK, "show", seq, "--raw"); raw != string(body) {
+		t.Errorf("show --raw = %q, want %q exactly", raw, body)
+	}
+	text := deadLetters(t, url, exitOK, "show", seq)
+	if !utf8.ValidString(text) || strings.ContainsRune(text, 0x1b) || !strings.Contains(text, "ff fe 61 00") ||
+		!strings.Contains(text, "X-Case: bytes") {
+		t.Errorf("show printed unsafe text or no hex dump and headers:\n%s", text)
+	}
+	var shown schemas.DeadLetter
+	if err := json.Unmarshal([]byte(deadLetters(t, url, exitOK, "show", seq, "-o", "json")), &shown); err != nil ||
+		!bytes.Equal(shown.Raw, body) || shown.Subject != subject {
+		t.Errorf("show -o json = %+v (%v), want the body and subject", shown, err)
+	}
+
+	if out := deadLetters(t, url, exitOK, "redrive", seq); !strings.Contains(out, "redriven "+seq) ||
+		!strings.Contains(out, "redriven 1 of 1") {
+		t.Fatalf("redrive said %q", out)
+	}
+	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream("METRICS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatalf("redriven message on %s: %v", subject, err)
+	}
+	if !bytes.Equal(again.Data, body) || again.Header.Get("X-Case") != "bytes" || again.Header.Get(schemas.HeaderMsgID) != "" {
+		t.Errorf("redriven %q with %v, want %q with X-Case and no Nats-Msg-Id", again.Data, again.Header, body)
+	}
+
+	_, errOut, code := runPace(t, "dead-letters", "show", "5", "--nats", url)
+	if code != exitRejected || !strings.Contains(errOut, "SEQ 5") {
+		t.Errorf("show of an unknown SEQ: exit %d, %q; want %d naming SEQ 5", code, errOut, exitRejected)
+	}
+}
+
+func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	url := s.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bustest.Run(t, c.DeadLetters)
+
+	const job = "flaky"
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, MaxDeliveries: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushItems(ctx, job, bus.Items("x")); err != nil {
+		t.Fatal(err)
+	}
+	var fixed atomic.Bool
+	var runs atomic.Int32 // successful runs of the item
+	w, err := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) {
+		if !fixed.Load() {
+			return "", errors.New("not yet")
+		}
+		runs.Add(1)
+		return "ok " + it.Payload, nil
+	}, bus.WithRetryDelay(20*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, w.Run)
+
+	var letters []letterLine
+	bustest.Eventually(t, 30*time.Second, "the item's dead letter", func() bool {
+		letters = listLetters(t, url, job)
+		return len(letters) > 0
+	})
+	seq := letters[0].Seq
+	if len(letters) != 1 || letters[0].Reason != schemas.MaxDeliveries || strings.Contains(seq, ":") {
+		t.Fatalf("letters = %+v, want one max_deliveries letter in PACE_DEAD", letters)
+	}
+
+	// An unknown SEQ beside a known one redrives nothing.
+	_, errOut, code := runPace(t, "dead-letters", "redrive", seq, "99", "--nats", url)
+	if code != exitRejected || !strings.Contains(errOut, "SEQ 99") || !strings.Contains(errOut, "nothing was redriven") {
+		t.Fatalf("redrive with an unknown SEQ: exit %d, %q", code, errOut)
+	}
+
+	fixed.Store(true)
+	if out := deadLetters(t, url, exitOK, "redrive", seq, seq); !strings.Contains(out, "redriven 1 of 1") {
+		t.Fatalf("redrive of one letter named twice said %q", out)
+	}
+	bustest.Eventually(t, 30*time.Second, "the redriven item's result, and no work left", func() bool {
+		ws, err := c.JobWork(ctx, job)
+		return err == nil && ws.Results == 1 && ws.Pending == 0 && ws.InFlight == 0
+	})
+	// Once it has its result, redriving the job's letters sends nothing.
+	if out := deadLetters(t, url, exitOK, "redrive", "--job", job); !strings.Contains(out, "already has a result") ||
+		!strings.Contains(out, "redriven 0 of 1") {
+		t.Errorf("redrive --job after the result said %q", out)
+	}
+	results, err := c.StoredResults(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Output != "ok x" || runs.Load() != 1 {
+		t.Errorf("results = %+v after %d successful runs, want exactly one, ok x", results, runs.Load())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestDeadLetterListFollow(t *testing.T) {
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"dead-letters", "list", "--follow", "--nats", s.ClientURL()}, strings.NewReader(""), &out, &errOut)
+	}()
+	defer func() {
+		cancel()
+		if got := <-code; got != exitOK {
+			t.Errorf("list --follow: exit %d after an interrupt, want 0; stderr:\n%s", got, errOut.String())
+		}
+	}()
+	for i, job := range []string{"late-item", "late-sample"} {
+		d := bus.MalformedLetter(job, "pace.work."+job, []byte("?"), nil, errors.New("unreadable"), time.Now())
+		subject := c.Prefix().Dead(job)
+		if i == 1 {
+			subject = c.Prefix().Metrics(job, schemas.DeadMetrics)
+		}
+		if err := c.PublishDeadLetter(ctx, subject, d, ""); err != nil {
+			t.Fatal(err)
+		}
+		bustest.Eventually(t, 30*time.Second, "the new letter of "+job, func() bool { return strings.Contains(out.String(), job) })
+	}
+}
+
+func TestDeadLetterUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "needs a subcommand"},
+		{[]string{"show"}, "missing SEQ"},
+		{[]string{"show", "abc"}, `SEQ "abc"`},
+		{[]string{"show", "metrics:0"}, `SEQ "metrics:0"`},
+		{[]string{"show", "work:3"}, `SEQ "work:3"`},
+		{[]string{"show", "1", "--raw", "-o", "json"}, "--raw"},
+		{[]string{"list", "a", "b"}, "at most one JOB"},
+		{[]string{"list", "bad.job"}, `JOB "bad.job"`},
+		{[]string{"list", "-o", "yaml"}, "--output"},
+		{[]string{"redrive"}, "--job JOB"},
+		{[]string{"redrive", "1", "--all"}, "exactly one of"},
+		{[]string{"redrive", "--job", "a b"}, `--job "a b"`},
+		{[]string{"redrive", "1", "x"}, `SEQ "x"`},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			_, errOut, code := runPace(t, append([]string{"dead-letters"}, tc.args...)...)
+			if code != exitUsage || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d naming %s", code, errOut, exitUsage, tc.want)
+			}
+		})
+	}
+	for _, sub := range []string{"list", "show", "redrive"} {
+		out, _, code := runPace(t, "dead-letters", sub, "--help")
+		if code != exitOK || !strings.Contains(out, "Examples:") || !strings.Contains(out, "pace dead-letters "+sub) ||
+			!strings.Contains(out, "PACE_NATS_URL") {
+			t.Errorf("dead-letters %s --help: exit %d, no example or env:\n%s", sub, code, out)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,9 +107,13 @@ func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
 		t.Errorf("redriven %q with %v, want %q with X-Case and no Nats-Msg-Id", again.Data, again.Header, body)
 	}
 
-	_, errOut, code := runPace(t, "dead-letters", "show", "5", "--nats", url)
-	if code != exitRejected || !strings.Contains(errOut, "SEQ 5") {
-		t.Errorf("show of an unknown SEQ: exit %d, %q; want %d naming SEQ 5", code, errOut, exitRejected)
+	// Sequences holding nothing, or a message that is no dead letter (the
+	// redriven sample), are not letters.
+	for _, id := range []string{"5", fmt.Sprintf("metrics:%d", again.Sequence)} {
+		_, errOut, code := runPace(t, "dead-letters", "show", id, "--nats", url)
+		if code != exitRejected || !strings.Contains(errOut, "SEQ "+id) || !strings.Contains(errOut, "no dead letter") {
+			t.Errorf("show %s: exit %d, %q; want %d naming it", id, code, errOut, exitRejected)
+		}
 	}
 }
 

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/spf13/pflag"
 
@@ -68,6 +71,9 @@ func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Clie
 	c, err := bus.Connect(ctx, f.url, opts...)
 	if errors.Is(err, bus.ErrInvalidOption) {
 		return nil, usageError("%v", err)
+	}
+	if errors.Is(err, nats.ErrNoServers) {
+		err = fmt.Errorf("%w (is Pace running? 'pace up' prints the URL for --nats or PACE_NATS_URL)", err)
 	}
 	if err != nil {
 		return nil, signalled(ctx, err)

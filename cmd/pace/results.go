@@ -61,6 +61,7 @@ func (o *resultsOptions) run(ctx context.Context, a *app, job string) error {
 		opts = append(opts, bus.Follow())
 	}
 	enc := json.NewEncoder(a.stdout)
+	n := 0
 	for r, err := range c.Results(ctx, job, opts...) {
 		if err != nil {
 			if ctx.Err() != nil && o.follow {
@@ -68,6 +69,7 @@ func (o *resultsOptions) run(ctx context.Context, a *app, job string) error {
 			}
 			return signalled(ctx, err)
 		}
+		n++
 		if o.output == "json" {
 			if err := enc.Encode(resultLine{ItemID: r.ItemID, Result: r.Output}); err != nil {
 				return err
@@ -77,6 +79,9 @@ func (o *resultsOptions) run(ctx context.Context, a *app, job string) error {
 		if _, err := fmt.Fprintln(a.stdout, r.Output); err != nil {
 			return err
 		}
+	}
+	if n == 0 {
+		a.log.Warn("no results: the job has none and nothing waiting (is the name right? 'pace jobs' lists jobs)", "job", job)
 	}
 	return nil
 }

@@ -109,7 +109,10 @@ func (o *deadRedriveOptions) run(ctx context.Context, a *app, ids []string) erro
 		}
 	}
 	fmt.Fprintf(a.stdout, "redriven %d of %d dead letters (%d skipped, %d failed)\n", t.redriven, len(letters), t.skipped, t.failed)
-	return signalled(ctx, errors.Join(errs...))
+	if len(errs) > 0 {
+		return signalled(ctx, errors.Join(errs...))
+	}
+	return nil
 }
 
 // redrive sends l's message again, or skips it, and says which.

@@ -83,7 +83,10 @@ func findLetter(ctx context.Context, c *bus.Client, id string, store bus.LetterS
 	if errors.Is(err, bus.ErrLetterNotFound) {
 		return nil, rejected(fmt.Errorf("SEQ %s: %w (see pace dead-letters list)", id, err))
 	}
-	return l, signalled(ctx, err)
+	if err != nil {
+		return nil, signalled(ctx, err)
+	}
+	return l, nil
 }
 
 func printLetter(w io.Writer, l *bus.StoredLetter) error {

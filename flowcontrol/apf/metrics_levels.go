@@ -26,6 +26,7 @@ var (
 	descNextS        = levelDesc("next_s_bounds", "min and max, over queues, of S(oldest waiting request in queue)", "priority_level", "bound")
 	descNextDiscount = levelDesc("next_discounted_s_bounds", "min and max, over queues, of S(oldest waiting request in queue) - estimated work in progress", "priority_level", "bound")
 	descEpoch        = levelDesc("epoch_advance_total", "Number of times the queueset's progress meter jumped backward", "priority_level", "success")
+	descNoAccommod   = levelDesc("request_dispatch_no_accommodation_total", "Number of times a dispatch attempt resulted in a non accommodation due to lack of available seats", "priority_level", "flow_schema")
 )
 
 // levelCollector reads each priority level's limits, demand and virtual
@@ -43,7 +44,7 @@ func (c *levelCollector) set(g *Gate) {
 
 func (c *levelCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNominal, descLower, descUpper, descCurrent, descHighWater, descAverage, descStdev,
-		descSmoothed, descTarget, descCurrentR, descDispatchR, descLatestS, descNextS, descNextDiscount, descEpoch} {
+		descSmoothed, descTarget, descCurrentR, descDispatchR, descLatestS, descNextS, descNextDiscount, descEpoch, descNoAccommod} {
 		ch <- d
 	}
 }
@@ -81,5 +82,8 @@ func (c *levelCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvances), l.Name, "true")
 		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvanceFailure), l.Name, "false")
+		for fs, n := range l.QueueSet.NoAccommodation {
+			ch <- prometheus.MustNewConstMetric(descNoAccommod, prometheus.CounterValue, float64(n), l.Name, fs)
+		}
 	}
 }

@@ -324,7 +324,11 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	if d := pace.Dump(); d.SeatsInUse != 0 || d.Waiting != 0 {
 		t.Fatalf("pace not idle after drain: %+v", d)
 	}
-	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds)", compared, comparedDiscounted)
+	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds); %d heads did not fit",
+		compared, comparedDiscounted, pace.Dump().NoAccommodation["fs"])
+	if kubeMisses, paceMisses := kubeNoAccommodation(t, name), pace.Dump().NoAccommodation["fs"]; kubeMisses != paceMisses {
+		t.Fatalf("dispatch attempts whose head did not fit: kube %d, pace %d", kubeMisses, paceMisses)
+	}
 	if g := kubeDispatchGauges(t, name); dispatches == 0 && len(g) != 0 {
 		t.Fatalf("kube published dispatch gauges %v where pace never dispatched from a queue", g)
 	}
@@ -361,6 +365,31 @@ func kubeDispatchGauges(t *testing.T, level string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// kubeNoAccommodation reads kube's request_dispatch_no_accommodation_total
+// of flow schema "fs" at one priority level.
+func kubeNoAccommodation(t *testing.T, level string) int {
+	t.Helper()
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "apiserver_flowcontrol_request_dispatch_no_accommodation_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, lp := range m.Label {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["priority_level"] == level && labels["flow_schema"] == "fs" {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return 0
 }
 
 // paceDispatchGauges is the same view of Pace's last dispatch.

@@ -62,7 +62,9 @@ func (qs *QueueSet) startLocked(r *Request, now time.Time) {
 // findDispatchQueueLocked scans the queues round-robin from the one after the
 // last dispatch and returns the queue whose head has the strictly smallest
 // virtual finish, or nil if that head cannot be accommodated now (head-of-line
-// blocking: no other head is considered). On success robinIndex moves to it
+// blocking: no other head is considered; the miss is counted by the head's
+// flow schema, as kube's request_dispatch_no_accommodation_total). On
+// success robinIndex moves to it
 // and the bounds of the scan are recorded in lastDispatch (R and S by the
 // caller).
 func (qs *QueueSet) findDispatchQueueLocked() *queue {
@@ -90,7 +92,14 @@ func (qs *QueueSet) findDispatchQueueLocked() *queue {
 	}
 	// upstream's scan leaves robinIndex at start mod n, turning −1 into n−1
 	qs.robinIndex = ((start % n) + n) % n
-	if best == nil || !qs.canAccommodateLocked(best.waiting.head.est.MaxSeats()) {
+	if best == nil {
+		return nil
+	}
+	if h := best.waiting.head; !qs.canAccommodateLocked(h.est.MaxSeats()) {
+		if qs.noAccommodation == nil {
+			qs.noAccommodation = map[string]int{}
+		}
+		qs.noAccommodation[h.flowSchema]++
 		return nil
 	}
 	qs.robinIndex = bestIdx

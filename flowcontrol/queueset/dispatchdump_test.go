@@ -75,3 +75,30 @@ func TestLastDispatchWithoutQueues(t *testing.T) {
 }
 
 var approxFloats = cmp.Comparer(func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 })
+
+// TestNoAccommodation counts the dispatch attempts whose head does not fit,
+// by its flow schema: C = 2, one queue; b (2 seats) waits behind a (1 seat)
+// and is tried at its own arrival and at c's; when a finishes b fits.
+func TestNoAccommodation(t *testing.T) {
+	qs := mustQueueSet(t, Config{Name: "hol", Queues: 1, QueueLengthLimit: 5, HandSize: 1}, 2, eventclock.NewFake(t0))
+	start := func(seats int, fs string) *Request {
+		r, reason := qs.Start(work.Estimate{InitialSeats: seats}, 0, fs, fs, nil)
+		if r == nil {
+			t.Fatalf("%s rejected: %s", fs, reason)
+		}
+		return r
+	}
+	a := start(1, "a")
+	b := start(2, "b")
+	c := start(1, "c")
+	if diff := cmp.Diff(map[string]int{"b": 2}, qs.Dump().NoAccommodation); diff != "" {
+		t.Errorf("with b blocked (-want +got):\n%s", diff)
+	}
+	a.Finish(nil) // b fits; c then waits for seats, which is no attempt
+	b.Finish(nil)
+	c.Finish(nil)
+	if diff := cmp.Diff(map[string]int{"b": 2}, qs.Dump().NoAccommodation); diff != "" {
+		t.Errorf("at the end (-want +got):\n%s", diff)
+	}
+	checkInvariants(t, qs)
+}

@@ -2,6 +2,7 @@ package queueset
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/pace-platform/pace/flowcontrol/work"
@@ -27,6 +28,9 @@ type Dump struct {
 	// LastDispatch describes the last dispatch from a queue; its Dispatches
 	// is 0 before the first one (levels without queues never have one).
 	LastDispatch DispatchDump `json:"lastDispatch"`
+	// NoAccommodation counts, by flow schema, the dispatch attempts whose
+	// chosen head did not fit in the free seats.
+	NoAccommodation map[string]int `json:"noAccommodation,omitempty"`
 }
 
 // DispatchDump is virtual time as seen by the last dispatch from a queue:
@@ -82,6 +86,7 @@ func (qs *QueueSet) Dump() Dump {
 		SeatsInUse: qs.totSeatsInUse, SeatsWaiting: qs.totSeatsWaiting,
 		Dispatched: qs.dispatched, Rejected: qs.rejected, TimedOut: qs.timedOut,
 		EpochAdvances: qs.epochAdvances, EpochAdvanceFailure: qs.epochFailures, LastDispatch: qs.lastDispatch,
+		NoAccommodation: maps.Clone(qs.noAccommodation),
 	}
 	for _, q := range qs.queues {
 		qd := QueueDump{Index: q.index, NextDispatchR: q.nextDispatchR, SeatsInUse: q.seatsInUse,

@@ -60,6 +60,7 @@ type QueueSet struct {
 	epochAdvances, epochFailures   int
 	violation                      error // first over-limit dispatch, reported by CheckInvariants
 	lastDispatch                   DispatchDump
+	noAccommodation                map[string]int // by flow schema of the head that did not fit
 }
 
 // New returns a queue set with the given configuration and concurrency limit.

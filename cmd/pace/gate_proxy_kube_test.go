@@ -90,7 +90,8 @@ func TestProxyKubeAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeSeats := seatsCharged(t, cp.URL, kubetest.AdminToken) - before - 1 // minus the scrape of its own /metrics
-	t.Logf("%d configmaps of %d JSON bytes on average: the proxy charges %v seats for the list, kube-apiserver %v", n, size/n, got, kubeSeats)
+	t.Logf("%d configmaps of %d JSON bytes on average: the proxy charges %v seats for the list, kube-apiserver %v (its storage count of configmaps: %v)",
+		n, size/n, got, kubeSeats, metricSum(t, cp.URL, kubetest.AdminToken, "apiserver_resource_objects", `resource="configmaps"`))
 
 	for range 12 {
 		w, err := kc.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
@@ -115,6 +116,13 @@ func TestProxyKubeAPIServer(t *testing.T) {
 // not count), kube-apiserver's with token (the scrape counts one seat).
 func seatsCharged(t *testing.T, base, token string) float64 {
 	t.Helper()
+	return metricSum(t, base, token, "apiserver_flowcontrol_work_estimated_seats_sum", `flow_schema="exempt"`)
+}
+
+// metricSum adds the values of the series of name whose labels contain
+// label, scraped from base's /metrics with token.
+func metricSum(t *testing.T, base, token, name, label string) float64 {
+	t.Helper()
 	cfg := &rest.Config{Host: base, BearerToken: token}
 	if strings.HasPrefix(base, "https://") {
 		cfg.TLSClientConfig = rest.TLSClientConfig{Insecure: true} // kube-apiserver's own, just started
@@ -138,8 +146,7 @@ func seatsCharged(t *testing.T, base, token string) float64 {
 	var sum float64
 	for _, line := range strings.Split(string(body), "\n") {
 		series, value, ok := strings.Cut(line, " ")
-		if ok && strings.HasPrefix(series, "apiserver_flowcontrol_work_estimated_seats_sum{") &&
-			strings.Contains(series, `flow_schema="exempt"`) {
+		if ok && strings.HasPrefix(series, name+"{") && strings.Contains(series, label) {
 			v, err := strconv.ParseFloat(value, 64)
 			if err != nil {
 				t.Fatalf("%s: %v", line, err)

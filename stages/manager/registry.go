@@ -14,13 +14,16 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller"
 )
 
-// Built-in plugins, by kind. External controllers are registered at run
-// time (POST /plugins): any program that reads pace.metrics.<job>.progress
-// and publishes pace.decisions.<job> for the jobs whose spec names it.
+// Built-in plugins, by kind; the controllers are those of the controller
+// stage's registry, so the two cannot drift. External controllers are
+// registered at run time (POST /plugins): any program that reads
+// pace.metrics.<job>.progress and publishes pace.decisions.<job> for the
+// jobs whose spec names it.
 var builtinPlugins = map[string][]string{
-	"controller": {"default", "pid", "deadline"},
+	"controller": controller.Builtin().Names(),
 	"actuator":   {schemas.LocalActuator, schemas.KubernetesActuator},
 	"sink":       {"influxdb"},
 }

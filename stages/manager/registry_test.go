@@ -3,9 +3,11 @@ package manager_test
 import (
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pace-platform/pace/stages/controller"
 	"github.com/pace-platform/pace/stages/manager"
 )
 
@@ -74,6 +76,23 @@ func TestPluginRegistry(t *testing.T) {
 	e.submit("alice-token", doc)
 	if r := e.do("GET", "/plugins", "", ""); !strings.Contains(string(r.body), `"name":"my-mpc","component":"controller","source":"external"`) {
 		t.Errorf("GET /plugins = %s, want my-mpc", r.body)
+	}
+}
+
+// TestBuiltinControllersAccepted submits a job naming each controller the
+// controller stage has, so the API cannot refuse one the stage would run.
+func TestBuiltinControllersAccepted(t *testing.T) {
+	e := newEnv(t)
+	names := controller.Builtin().Names()
+	if !slices.Contains(names, "hpa") {
+		t.Fatalf("builtin controllers = %v, want hpa among them", names)
+	}
+	plugins := string(e.do("GET", "/plugins", "alice-token", "").body)
+	for _, name := range names {
+		e.submit("alice-token", `{"mode":"streaming","controller":{"name":"`+name+`"}}`)
+		if want := `"name":"` + name + `","component":"controller","source":"builtin"`; !strings.Contains(plugins, want) {
+			t.Errorf("GET /plugins = %s, want %s", plugins, want)
+		}
 	}
 }
 

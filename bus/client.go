@@ -26,6 +26,10 @@ type Client struct {
 	now    func() time.Time
 }
 
+// ErrNoServers is wrapped by Connect's error when no server of url could
+// be reached.
+var ErrNoServers = nats.ErrNoServers
+
 // Connect connects to the NATS server at url, retrying with exponential
 // backoff while it is unreachable (see WithConnectTimeout), and reconnecting
 // forever once connected. With WithServer the url may be empty.
@@ -70,7 +74,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		}
 		return err
 	}, backoff.WithContext(b, ctx), func(err error, next time.Duration) {
-		log.Warn("nats unreachable, retrying", "url", shown, "err", err, "retry_in", next)
+		log.Warn("nats unreachable, retrying", "url", shown, "err", err, "retry_in", next.String())
 	})
 	if err != nil {
 		if ctx.Err() != nil {

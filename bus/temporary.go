@@ -50,6 +50,6 @@ func RetryTemporary(ctx context.Context, log *slog.Logger, budget time.Duration,
 		}
 		return err
 	}, backoff.WithContext(b, ctx), func(err error, next time.Duration) {
-		log.Warn(what+" failed, retrying", "err", err, "retry_in", next)
+		log.Warn(what+" failed, retrying", "err", err, "retry_in", next.String()) // "1.5s", not nanoseconds in JSON
 	})
 }

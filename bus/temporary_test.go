@@ -1,7 +1,9 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,4 +94,41 @@ func TestWorkerStartedDuringAnOutageWaitsForTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, items, readResults(t, ctx, c, "outage"))
+}
+
+// TestRetryWaitIsLoggedAsADuration checks retry_in reads "200ms" in JSON
+// logs, not nanoseconds, and that an unreachable URL is ErrNoServers.
+func TestRetryWaitIsLoggedAsADuration(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	_, err := bus.Connect(testCtx(t), "nats://"+freeAddr(t), bus.WithLogger(log), bus.WithConnectTimeout(time.Second))
+	if !errors.Is(err, bus.ErrNoServers) {
+		t.Fatalf("connect to a closed port = %v, want ErrNoServers", err)
+	}
+	calls := 0
+	_ = bus.RetryTemporary(testCtx(t), log, time.Minute, "step", func(context.Context) error {
+		if calls++; calls < 2 {
+			return nats.ErrTimeout
+		}
+		return nil
+	})
+	n := 0
+	for line := range bytes.Lines(logs.Bytes()) {
+		var rec struct {
+			Msg     string `json:"msg"`
+			RetryIn any    `json:"retry_in"`
+		}
+		if err := json.Unmarshal(line, &rec); err != nil || rec.RetryIn == nil {
+			continue
+		}
+		n++
+		if s, ok := rec.RetryIn.(string); !ok {
+			t.Errorf("%s: retry_in = %v, want a duration string", rec.Msg, rec.RetryIn)
+		} else if _, err := time.ParseDuration(s); err != nil {
+			t.Errorf("%s: retry_in %q: %v", rec.Msg, s, err)
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d log lines with retry_in, want one of Connect and one of RetryTemporary:\n%s", n, logs.String())
+	}
 }

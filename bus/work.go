@@ -46,7 +46,11 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 		return err
 	}
 	if rec.State.Final() || rec.StopRequested {
-		return fmt.Errorf("push to %s: %w (%s, stop requested: %t)", job, ErrJobFinished, rec.State, rec.StopRequested)
+		why := string(rec.State)
+		if rec.StopRequested {
+			why += ", stop requested"
+		}
+		return fmt.Errorf("push to %s: %w (%s)", job, ErrJobFinished, why)
 	}
 	subject := c.prefix.Work(job)
 	now := c.now()

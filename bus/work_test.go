@@ -292,3 +292,30 @@ func TestDecodeRejects(t *testing.T) {
 		t.Errorf("headerless valid item: %v", err)
 	}
 }
+
+// TestPushToAFinishedJob checks the refusal says why: the final state, and
+// the stop request only when there is one.
+func TestPushToAFinishedJob(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	items := func() []schemas.WorkItem { return []schemas.WorkItem{{Payload: "x"}} }
+	for _, tc := range []struct {
+		job  string
+		set  func(*schemas.JobRecord)
+		want string
+	}{
+		{"done", func(r *schemas.JobRecord) { r.State = schemas.Completed }, "push to done: job is finished (completed)"},
+		{"stopping", func(r *schemas.JobRecord) { r.StopRequested = true }, "push to stopping: job is finished (ongoing, stop requested)"},
+	} {
+		if err := c.PushItems(ctx, tc.job, items()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.UpdateJob(ctx, tc.job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) { tc.set(r); return r, nil }); err != nil {
+			t.Fatal(err)
+		}
+		err := c.PushItems(ctx, tc.job, items())
+		if !errors.Is(err, bus.ErrJobFinished) || err.Error() != tc.want {
+			t.Errorf("push = %v, want %q", err, tc.want)
+		}
+	}
+}

@@ -102,8 +102,11 @@ func (f *controlFlags) validate(natsURL string) error {
 	default:
 		return usageError("--actuator %q: want local or none", f.actuator)
 	}
-	if f.grace < 0 || f.replicas < 1 {
-		return usageError("--worker-grace must not be negative and --max-local-replicas must be >= 1")
+	if f.grace < 0 {
+		return usageError("--worker-grace %s: must not be negative", f.grace)
+	}
+	if f.replicas < 1 {
+		return usageError("--max-local-replicas %d: must be at least 1", f.replicas)
 	}
 	return f.validateKube(natsURL)
 }

@@ -34,7 +34,7 @@ system:anonymous is in system:unauthenticated.`,
 		Example: `  pace apf classify --user alice --verb get --resource pods --namespace default
   pace apf classify --user system:node:n1 --group system:nodes --verb patch --resource nodes/status
   pace apf classify --user system:anonymous --verb get --path /healthz/etcd -o json
-  pace apf classify --user x --verb list --resource events --config my-apf.yaml`,
+  pace apf classify --user x --verb list --resource events --flowcontrol-config my-apf.yaml`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
 	}
@@ -47,8 +47,11 @@ system:anonymous is in system:unauthenticated.`,
 	f.StringVar(&o.attrs.Namespace, "namespace", "", "namespace (empty: cluster-scoped or all namespaces)")
 	f.StringVar(&o.attrs.Name, "name", "", "object name")
 	f.StringVar(&o.attrs.Path, "path", "", "URL path of a non-resource request")
-	f.StringVar(&o.config, "config", "", "FlowSchema/PriorityLevelConfiguration YAML applied over the defaults")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	// These describe one request: PACE_USER, PACE_PATH and the like mean other things.
+	noEnv(f, "user", "group", "verb", "resource", "api-group", "namespace", "name", "path")
+	addPolicyFile(f, &o.config)
+	addPolicyFileAlias(f, &o.config)
+	choiceVarP(f, &o.output, "output", "o", "table", "output format", "table", "json")
 	return cmd
 }
 
@@ -61,9 +64,6 @@ type classifyResult struct {
 }
 
 func (o *apfClassifyOptions) run(_ context.Context, a *app) error {
-	if o.output != "table" && o.output != "json" {
-		return usageError("--output %q: want table or json", o.output)
-	}
 	if (o.resource == "") == (o.attrs.Path == "") {
 		return usageError("give exactly one of --resource and --path")
 	}
@@ -84,7 +84,7 @@ func (o *apfClassifyOptions) run(_ context.Context, a *app) error {
 	if o.config != "" {
 		file, err := policy.LoadFile(o.config)
 		if err != nil {
-			return rejected(err)
+			return rejected(fmt.Errorf("--flowcontrol-config: %w", err))
 		}
 		objs = policy.Overlay(objs, file)
 	}

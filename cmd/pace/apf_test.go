@@ -45,6 +45,43 @@ func TestAPFClassifySeedExample(t *testing.T) {
 	}
 }
 
+// TestAPFClassifyPolicyFileFlags checks --flowcontrol-config, its
+// deprecated alias --config, and that PACE_CONFIG (read by neither) cannot
+// override the file given.
+func TestAPFClassifyPolicyFileFlags(t *testing.T) {
+	t.Setenv("PACE_CONFIG", "/does/not/exist.yaml")
+	for _, flag := range []string{"--flowcontrol-config", "--config"} {
+		out, errOut, code := runPace(t, "apf", "classify", "--user", "system:serviceaccount:default:default", "--verb", "list", "--resource", "events",
+			"--namespace", "default", flag, "../../examples/flowcontrol/list-events-default-service-account.yaml", "-o", "json")
+		if code != exitOK || !strings.Contains(out, `"flowSchema":"list-events-default-service-account"`) {
+			t.Errorf("%s: exit %d, out %s, err %s", flag, code, out, errOut)
+		}
+		if deprecated := strings.Contains(errOut, "flag deprecated"); deprecated != (flag == "--config") {
+			t.Errorf("%s: deprecation notice shown = %v", flag, deprecated)
+		}
+		if !strings.HasPrefix(out, "{") {
+			t.Errorf("%s: stdout %q is not JSON alone", flag, out)
+		}
+	}
+}
+
+// TestAPFClassifyIgnoresGenericEnv checks that the flags describing the
+// request read no environment variable: PACE_USER and PACE_PATH are set by
+// other tools, and PACE_PATH would make the request ambiguous.
+func TestAPFClassifyIgnoresGenericEnv(t *testing.T) {
+	for k, v := range map[string]string{"PACE_USER": "bob", "PACE_GROUP": "system:masters", "PACE_NAME": "x", "PACE_PATH": "/healthz", "PACE_NAMESPACE": "ns"} {
+		t.Setenv(k, v)
+	}
+	out, errOut, code := runPace(t, "apf", "classify", "--resource", "pods", "-o", "json")
+	if code != exitOK || !strings.Contains(out, `"flowSchema":"global-default","priorityLevel":"global-default","distinguisher":"system:anonymous"`) {
+		t.Errorf("exit %d, out %s, err %s; want the anonymous defaults", code, out, errOut)
+	}
+	help, _, _ := runPace(t, "apf", "classify", "--help")
+	if strings.Contains(help, "PACE_USER") || !strings.Contains(help, "PACE_FLOWCONTROL_CONFIG") {
+		t.Errorf("classify help names the wrong environment variables:\n%s", help)
+	}
+}
+
 func TestAPFValidate(t *testing.T) {
 	for _, f := range []string{"health-for-strangers.yaml", "list-events-default-service-account.yaml"} {
 		if _, errOut, code := runPace(t, "apf", "validate", "../../examples/flowcontrol/"+f); code != exitOK {

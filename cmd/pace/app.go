@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -114,15 +115,19 @@ Start it with 'pace up' (or try 'pace up --demo'). Then either submit a
 job with a deadline and let Pace run and scale its workers ('pace submit',
 'pace status', 'pace report'), or use a job's queue directly: push items
 with 'pace push', process them with 'pace worker' and read results with
-'pace results'. Every flag can also be set by an environment variable,
-named in its help (PACE_ and the flag's name).`,
+'pace results'. Most flags can also be set by an environment variable,
+named in their help (PACE_ and the flag's name).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
-			return a.setupLogger()
+			if err := a.setupLogger(); err != nil {
+				return err
+			}
+			warnDeprecated(cmd, a.log)
+			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -162,11 +167,18 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// envAnnotation overrides the environment variable of a flag.
+// envAnnotation overrides the environment variable of a flag; "" means none.
 const envAnnotation = "pace-env"
 
+// noEnv exempts the named flags of fs from the environment rule.
+func noEnv(fs *pflag.FlagSet, names ...string) {
+	for _, n := range names {
+		_ = fs.SetAnnotation(n, envAnnotation, []string{""})
+	}
+}
+
 // envName is the environment variable read for a flag: its envAnnotation, or
-// PACE_ and the flag in upper snake case.
+// PACE_ and the flag in upper snake case; "" when it reads none.
 func envName(f *pflag.Flag) string {
 	if v := f.Annotations[envAnnotation]; len(v) == 1 {
 		return v[0]
@@ -179,7 +191,7 @@ func envName(f *pflag.Flag) string {
 func applyEnv(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" {
+		if err != nil || f.Changed || f.Name == "help" || envName(f) == "" {
 			return
 		}
 		if v, ok := os.LookupEnv(envName(f)); ok {
@@ -191,10 +203,65 @@ func applyEnv(cmd *cobra.Command) error {
 	return err
 }
 
+// deprecatedAnnotation holds the flag to use instead of a deprecated one.
+const deprecatedAnnotation = "pace-deprecated"
+
+// deprecate hides a flag kept for old command lines in favour of instead.
+// Using it logs a warning; pflag's MarkDeprecated would print one through
+// cobra on stdout, into the output of -o json.
+func deprecate(fs *pflag.FlagSet, name, instead string) {
+	_ = fs.MarkHidden(name)
+	_ = fs.SetAnnotation(name, deprecatedAnnotation, []string{instead})
+}
+
+// warnDeprecated logs each deprecated flag set on cmd's command line.
+func warnDeprecated(cmd *cobra.Command, log *slog.Logger) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if v := f.Annotations[deprecatedAnnotation]; len(v) == 1 {
+			log.Warn("flag deprecated", "flag", "--"+f.Name, "use", v[0])
+		}
+	})
+}
+
+// choiceValue is a string flag limited to a few values, so a bad one is
+// refused where it was set: on the command line or in its environment
+// variable (PACE_OUTPUT serves commands with different formats).
+type choiceValue struct {
+	p       *string
+	choices []string
+}
+
+// choiceVarP registers a choiceValue flag; usage gets the choices appended.
+func choiceVarP(fs *pflag.FlagSet, p *string, name, short, value, usage string, choices ...string) {
+	*p = value
+	c := &choiceValue{p: p, choices: choices}
+	fs.VarP(c, name, short, usage+": "+c.want())
+}
+
+// want lists the choices: "a, b or c".
+func (c *choiceValue) want() string {
+	n := len(c.choices)
+	if n == 1 {
+		return c.choices[0]
+	}
+	return strings.Join(c.choices[:n-1], ", ") + " or " + c.choices[n-1]
+}
+
+func (c *choiceValue) Set(v string) error {
+	if !slices.Contains(c.choices, v) {
+		return fmt.Errorf("want %s", c.want())
+	}
+	*c.p = v
+	return nil
+}
+
+func (c *choiceValue) String() string { return *c.p }
+func (c *choiceValue) Type() string   { return "string" }
+
 // annotateEnv appends each flag's environment variable to its help text.
 func annotateEnv(cmd *cobra.Command) {
 	note := func(f *pflag.Flag) {
-		if f.Name != "help" && !strings.Contains(f.Usage, "(env ") {
+		if f.Name != "help" && envName(f) != "" && !strings.Contains(f.Usage, "(env ") {
 			f.Usage += " (env " + envName(f) + ")"
 		}
 	}

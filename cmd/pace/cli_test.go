@@ -288,7 +288,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad job", []string{"push", "a.b"}, nil, exitUsage, `job "a.b"`},
 		{"worker without exec", []string{"worker", "j"}, nil, exitUsage, "--exec is required"},
 		{"bad concurrency", []string{"worker", "j", "--exec", "cat", "-c", "0"}, nil, exitUsage, "--concurrency 0"},
-		{"bad output", []string{"results", "j", "-o", "yaml"}, nil, exitUsage, `--output "yaml"`},
+		{"bad output", []string{"results", "j", "-o", "yaml"}, nil, exitUsage, `invalid argument "yaml" for "-o, --output" flag: want text or json`},
 		{"bad env", []string{"worker", "j", "--exec", "cat"}, map[string]string{"PACE_CONCURRENCY": "many"}, exitUsage, "PACE_CONCURRENCY"},
 		{"bad size", []string{"up", "--max-store", "lots"}, nil, exitUsage, "--max-store"},
 		{"bad http", []string{"up", "--http", "8080"}, nil, exitUsage, "--http"},
@@ -324,8 +324,9 @@ func TestUsageErrors(t *testing.T) {
 func TestEnvFillsFlagsAndFlagsWin(t *testing.T) {
 	t.Setenv("PACE_OUTPUT", "yaml")
 	var stdout, stderr bytes.Buffer
+	// pace results has no yaml: the error names the variable that set it.
 	if code := run(context.Background(), []string{"results", "j"}, nil, &stdout, &stderr); code != exitUsage ||
-		!strings.Contains(stderr.String(), `--output "yaml"`) {
+		!strings.Contains(stderr.String(), `PACE_OUTPUT="yaml": want text or json`) {
 		t.Errorf("env not applied: code %d, %s", code, stderr.String())
 	}
 	// The flag beats the environment: with -o json the env value is ignored and

@@ -16,7 +16,6 @@ import (
 // flowcontrolFlags are the API Priority and Fairness flags of pace up and
 // pace gate proxy, with kube-apiserver's names and defaults.
 type flowcontrolFlags struct {
-	configFlag  string // the name of the flag of config
 	config      string
 	tokenFile   string
 	maxInflight int
@@ -24,11 +23,25 @@ type flowcontrolFlags struct {
 	enabled     bool
 }
 
-// add registers the flags; configFlag names the policy file flag
-// ("flowcontrol-config" for pace up, "config" for the proxy).
-func (f *flowcontrolFlags) add(fs *pflag.FlagSet, configFlag string) {
-	f.addSeats(fs, configFlag)
+// add registers the flags.
+func (f *flowcontrolFlags) add(fs *pflag.FlagSet) {
+	f.addSeats(fs)
 	f.addTokens(fs)
+}
+
+// addPolicyFile registers --flowcontrol-config, the policy file read into p.
+func addPolicyFile(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "flowcontrol-config", "", "FlowSchema and PriorityLevelConfiguration YAML applied over the defaults")
+}
+
+// addPolicyFileAlias keeps --config, the name pace gate proxy and pace apf
+// classify first gave --flowcontrol-config, as a deprecated alias. It reads
+// no environment variable, so PACE_CONFIG cannot override the new flag.
+func addPolicyFileAlias(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "config", "", "deprecated alias of --flowcontrol-config")
+	deprecate(fs, "config", "--flowcontrol-config")
+	noEnv(fs, "config")
+	fs.Lookup("flowcontrol-config").Usage += "; --config is its deprecated alias"
 }
 
 // addTokens registers --token-file alone (stages that authenticate callers
@@ -39,9 +52,8 @@ func (f *flowcontrolFlags) addTokens(fs *pflag.FlagSet) {
 
 // addSeats registers the APF flags without --token-file (the bus gate,
 // whose requests carry their user).
-func (f *flowcontrolFlags) addSeats(fs *pflag.FlagSet, configFlag string) {
-	f.configFlag = configFlag
-	fs.StringVar(&f.config, configFlag, "", "FlowSchema and PriorityLevelConfiguration YAML applied over the defaults")
+func (f *flowcontrolFlags) addSeats(fs *pflag.FlagSet) {
+	addPolicyFile(fs, &f.config)
 	fs.IntVar(&f.maxInflight, "max-requests-inflight", 400, "seats for read-only requests (with APF: added to the mutating ones to form the server concurrency limit)")
 	fs.IntVar(&f.maxMutating, "max-mutating-requests-inflight", 200, "seats for mutating requests")
 	fs.BoolVar(&f.enabled, "enable-priority-and-fairness", true, "queue requests by API Priority and Fairness; false: only the two max-inflight limits")
@@ -55,7 +67,7 @@ func (f *flowcontrolFlags) file() (policy.Objects, error) {
 	}
 	objs, err := policy.LoadFile(f.config)
 	if err != nil {
-		return policy.Objects{}, rejected(fmt.Errorf("--%s: %w", f.configFlag, err))
+		return policy.Objects{}, rejected(fmt.Errorf("--flowcontrol-config: %w", err))
 	}
 	return objs, nil
 }

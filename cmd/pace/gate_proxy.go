@@ -50,7 +50,7 @@ func newGateProxyCmd(a *app) *cobra.Command {
 API Priority and Fairness admits it. Requests are authenticated with
 --token-file (else anonymous), parsed as Kubernetes API paths (verb from
 method and path, API group, resource/subresource, namespace, name, list vs
-get, watch), classified by the FlowSchemas of --config over the defaults,
+get, watch), classified by the FlowSchemas of --flowcontrol-config over the defaults,
 charged seats by kube-apiserver's work estimator, and queued per priority
 level; rejected ones get 429 with Retry-After. Watches hold their seat until
 the upstream starts responding; exec, attach, port-forward, proxy and log
@@ -70,19 +70,21 @@ The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
 itself.`,
 		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --http :8443 --tls-cert proxy.crt --tls-key proxy.key --token-file tokens.csv
-  pace gate proxy --upstream http://127.0.0.1:9000 --config apf.yaml --max-requests-inflight 10 --max-mutating-requests-inflight 10`,
+  pace gate proxy --upstream http://127.0.0.1:9000 --flowcontrol-config apf.yaml --max-requests-inflight 10 --max-mutating-requests-inflight 10`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.upstream, "upstream", "", "URL of the API to protect (required)")
-	o.http.add(f, "127.0.0.1:8001")
+	o.http.add(f, "127.0.0.1:8001", "HTTP listen address of the proxied API, health, metrics and the APF dumps")
 	f.StringVar(&o.http.addr, "listen", "127.0.0.1:8001", "listen address")
-	_ = f.MarkDeprecated("listen", "use --http")
+	deprecate(f, "listen", "--http")
+	noEnv(f, "listen") // PACE_LISTEN must not override --http
 	f.StringVar(&o.upstreamCA, "upstream-ca", "", "CA file (PEM) that verifies an https --upstream (default: the system roots)")
 	f.StringVar(&o.upstreamCert, "upstream-cert", "", "client certificate file (PEM) presented to the upstream")
 	f.StringVar(&o.upstreamKey, "upstream-key", "", "private key file (PEM) of --upstream-cert")
-	o.fc.add(f, "config")
+	o.fc.add(f)
+	addPolicyFileAlias(f, &o.fc.config)
 	return cmd
 }
 

@@ -134,7 +134,7 @@ func startProxy(t *testing.T, upstream string, args ...string) string {
 	if err := os.WriteFile(tokens, []byte("elephant,elephant,1\nmouse,mouse,2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return runProxy(t, append([]string{"--upstream", upstream, "--config", cfg, "--token-file", tokens}, args...)...)
+	return runProxy(t, append([]string{"--upstream", upstream, "--flowcontrol-config", cfg, "--token-file", tokens}, args...)...)
 }
 
 // runProxy starts pace gate proxy with args on a free port and returns the
@@ -274,5 +274,24 @@ func TestProxyPriorityLevelIsolation(t *testing.T) {
 	// One seat each and equal latency: concurrency is proportional to dispatches.
 	if e, m := got["elephant"], got["mouse"]; e > 2*m || m > 2*e || m == 0 {
 		t.Errorf("elephant %.3f vs mouse %.3f: not within a factor of 2", e, m)
+	}
+}
+
+// TestGateProxyFlags checks the proxy's own --http help and that its policy
+// file is --flowcontrol-config, with --config a deprecated alias.
+func TestGateProxyFlags(t *testing.T) {
+	help, _, _ := runPace(t, "gate", "proxy", "--help")
+	if !strings.Contains(help, "HTTP listen address of the proxied API") || strings.Contains(help, "by stage") {
+		t.Errorf("--http help of gate proxy:\n%s", help)
+	}
+	missing := filepath.Join(t.TempDir(), "apf.yaml")
+	for _, flag := range []string{"--flowcontrol-config", "--config"} {
+		_, errOut, code := runPace(t, "gate", "proxy", "--upstream", "http://127.0.0.1:9", flag, missing)
+		if code != exitRejected || !strings.Contains(errOut, "--flowcontrol-config: ") || !strings.Contains(errOut, missing) {
+			t.Errorf("%s %s: exit %d, stderr %q; want %d naming --flowcontrol-config and the file", flag, missing, code, errOut, exitRejected)
+		}
+		if deprecated := strings.Contains(errOut, "flag deprecated"); deprecated != (flag == "--config") {
+			t.Errorf("%s: deprecation notice shown = %v", flag, deprecated)
+		}
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
@@ -72,7 +70,7 @@ func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Clie
 	if errors.Is(err, bus.ErrInvalidOption) {
 		return nil, usageError("%v", err)
 	}
-	if errors.Is(err, nats.ErrNoServers) {
+	if errors.Is(err, bus.ErrNoServers) {
 		err = fmt.Errorf("%w (is Pace running? 'pace up' prints the URL for --nats or PACE_NATS_URL)", err)
 	}
 	if err != nil {

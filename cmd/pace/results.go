@@ -33,7 +33,7 @@ with item_id and result.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },
 	}
 	o.nats.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "text", "output format", "text", "json")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep waiting for new results")
 	return cmd
 }
@@ -47,9 +47,6 @@ type resultLine struct {
 func (o *resultsOptions) run(ctx context.Context, a *app, job string) error {
 	if !schemas.ValidToken(job) {
 		return usageError("job %q: must be 1-128 letters, digits, '-' or '_'", job)
-	}
-	if o.output != "text" && o.output != "json" {
-		return usageError("--output %q: want text or json", o.output)
 	}
 	c, err := o.nats.connect(ctx, a, "pace-results")
 	if err != nil {

@@ -38,7 +38,7 @@ replica also moves items past their max deliveries to the dead-letter stream
 and answers the visualizer's requests for its APF state
 (pace.flowcontrol.dump).`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
-			f.fc.add(fs, "flowcontrol-config")
+			f.fc.add(fs)
 			f.manager.add(fs)
 			fs.StringVar(&f.uiURL, "ui-url", "", `base URL of the web UI for jobs' visualizer_url, e.g. https://pace.example/ui ("" = none)`)
 		},
@@ -78,7 +78,7 @@ must apply in order, so it runs on the leader; local workers are children of
 the leader and stop with its term. The leader answers the visualizer's
 requests for its APF state (pace.flowcontrol.dump).`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
-			f.fc.addSeats(fs, "flowcontrol-config")
+			f.fc.addSeats(fs)
 			f.control.add(fs)
 		},
 		validate: func(f *stageFlags, natsURL string) error {
@@ -165,7 +165,7 @@ func newStageRunCmd(a *app, d stageDef) *cobra.Command {
 	}
 	f := cmd.Flags()
 	o.nats.add(f)
-	o.f.http.add(f, ":8080")
+	o.f.http.add(f, ":8080", "HTTP listen address for health, metrics and (by stage) the API and UI")
 	o.f.prov.add(f, "no bound")
 	f.StringVar(&o.identity, "identity", "", "name of this replica in leader election and logs, unique per process (default: host name and process id)")
 	d.flags(&o.f, f)

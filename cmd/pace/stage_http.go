@@ -27,8 +27,9 @@ type httpFlags struct {
 	tls     *tls.Config // loaded by validate when both files are set
 }
 
-func (f *httpFlags) add(fs *pflag.FlagSet, addr string) {
-	fs.StringVar(&f.addr, "http", addr, "HTTP listen address for health, metrics and (by stage) the API and UI")
+// add registers the flags; usage says what the command serves on --http.
+func (f *httpFlags) add(fs *pflag.FlagSet, addr, usage string) {
+	fs.StringVar(&f.addr, "http", addr, usage)
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate file (PEM) of the HTTP server; with --tls-key it serves HTTPS")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key file (PEM) of --tls-cert")
 }

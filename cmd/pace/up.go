@@ -65,7 +65,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.data, "data", "./pace-data", "directory for Pace's data (the JetStream store)")
-	o.f.http.add(f, "127.0.0.1:8080")
+	o.f.http.add(f, "127.0.0.1:8080", "HTTP listen address for the API, the UI, health and metrics")
 	f.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", `NATS listen address for workers and clients ("" = in-process only)`)
 	f.Var(&o.maxMemory, "max-memory", "JetStream memory limit, e.g. 256MiB")
 	f.Var(&o.maxStore, "max-store", "JetStream disk limit, e.g. 10GiB")
@@ -73,7 +73,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
 	o.f.prov.add(f, "a quarter of --max-store")
 	o.f.monitor.add(f)
-	o.f.fc.add(f, "flowcontrol-config")
+	o.f.fc.add(f)
 	o.f.manager.add(f)
 	o.f.control.add(f)
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")

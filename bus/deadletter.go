@@ -197,48 +197,6 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 	return nil
 }
 
-// Redrive publishes a dead letter's message again, to be worked on anew:
-// a malformed message exactly as it was kept (Raw and Header, to Subject),
-// presumably after fixing what made it unreadable, or an item that used up
-// its deliveries as the same item (id and payload) on its job's queue. The
-// Nats-Msg-Id header is left out: JetStream would discard the message as a
-// duplicate of the dead one within its de-duplication window. The dead
-// letter stays, as a record. Redriving an item of a finished job returns
-// ErrJobFinished.
-func (c *Client) Redrive(ctx context.Context, d *schemas.DeadLetter) error {
-	if errs := d.Validate(); len(errs) > 0 {
-		return fmt.Errorf("%w: dead_letter: %w", ErrMalformed, errs.ToAggregate())
-	}
-	var msg *nats.Msg
-	switch {
-	case d.Reason == schemas.Malformed && d.Raw != nil && d.Subject != "":
-		msg = &nats.Msg{Subject: d.Subject, Data: d.Raw, Header: nats.Header{}}
-		for k, v := range d.Header {
-			msg.Header[k] = slices.Clone(v)
-		}
-		msg.Header.Del(schemas.HeaderMsgID)
-	case d.Reason == schemas.MaxDeliveries && d.ItemID != "":
-		rec, err := c.OpenJob(ctx, d.Job)
-		if err != nil {
-			return err
-		}
-		if rec.State.Final() || rec.StopRequested {
-			return fmt.Errorf("redrive to %s: %w (%s)", d.Job, ErrJobFinished, rec.State)
-		}
-		item := &schemas.WorkItem{ID: d.ItemID, Job: d.Job, Payload: d.Payload, CreatedAt: c.now()}
-		if msg, err = NewMsg(MessageContext(ctx, d.Header), c.prefix.Work(d.Job), item); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("%w: dead letter of %s (sequence %d) keeps no message to redrive (a version 1 malformed letter?)",
-			ErrMalformed, d.Job, d.Sequence)
-	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("redrive to %s: %w", msg.Subject, err)
-	}
-	return nil
-}
-
 // ErrLetterNotFound is returned by Client.Letter for a sequence that holds
 // no dead letter.
 var ErrLetterNotFound = errors.New("no dead letter at this sequence")
@@ -313,15 +271,11 @@ func (c *Client) Letters(ctx context.Context, store LetterStore, job string, fol
 // ErrLetterNotFound when that sequence holds none (never used, deleted, or
 // another kind of message).
 func (c *Client) Letter(ctx context.Context, store LetterStore, seq uint64) (*StoredLetter, error) {
-	family, filter, err := c.letterSubject(store, "*")
+	stream, filter, err := c.letterStream(ctx, store)
 	if err != nil {
 		return nil, err
 	}
-	name := c.prefix.Stream(family)
-	stream, err := c.js.Stream(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", name, err)
-	}
+	name := stream.CachedInfo().Config.Name
 	raw, err := stream.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && !server.SubjectMatchesFilter(raw.Subject, filter)) {
 		return nil, fmt.Errorf("%s sequence %d: %w", name, seq, ErrLetterNotFound)
@@ -334,4 +288,19 @@ func (c *Client) Letter(ctx context.Context, store LetterStore, seq uint64) (*St
 		return nil, fmt.Errorf("%s sequence %d: %w", name, seq, err)
 	}
 	return &StoredLetter{DeadLetter: d, Store: store, Seq: seq}, nil
+}
+
+// letterStream returns the stream that keeps store's letters and their
+// subject filter for every job.
+func (c *Client) letterStream(ctx context.Context, store LetterStore) (jetstream.Stream, string, error) {
+	family, filter, err := c.letterSubject(store, "*")
+	if err != nil {
+		return nil, "", err
+	}
+	name := c.prefix.Stream(family)
+	stream, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, "", fmt.Errorf("stream %s: %w", name, err)
+	}
+	return stream, filter, nil
 }

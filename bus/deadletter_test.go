@@ -1,8 +1,12 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,19 +85,52 @@ func TestMalformedItemsAreKeptByteForByteAndRedriven(t *testing.T) {
 	}
 	bustest.CheckKept(t, cases, stored)
 
-	// Redrive: each message goes back to its subject as it was, minus its
-	// Nats-Msg-Id (else JetStream would drop it as a duplicate), and is
-	// dead-lettered again, unchanged.
-	for _, d := range stored {
-		if err := c.Redrive(ctx, d); err != nil {
-			t.Fatalf("redrive %s: %v", d.Header[bustest.CaseHeader], err)
+	// Redrive: each message goes back to its subject as it was, its
+	// Nats-Msg-Id naming the letter (the dead message's would make
+	// JetStream drop it as a duplicate), its letter is removed, and it is
+	// dead-lettered again, unchanged. A letter redriven twice is sent once.
+	var letters []*bus.StoredLetter
+	for l, err := range c.Letters(ctx, bus.DeadItems, job, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		letters = append(letters, l)
+	}
+	for _, l := range letters {
+		if err := c.Redrive(ctx, l); err != nil {
+			t.Fatalf("redrive %s: %v", l.Header[bustest.CaseHeader], err)
+		}
+		if err := c.Redrive(ctx, l); !errors.Is(err, bus.ErrLetterNotFound) {
+			t.Errorf("second redrive of %s: err = %v, want ErrLetterNotFound", l.Header[bustest.CaseHeader], err)
 		}
 	}
-	again := readDead(t, ctx, c, job, 2*len(cases))[len(cases):]
+	again := readDead(t, ctx, c, job, len(cases))
+	for _, d := range again {
+		if id := nats.Header(d.Header).Get(schemas.HeaderMsgID); !strings.HasPrefix(id, "pace-redrive/PACE_DEAD/") {
+			t.Errorf("redriven %s has Nats-Msg-Id %q, want the letter's", d.Header[bustest.CaseHeader], id)
+		}
+		nats.Header(d.Header).Del(schemas.HeaderMsgID)
+	}
 	for _, m := range cases {
 		m.Header.Del(schemas.HeaderMsgID)
 	}
 	bustest.CheckKept(t, cases, again)
+	if n := letterCount(t, ctx, c, job); n != len(cases) {
+		t.Errorf("%d letters after the redrive, want %d: each redriven once, its old letter removed", n, len(cases))
+	}
+}
+
+// letterCount is the number of job's letters in PACE_DEAD.
+func letterCount(t *testing.T, ctx context.Context, c *bus.Client, job string) int {
+	t.Helper()
+	n := 0
+	for _, err := range c.Letters(ctx, bus.DeadItems, job, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
 }
 
 func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
@@ -127,15 +164,139 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 		t.Fatalf("dead letter = %+v, want item %s, its payload, subject and headers", d, items[0].ID)
 	}
 	close(fixed)
-	if err := c.Redrive(ctx, d); err != nil {
+	l, err := c.Letter(ctx, bus.DeadItems, 1)
+	if err != nil || l.ItemID != d.ItemID {
+		t.Fatalf("letter 1 = %+v (%v), want item %s's", l, err, d.ItemID)
+	}
+	if err := c.Redrive(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	res := readResults(t, ctx, c, job)
 	if len(res) != 1 || res[0].ItemID != items[0].ID || res[0].Output != "ok flaky" {
 		t.Fatalf("results = %+v, want the redriven item's", res)
 	}
-	if err := c.Redrive(ctx, &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, At: time.Now()}); !errors.Is(err, bus.ErrMalformed) {
+	if n := letterCount(t, ctx, c, job); n != 0 {
+		t.Errorf("%d letters after the redrive, want none", n)
+	}
+	if ws, err := c.JobWork(ctx, job); err != nil || ws.Results != 1 || ws.Dead != 0 {
+		t.Errorf("work state = %+v (%v), want 1 result and 0 dead", ws, err)
+	}
+
+	// A letter left beside its item's result (a redrive interrupted
+	// before it removed the letter, or a late success) does not count, and
+	// redriving it sends nothing and removes it.
+	stale := &schemas.DeadLetter{Job: job, ItemID: items[0].ID, Reason: schemas.MaxDeliveries, Payload: "flaky", At: time.Now()}
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := c.JobWork(ctx, job); err != nil || ws.Dead != 0 {
+		t.Errorf("work state with a stale letter = %+v (%v), want 0 dead", ws, err)
+	}
+	l, err = c.Letter(ctx, bus.DeadItems, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Redrive(ctx, l); !errors.Is(err, bus.ErrHasResult) {
+		t.Errorf("redrive of a stale letter: err = %v, want ErrHasResult", err)
+	}
+	if n := letterCount(t, ctx, c, job); n != 0 {
+		t.Errorf("%d letters after redriving a stale one, want none", n)
+	}
+	if res := readResults(t, ctx, c, job); len(res) != 1 {
+		t.Errorf("%d results, want 1", len(res))
+	}
+
+	empty := &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, At: time.Now()}
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), empty, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Redrive(ctx, &bus.StoredLetter{Store: bus.DeadItems, Seq: 3}); !errors.Is(err, bus.ErrMalformed) {
 		t.Errorf("redrive of a letter without its message: err = %v, want ErrMalformed", err)
+	}
+}
+
+// TestLettersAndLetter reads letters of two jobs from both stores, as the
+// CLI does: by job, for every job, one by sequence, and as they come.
+func TestLettersAndLetter(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	publish := func(subject string, d *schemas.DeadLetter) {
+		t.Helper()
+		if err := c.PublishDeadLetter(ctx, subject, d, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Now()
+	publish(c.Prefix().Dead("a"), &schemas.DeadLetter{Job: "a", ItemID: "i1", Reason: schemas.MaxDeliveries, Payload: "p", At: at})
+	publish(c.Prefix().Dead("b"), &schemas.DeadLetter{Job: "b", ItemID: "i2", Reason: schemas.MaxDeliveries, Payload: "q", At: at})
+	publish(c.Prefix().Metrics("a", schemas.DeadMetrics), bus.MalformedLetter("a", "pace.metrics.a.raw", []byte{0xff}, nil, errors.New("not UTF-8"), at))
+	// Not a dead letter: skipped by Letters, not found by Letter.
+	if _, err := c.JetStream().Publish(ctx, c.Prefix().Dead("a"), []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+
+	list := func(store bus.LetterStore, job string) (out []string) {
+		t.Helper()
+		for l, err := range c.Letters(ctx, store, job, false) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s:%d:%s:%s", l.Store, l.Seq, l.Job, l.ItemID))
+		}
+		return out
+	}
+	if got, want := list(bus.DeadItems, "a"), []string{"dead:1:a:i1"}; !slices.Equal(got, want) {
+		t.Errorf("letters of a = %v, want %v", got, want)
+	}
+	if got, want := list(bus.DeadItems, "*"), []string{"dead:1:a:i1", "dead:2:b:i2"}; !slices.Equal(got, want) {
+		t.Errorf("letters of every job = %v, want %v", got, want)
+	}
+	if got := list(bus.DeadMessages, "a"); len(got) != 1 || !strings.HasPrefix(got[0], "metrics:") {
+		t.Errorf("set-aside letters of a = %v, want one", got)
+	}
+	for _, err := range c.Letters(ctx, "bogus", "a", false) {
+		if !errors.Is(err, bus.ErrInvalidOption) {
+			t.Errorf("letters of store bogus: err = %v, want ErrInvalidOption", err)
+		}
+	}
+
+	l, err := c.Letter(ctx, bus.DeadItems, 2)
+	if err != nil || l.Job != "b" || l.ItemID != "i2" || l.Payload != "q" || l.Seq != 2 || l.Store != bus.DeadItems {
+		t.Errorf("letter 2 = %+v (%v), want b's item i2", l, err)
+	}
+	if _, err := c.Letter(ctx, bus.DeadItems, 99); !errors.Is(err, bus.ErrLetterNotFound) {
+		t.Errorf("letter 99: err = %v, want ErrLetterNotFound", err)
+	}
+	if l, err := c.Letter(ctx, bus.DeadMessages, 1); err != nil || l.Job != "a" || !bytes.Equal(l.Raw, []byte{0xff}) {
+		t.Errorf("letter metrics:1 = %+v (%v), want a's set-aside sample", l, err)
+	}
+	if _, err := c.Letter(ctx, bus.DeadItems, 3); !errors.Is(err, bus.ErrMalformed) {
+		t.Errorf("letter 3 (junk): err = %v, want ErrMalformed", err)
+	}
+	if _, err := c.Letter(ctx, "bogus", 1); !errors.Is(err, bus.ErrInvalidOption) {
+		t.Errorf("letter of store bogus: err = %v, want ErrInvalidOption", err)
+	}
+
+	// follow: a letter stored later is yielded too.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got, done := make(chan string, 4), make(chan struct{})
+	go func() {
+		defer close(done)
+		for l, err := range c.Letters(fctx, bus.DeadItems, "b", true) {
+			if err != nil {
+				return
+			}
+			got <- l.ItemID
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	if id := <-got; id != "i2" {
+		t.Fatalf("followed letter = %s, want i2", id)
+	}
+	publish(c.Prefix().Dead("b"), &schemas.DeadLetter{Job: "b", ItemID: "i3", Reason: schemas.MaxDeliveries, Payload: "r", At: at})
+	if id := <-got; id != "i3" {
+		t.Errorf("followed letter = %s, want i3", id)
 	}
 }
 

@@ -15,7 +15,8 @@ type WorkState struct {
 	// Pending items wait in the main queue; InFlight are delivered and
 	// not yet acknowledged (being processed or waiting for a retry).
 	Pending, InFlight int
-	// Results and Dead count items with a result and dead letters.
+	// Results counts items with a result; Dead counts the job's items
+	// with a dead letter and no result, and its unreadable messages.
 	Results, Dead int
 }
 
@@ -40,8 +41,43 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 	if err != nil {
 		return ws, err
 	}
-	ws.Dead = int(dead[c.prefix.Dead(job)])
-	return ws, nil
+	if dead[c.prefix.Dead(job)] > 0 {
+		ws.Dead, err = c.deadItems(ctx, job, results)
+	}
+	return ws, err
+}
+
+// DeadItems counts job's items with a dead letter and no result, and its
+// letters of unreadable messages: WorkState.Dead alone.
+func (c *Client) DeadItems(ctx context.Context, job string) (int, error) {
+	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
+	if err != nil {
+		return 0, err
+	}
+	return c.deadItems(ctx, job, results)
+}
+
+// deadItems counts job's items with a dead letter and no result in
+// results (counts per result subject), once each however many letters they
+// have, and its letters of unreadable messages. A letter can outlive its
+// item's result: the item succeeded late, or a redrive was interrupted
+// before it removed the letter. It reads every letter of job, which a job
+// without dead letters is spared.
+func (c *Client) deadItems(ctx context.Context, job string, results map[string]uint64) (int, error) {
+	n, seen := 0, map[string]bool{}
+	for l, err := range c.Letters(ctx, DeadItems, job, false) {
+		if err != nil {
+			return 0, fmt.Errorf("dead letters of %s: %w", job, err)
+		}
+		switch {
+		case l.ItemID == "":
+			n++
+		case !seen[l.ItemID] && results[c.prefix.Results(job, l.ItemID)] == 0:
+			seen[l.ItemID] = true
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (c *Client) subjectCounts(ctx context.Context, family, filter string) (map[string]uint64, error) {

@@ -30,11 +30,13 @@ unreadable message byte for byte to its subject, once whatever could not
 read it is fixed. It prints one line per letter and a total.
 
 Every SEQ is looked up before anything is sent: an unknown one redrives
-nothing. A letter named twice is sent once. A dead item that already has a
-result is skipped, so redriving twice cannot run an item twice once it has
-succeeded; with --job or --all, letters of finished jobs are skipped too.
-The letters stay, as a record: an unreadable message has no id to check,
-and redriving its letter again sends it again.`,
+nothing. A letter named twice is sent once. A letter is removed once its
+message is sent (check 'list' first if you want a record): redriving it
+again finds nothing, and an item that dies again gets a new letter. A dead
+item that already has a result is not sent; its letter is removed. With
+--job or --all, letters of finished jobs are skipped. Should the removal
+fail, the line says so: redrive the letter again (within 2 minutes its
+message is not sent twice; an item is never sent once it has a result).`,
 		Example: `  pace dead-letters redrive 12
   pace dead-letters redrive 12 13 metrics:40
   pace dead-letters redrive --job squares
@@ -101,9 +103,9 @@ func (o *deadRedriveOptions) run(ctx context.Context, a *app, ids []string) erro
 	}
 	var t redriveTally
 	var errs []error
-	done := map[string]map[string]string{} // job → item → why it is not to be sent (again)
+	sent := map[string]string{} // job/item → the SEQ it was just redriven as
 	for _, l := range letters {
-		if err := o.redrive(ctx, a, c, l, done, &t); err != nil {
+		if err := o.redrive(ctx, a, c, l, sent, &t); err != nil {
 			t.failed++
 			errs = append(errs, fmt.Errorf("SEQ %s: %w", letterID(l), err))
 		}
@@ -117,40 +119,32 @@ func (o *deadRedriveOptions) run(ctx context.Context, a *app, ids []string) erro
 
 // redrive sends l's message again, or skips it, and says which.
 func (o *deadRedriveOptions) redrive(ctx context.Context, a *app, c *bus.Client, l *bus.StoredLetter,
-	done map[string]map[string]string, t *redriveTally) error {
-	id, to := letterID(l), l.Subject
+	sent map[string]string, t *redriveTally) error {
+	id, to, item := letterID(l), l.Subject, l.Job+"/"+l.ItemID
 	if l.Reason == schemas.MaxDeliveries {
 		to = c.Prefix().Work(l.Job)
-		if done[l.Job] == nil {
-			results, err := c.StoredResults(ctx, l.Job)
-			if err != nil {
-				return fmt.Errorf("read results of %s: %w", l.Job, err)
-			}
-			done[l.Job] = map[string]string{}
-			for _, r := range results {
-				done[l.Job][r.ItemID] = "already has a result"
-			}
-		}
-		if why := done[l.Job][l.ItemID]; why != "" {
+		if as := sent[item]; as != "" {
 			t.skipped++
-			fmt.Fprintf(a.stdout, "skipped %s: item %s of %s %s\n", id, l.ItemID, l.Job, why)
+			fmt.Fprintf(a.stdout, "skipped %s: item %s of %s was redriven as %s\n", id, l.ItemID, l.Job, as)
 			return nil
 		}
 	}
-	err := c.Redrive(ctx, l.DeadLetter)
-	if errors.Is(err, bus.ErrJobFinished) && (o.job != "" || o.all) {
+	err := c.Redrive(ctx, l)
+	switch {
+	case errors.Is(err, bus.ErrJobFinished) && (o.job != "" || o.all):
 		t.skipped++
 		fmt.Fprintf(a.stdout, "skipped %s: job %s is finished\n", id, l.Job)
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, bus.ErrHasResult):
+		t.skipped++
+		fmt.Fprintf(a.stdout, "skipped %s: item %s of %s already has a result; letter removed\n", id, l.ItemID, l.Job)
+		return nil
+	case err != nil:
 		return err
 	}
 	t.redriven++
 	if l.Reason == schemas.MaxDeliveries {
-		done[l.Job][l.ItemID] = "was redriven as " + id
-	}
-	if l.ItemID != "" {
+		sent[item] = id
 		fmt.Fprintf(a.stdout, "redriven %s: item %s of %s to %s\n", id, l.ItemID, l.Job, safeText(to))
 	} else {
 		fmt.Fprintf(a.stdout, "redriven %s: %s message of %s to %s\n", id, l.Reason, l.Job, safeText(to))

@@ -103,13 +103,19 @@ func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("redriven message on %s: %v", subject, err)
 	}
-	if !bytes.Equal(again.Data, body) || again.Header.Get("X-Case") != "bytes" || again.Header.Get(schemas.HeaderMsgID) != "" {
-		t.Errorf("redriven %q with %v, want %q with X-Case and no Nats-Msg-Id", again.Data, again.Header, body)
+	if !bytes.Equal(again.Data, body) || again.Header.Get("X-Case") != "bytes" ||
+		again.Header.Get(schemas.HeaderMsgID) != "pace-redrive/PACE_METRICS/"+strings.TrimPrefix(seq, "metrics:") {
+		t.Errorf("redriven %q with %v, want %q with X-Case and the letter as Nats-Msg-Id", again.Data, again.Header, body)
+	}
+	// The letter is gone: redriving it again sends nothing.
+	if _, errOut, code := runPace(t, "dead-letters", "redrive", seq, "--nats", url); code != exitRejected ||
+		!strings.Contains(errOut, "nothing was redriven") {
+		t.Errorf("second redrive of %s: exit %d, %q; want it unknown", seq, code, errOut)
 	}
 
-	// Sequences holding nothing, or a message that is no dead letter (the
-	// redriven sample), are not letters.
-	for _, id := range []string{"5", fmt.Sprintf("metrics:%d", again.Sequence)} {
+	// Sequences holding nothing (never used, or a redriven letter), or a
+	// message that is no dead letter (the redriven sample), are not letters.
+	for _, id := range []string{"5", seq, fmt.Sprintf("metrics:%d", again.Sequence)} {
 		_, errOut, code := runPace(t, "dead-letters", "show", id, "--nats", url)
 		if code != exitRejected || !strings.Contains(errOut, "SEQ "+id) || !strings.Contains(errOut, "no dead letter") {
 			t.Errorf("show %s: exit %d, %q; want %d naming it", id, code, errOut, exitRejected)
@@ -170,10 +176,22 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 		ws, err := c.JobWork(ctx, job)
 		return err == nil && ws.Results == 1 && ws.Pending == 0 && ws.InFlight == 0
 	})
-	// Once it has its result, redriving the job's letters sends nothing.
-	if out := deadLetters(t, url, exitOK, "redrive", "--job", job); !strings.Contains(out, "already has a result") ||
+	// The letter went with the redrive. One left beside the item's result
+	// (a redrive interrupted before it removed the letter) is not sent: it
+	// is removed.
+	if letters := listLetters(t, url, job); len(letters) != 0 {
+		t.Errorf("letters after the redrive = %+v, want none", letters)
+	}
+	stale := &schemas.DeadLetter{Job: job, ItemID: letters[0].ItemID, Reason: schemas.MaxDeliveries, Payload: "x", At: time.Now()}
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out := deadLetters(t, url, exitOK, "redrive", "--job", job); !strings.Contains(out, "already has a result; letter removed") ||
 		!strings.Contains(out, "redriven 0 of 1") {
-		t.Errorf("redrive --job after the result said %q", out)
+		t.Errorf("redrive --job of a stale letter said %q", out)
+	}
+	if letters := listLetters(t, url, job); len(letters) != 0 {
+		t.Errorf("letters after redriving the stale one = %+v, want none", letters)
 	}
 	results, err := c.StoredResults(ctx, job)
 	if err != nil {

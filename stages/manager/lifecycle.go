@@ -343,6 +343,8 @@ func finished(rec *schemas.JobRecord, ws bus.WorkState) *schemas.JobEvent {
 		return nil
 	case ws.Results+ws.Dead < rec.Total:
 		return nil
+	case ws.Dead > 0 && ws.Pending+ws.InFlight > 0:
+		return nil // a redriven item is queued or running: it may yet succeed
 	case ws.Dead > 0:
 		return &schemas.JobEvent{Type: schemas.EventFailed, State: schemas.Failed,
 			Reason: fmt.Sprintf("%d of %d items dead-lettered", ws.Dead, rec.Total)}

@@ -1,0 +1,115 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// ErrHasResult is returned by Client.Redrive for the letter of an item that
+// already has a result (it succeeded after it was dead-lettered, or was
+// redriven before): nothing is sent and the letter is removed.
+var ErrHasResult = errors.New("item already has a result")
+
+// Redrive publishes the message of letter l (as Letters or Letter returned
+// it) again, to be worked on anew, then removes the letter: a letter is
+// redriven once, and an item counts as dead only while it has a letter.
+// A malformed message goes back as it was kept (Raw and Header, to
+// Subject), presumably after fixing what made it unreadable; an item that
+// used up its deliveries goes back as the same item (id and payload) on its
+// job's queue, which must still be running (ErrJobFinished otherwise).
+//
+// The letter is removed only once the server has acknowledged the message,
+// so nothing is lost. The message's Nats-Msg-Id names the letter (the dead
+// message's own id is left out: JetStream would discard the message as its
+// duplicate), so that redriving a letter again after its removal failed
+// sends nothing more within the stream's 2-minute de-duplication window; an
+// item whose letter outlives its result is not sent again (ErrHasResult). A
+// letter that is no longer stored returns ErrLetterNotFound.
+func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
+	stream, _, err := c.letterStream(ctx, l.Store)
+	if err != nil {
+		return err
+	}
+	cur, err := c.Letter(ctx, l.Store, l.Seq)
+	if err != nil {
+		return err
+	}
+	d := cur.DeadLetter
+	if errs := d.Validate(); len(errs) > 0 {
+		return fmt.Errorf("%w: dead_letter: %w", ErrMalformed, errs.ToAggregate())
+	}
+	var msg *nats.Msg
+	switch {
+	case d.Reason == schemas.Malformed && d.Raw != nil && d.Subject != "":
+		msg = &nats.Msg{Subject: d.Subject, Data: d.Raw, Header: nats.Header{}}
+		for k, v := range d.Header {
+			msg.Header[k] = slices.Clone(v)
+		}
+	case d.Reason == schemas.MaxDeliveries && d.ItemID != "":
+		rec, err := c.OpenJob(ctx, d.Job)
+		if err != nil {
+			return err
+		}
+		if rec.State.Final() || rec.StopRequested {
+			return fmt.Errorf("redrive to %s: %w (%s)", d.Job, ErrJobFinished, rec.State)
+		}
+		done, err := c.hasResult(ctx, d.Job, d.ItemID)
+		if err != nil {
+			return err
+		}
+		if done {
+			if err := removeLetter(ctx, stream, l.Seq); err != nil {
+				return fmt.Errorf("item %s of %s: %w; %w", d.ItemID, d.Job, ErrHasResult, err)
+			}
+			return fmt.Errorf("item %s of %s: %w", d.ItemID, d.Job, ErrHasResult)
+		}
+		item := &schemas.WorkItem{ID: d.ItemID, Job: d.Job, Payload: d.Payload, CreatedAt: c.now()}
+		if msg, err = NewMsg(MessageContext(ctx, d.Header), c.prefix.Work(d.Job), item); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: dead letter of %s (sequence %d) keeps no message to redrive (a version 1 malformed letter?)",
+			ErrMalformed, d.Job, d.Sequence)
+	}
+	msg.Header.Set(schemas.HeaderMsgID, fmt.Sprintf("pace-redrive/%s/%d", stream.CachedInfo().Config.Name, l.Seq))
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("redrive to %s: %w", msg.Subject, err)
+	}
+	if err := removeLetter(ctx, stream, l.Seq); err != nil {
+		return fmt.Errorf("redriven to %s, but %w (redrive it again to remove it)", msg.Subject, err)
+	}
+	return nil
+}
+
+// removeLetter deletes the letter at seq; one already gone is no error.
+func removeLetter(ctx context.Context, stream jetstream.Stream, seq uint64) error {
+	err := stream.DeleteMsg(ctx, seq)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("letter %d not removed from %s: %w", seq, stream.CachedInfo().Config.Name, err)
+	}
+	return nil
+}
+
+// hasResult reports whether item of job has a result.
+func (c *Client) hasResult(ctx context.Context, job, item string) (bool, error) {
+	name := c.prefix.Stream(resultsFamily)
+	stream, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("stream %s: %w", name, err)
+	}
+	_, err = stream.GetLastMsgForSubject(ctx, c.prefix.Results(job, item))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("result of %s/%s: %w", job, item, err)
+	}
+	return true, nil
+}

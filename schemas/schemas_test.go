@@ -147,6 +147,8 @@ func TestSubjects(t *testing.T) {
 		p.Admission("workload-low", "service-ac"): "pace.admission.workload-low.service-ac",
 		p.Stream("WORK"):                          "PACE_WORK",
 		p.Bucket("jobs"):                          "pace_jobs",
+		p.Control("stop"):                         "pace.control.stop",
+		p.FlowControlDump():                       "pace.flowcontrol.dump",
 	}
 	for got, want := range tests {
 		if got != want {

@@ -21,6 +21,8 @@ const DefaultPrefix Prefix = "pace"
 //	pace.k8s.requests, pace.k8s.outcomes infrastructure requests and outcomes
 //	pace.admission.<level>.<schema>      APF dispatch and reject events
 //	pace.logs.<job>                      per-job log lines
+//	pace.control.<action>                request/reply: stop or terminate a job
+//	pace.flowcontrol.dump                request/reply: APF state of every gate and manager
 type Prefix string
 
 // Valid reports whether p is a usable prefix (one subject token).
@@ -32,6 +34,11 @@ func (p Prefix) join(tokens ...string) string {
 
 // Submit is the request/reply subject for job submission.
 func (p Prefix) Submit() string { return p.join("submit") }
+
+// FlowControlDump is the request/reply subject on which every process
+// holding APF state (the gate's leader, each manager replica) answers with
+// it; the request's body is ignored.
+func (p Prefix) FlowControlDump() string { return p.join("flowcontrol", "dump") }
 
 // Jobs is the subject of a job's lifecycle event.
 func (p Prefix) Jobs(job string, event JobEventType) string {

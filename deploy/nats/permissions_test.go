@@ -361,7 +361,7 @@ func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := authServer(t)
-	subject := visualizer.FlowControlSubject(schemas.DefaultPrefix)
+	subject := schemas.DefaultPrefix.FlowControlDump()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	for _, stage := range []string{"gate", "manager"} {
 		g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)

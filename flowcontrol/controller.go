@@ -65,6 +65,8 @@ type Controller struct {
 	clock      eventclock.Interface
 	retryAfter *retryafter.Tracker
 	tab        atomic.Pointer[levelTable] // replaced whole by Reconfigure and pruning
+	// observeQueueLength, if set, is told the queue length each queued request saw.
+	observeQueueLength func(priorityLevel, flowSchema string, queueLength int)
 
 	mu       sync.Mutex // serialises AdjustBorrowing and Reconfigure; guards the fields below
 	cfg      Config     // the desired configuration
@@ -92,13 +94,29 @@ type level struct {
 	target  float64
 }
 
+// Option configures a Controller.
+type Option func(*Controller)
+
+// WithQueueLengthObserver has StartRequest call observe for every request
+// that joins a queue, with the number of requests then waiting in that queue,
+// itself included (Request.QueueLength): kube-apiserver's
+// request_queue_length_after_enqueue. Requests of levels without queues
+// (exempt and Reject levels) and rejected ones are not observed. observe runs
+// on StartRequest's goroutine before it waits.
+func WithQueueLengthObserver(observe func(priorityLevel, flowSchema string, queueLength int)) Option {
+	return func(c *Controller) { c.observeQueueLength = observe }
+}
+
 // New validates cfg and returns a Controller whose limits are the idle
 // borrowing allocation until AdjustBorrowing sees demand.
-func New(clk eventclock.Interface, cfg Config) (*Controller, error) {
+func New(clk eventclock.Interface, cfg Config, opts ...Option) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Controller{clock: clk, retryAfter: retryafter.New(clk.Now), cfg: cfg}
+	for _, opt := range opts {
+		opt(c)
+	}
 	tab, err := c.buildTable(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -206,6 +224,9 @@ func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash ui
 	r, reason := lv.qs.Start(est, hash, flowSchema, label, nil)
 	if r == nil {
 		return nil, c.reject(priorityLevel, flowSchema, reason, est)
+	}
+	if n := r.QueueLength(); n > 0 && c.observeQueueLength != nil {
+		c.observeQueueLength(priorityLevel, flowSchema, n)
 	}
 	if r.Wait(ctx) {
 		return r, nil

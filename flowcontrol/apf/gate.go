@@ -98,7 +98,7 @@ func New(clk eventclock.Interface, cfg Config, objs policy.Objects, metrics *Met
 
 func (g *Gate) build(objs policy.Objects) (*generation, error) {
 	d, cfg := g.compile(objs)
-	ctl, err := flowcontrol.New(g.clk, cfg)
+	ctl, err := flowcontrol.New(g.clk, cfg, flowcontrol.WithQueueLengthObserver(g.metrics.enqueued))
 	if err != nil {
 		return nil, fmt.Errorf("flowcontrol engine: %w", err)
 	}

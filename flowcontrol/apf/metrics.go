@@ -42,10 +42,9 @@ type Metrics struct {
 	fairFrac                                             prometheus.Gauge
 	levelGauges                                          *levelCollector
 
-	mu       sync.Mutex // guards the fields below
-	queuedAt map[string]int
-	kinds    [2][2]int // [readOnly][phase] current
-	peaks    [2][2]int // [readOnly][phase] peak since the last tick
+	mu    sync.Mutex // guards the fields below
+	kinds [2][2]int  // [readOnly][phase] current
+	peaks [2][2]int  // [readOnly][phase] peak since the last tick
 }
 
 func newCounter(name, help string, labels ...string) *prometheus.CounterVec {
@@ -91,7 +90,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		fairFrac: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: "seat_fair_frac",
 			Help: "Fair fraction of server's concurrency to allocate to each priority level that can use it"}),
 		levelGauges: &levelCollector{},
-		queuedAt:    map[string]int{},
 	}
 	cs := []prometheus.Collector{m.rejectedTotal, m.dispatchedTotal, m.inqueue, m.inqueueSeats, m.executingReqs,
 		m.executingSeats, m.queueLength, m.wait, m.execution, m.watchCount, m.workSeats, m.inflight, m.inqueueKind,
@@ -126,12 +124,13 @@ func (m *Metrics) queued(pl, fs string, seats, delta int) {
 	}
 	m.inqueue.WithLabelValues(pl, fs).Add(float64(delta))
 	m.inqueueSeats.WithLabelValues(pl, fs).Add(float64(delta * seats))
-	m.mu.Lock()
-	m.queuedAt[pl] += delta
-	n := m.queuedAt[pl]
-	m.mu.Unlock()
-	if delta > 0 {
-		m.queueLength.WithLabelValues(pl, fs).Observe(float64(n))
+}
+
+// enqueued observes the length of the queue a request joined, right after it
+// joined (the engine's queue length observer).
+func (m *Metrics) enqueued(pl, fs string, queueLength int) {
+	if m != nil {
+		m.queueLength.WithLabelValues(pl, fs).Observe(float64(queueLength))
 	}
 }
 

@@ -139,3 +139,105 @@ func TestDispatchGauges(t *testing.T) {
 	b.Finish(nil)
 	c.Finish(nil)
 }
+
+// twoFlows is a two-seat level of 64 queues, one per flow (hand size 1), whose
+// flows are its users.
+const twoFlows = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: split}
+spec:
+  type: Limited
+  limited: {nominalConcurrencyShares: 100, lendablePercent: 0, borrowingLimitPercent: 0, limitResponse: {type: Queue, queuing: {queues: 64, handSize: 1, queueLengthLimit: 10}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: by-user}
+spec:
+  matchingPrecedence: 500
+  priorityLevelConfiguration: {name: split}
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
+`
+
+// TestQueueLengthAfterEnqueue checks request_queue_length_after_enqueue
+// observes, as kube does, the length of the queue each request joined rather
+// than the level's queued total. On two seats: alice's a1 and a2 run (queue
+// lengths 1 and 1), then a3 waits in alice's queue (1), b1 in bob's (1, the
+// level has 2 waiting) and a4 behind a3 (2, the level has 3): sum 6 in 5
+// observations, where the level totals would sum to 1+1+1+2+3 = 8. An exempt
+// request is not observed.
+func TestQueueLengthAfterEnqueue(t *testing.T) {
+	objs, err := policy.Load(strings.NewReader(twoFlows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := apf.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(eventclock.NewFake(time.Unix(1000, 0)), apf.Config{MaxRequestsInflight: 5}, policy.Overlay(policy.Defaults(), objs), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range g.Dump() {
+		if l.Name == "split" && l.CurrentLimit != 2 {
+			t.Fatalf("split has %d seats, the scenario needs 2", l.CurrentLimit)
+		}
+	}
+	user := func(name string) policy.Attributes {
+		return policy.Attributes{User: name, Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
+	}
+	var running []*apf.Admission
+	for range 2 {
+		a, err := g.Admit(context.Background(), user("alice"), nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		running = append(running, a)
+	}
+	queued := make(chan *apf.Admission)
+	for i, name := range []string{"alice", "bob", "alice"} {
+		go func() {
+			a, err := g.Admit(context.Background(), user(name), nil, "")
+			if err != nil {
+				t.Error(err)
+			}
+			queued <- a
+		}()
+		for deadline := time.Now().Add(10 * time.Second); waiting(g.Dump(), "split") != i+1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d of %s never queued", i+1, name)
+			}
+		}
+	}
+	for _, l := range g.Dump() {
+		if l.Name != "split" {
+			continue
+		}
+		for _, q := range l.QueueSet.Queues {
+			if n := len(q.Waiting); n > 2 {
+				t.Fatalf("a queue of split has %d waiting, the scenario needs alice's 2 and bob's 1 apart", n)
+			}
+		}
+	}
+	exempt, err := g.Admit(context.Background(), policy.Attributes{User: "root", Groups: []string{"system:masters"}, Verb: "get", Path: "/x"}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exempt.Finish(nil)
+
+	if sum, count := histogramTotals(t, reg, "apiserver_flowcontrol_request_queue_length_after_enqueue"); sum != 6 || count != 5 {
+		t.Errorf("request_queue_length_after_enqueue: sum %v over %d observations, want 6 over 5", sum, count)
+	}
+	for _, a := range running {
+		a.Finish(nil)
+	}
+	for range 3 {
+		if a := <-queued; a != nil {
+			a.Finish(nil)
+		}
+	}
+}

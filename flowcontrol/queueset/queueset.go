@@ -212,6 +212,7 @@ func (qs *QueueSet) enqueueLocked(q *queue, r *Request) {
 	r.queue = q
 	r.waitSeats = r.est.MaxSeats()
 	q.enqueue(r)
+	r.queueLength = q.waiting.n
 	qs.totRequestsWaiting++
 	qs.totSeatsWaiting += r.waitSeats
 	qs.demand.Set(float64(qs.totSeatsInUse + qs.totSeatsWaiting))

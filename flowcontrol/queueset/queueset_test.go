@@ -361,3 +361,39 @@ func TestDumpShowsRequests(t *testing.T) {
 		t.Errorf("dump labels (-want +got):\n%s", diff)
 	}
 }
+
+// TestQueueLengthAfterEnqueue: each request reports the length of the queue
+// it joined, right after joining, as kube observes it; not the level's total.
+// With one seat and two queues (hand size 1):
+//
+//	a joins queue X (1) and is dispatched at once
+//	b joins X behind nobody waiting (1)
+//	c joins Y (1) while 2 wait in the level
+//	d joins X behind b (2) while 3 wait in the level
+func TestQueueLengthAfterEnqueue(t *testing.T) {
+	qs := mustQueueSet(t, Config{Queues: 2, HandSize: 1, QueueLengthLimit: 5}, 1, eventclock.NewFake(t0))
+	x, y := uint64(0), uint64(1)
+	a := mustStart(t, qs, oneSeat, x, "a")
+	b := mustStart(t, qs, oneSeat, x, "b")
+	c := mustStart(t, qs, oneSeat, y, "c")
+	d := mustStart(t, qs, oneSeat, x, "d")
+	if b.queue == c.queue || b.queue != d.queue {
+		t.Fatalf("scenario needs b and d in one queue, c in the other: queues %d, %d, %d", b.queue.index, c.queue.index, d.queue.index)
+	}
+	var got []int
+	for _, r := range []*Request{a, b, c, d} {
+		got = append(got, r.QueueLength())
+	}
+	if want := []int{1, 1, 1, 2}; !cmp.Equal(got, want) {
+		t.Errorf("queue lengths after enqueue of a, b, c, d = %v, want %v", got, want)
+	}
+	if w := qs.Dump().Waiting; w != 3 {
+		t.Errorf("level waiting = %d, want 3", w)
+	}
+	checkInvariants(t, qs)
+
+	queueless := mustQueueSet(t, Config{}, 1, eventclock.NewFake(t0))
+	if n := mustStart(t, queueless, oneSeat, x, "e").QueueLength(); n != 0 {
+		t.Errorf("queue length of a request of a level without queues = %d, want 0", n)
+	}
+}

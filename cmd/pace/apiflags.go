@@ -149,15 +149,6 @@ func printStructured(w io.Writer, format string, v any) (bool, error) {
 	return false, nil
 }
 
-func checkOutput(format string, allowed ...string) error {
-	for _, a := range allowed {
-		if format == a {
-			return nil
-		}
-	}
-	return usageError("--output %q: want one of %s", format, strings.Join(allowed, ", "))
-}
-
 // jobView is the part of GET /submissions/{id} the CLI shows.
 type jobView struct {
 	ID            string    `json:"app_id"`

@@ -149,7 +149,7 @@ dead_letter fields (raw in base64), seq and size.`,
 		},
 	}
 	o.nats.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing new dead letters")
 	return cmd
 }
@@ -161,9 +161,6 @@ const letterRow = "%-12s  %-20s  %-14s  %8s  %-20s  %s\n"
 func (o *deadListOptions) run(ctx context.Context, a *app, job string) error {
 	job, err := jobArg("JOB", job)
 	if err != nil {
-		return err
-	}
-	if err := checkOutput(o.output, "table", "json"); err != nil {
 		return err
 	}
 	c, err := o.nats.connect(ctx, a, "pace-dead-letters")

@@ -41,7 +41,7 @@ body); -o json prints the letter with its body in base64 (raw).`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },
 	}
 	o.nats.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "text", "output format", "text", "json")
 	cmd.Flags().BoolVar(&o.raw, "raw", false, "write the kept message's exact bytes to standard output, nothing else")
 	return cmd
 }
@@ -49,9 +49,6 @@ body); -o json prints the letter with its body in base64 (raw).`,
 func (o *deadShowOptions) run(ctx context.Context, a *app, id string) error {
 	store, seq, err := parseLetterID(id)
 	if err != nil {
-		return err
-	}
-	if err := checkOutput(o.output, "text", "json"); err != nil {
 		return err
 	}
 	if o.raw && o.output != "text" {

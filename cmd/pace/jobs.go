@@ -30,14 +30,11 @@ a map from job id to its view.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
 	}
 	o.api.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json", "yaml")
 	return cmd
 }
 
 func (o *jobsOptions) run(ctx context.Context, a *app) error {
-	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
-		return err
-	}
 	var jobs map[string]jobView
 	if printed, err := o.api.client().show(ctx, "/submissions", o.output, a.stdout, &jobs); printed || err != nil {
 		return err

@@ -32,15 +32,12 @@ its samples: job progress, time progress, replicas and error per time.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },
 	}
 	o.api.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json", "yaml")
 	cmd.Flags().BoolVar(&o.detailed, "detailed", false, "print every sample instead of the summary")
 	return cmd
 }
 
 func (o *reportOptions) run(ctx context.Context, a *app, id string) error {
-	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
-		return err
-	}
 	path := "/submissions/" + id + "/report/summary"
 	if o.detailed {
 		path = "/submissions/" + id + "/report"

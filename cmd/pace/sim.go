@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 
@@ -49,14 +48,11 @@ or the time series alone (csv).`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(a, args[0]) },
 	}
 	cmd.Flags().StringVar(&o.controller, "controller", controller.DefaultName, "controller plugin to simulate")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or csv")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json", "csv")
 	return cmd
 }
 
 func (o *simRunOptions) run(a *app, path string) error {
-	if !slices.Contains([]string{"table", "json", "csv"}, o.output) {
-		return usageError("--output %q: want table, json or csv", o.output)
-	}
 	reg := controller.Builtin()
 	if _, ok := reg[o.controller]; !ok {
 		return usageError("--controller %q: want one of %v", o.controller, reg.Names())
@@ -128,15 +124,12 @@ and nothing otherwise (--docs none).`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(a) },
 	}
 	cmd.Flags().StringVar(&o.scenarios, "scenarios", "examples/scenarios", "directory of scenario YAML files")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json")
 	cmd.Flags().StringVar(&o.docs, "docs", "auto", "also write controllers.md and plots into this directory: a path, auto or none")
 	return cmd
 }
 
 func (o *simCompareOptions) run(a *app) error {
-	if o.output != "table" && o.output != "json" {
-		return usageError("--output %q: want table or json", o.output)
-	}
 	switch o.docs {
 	case "none":
 		o.docs = ""

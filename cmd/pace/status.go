@@ -29,14 +29,11 @@ GET /submissions/ID (docs/api.md), the spec included.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },
 	}
 	o.api.add(cmd.Flags())
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json", "yaml")
 	return cmd
 }
 
 func (o *statusOptions) run(ctx context.Context, a *app, id string) error {
-	if err := checkOutput(o.output, "table", "json", "yaml"); err != nil {
-		return err
-	}
 	var v jobView
 	if printed, err := o.api.client().show(ctx, "/submissions/"+id, o.output, a.stdout, &v); printed || err != nil {
 		return err

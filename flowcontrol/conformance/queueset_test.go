@@ -14,6 +14,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
 	"github.com/pace-platform/pace/flowcontrol/work"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
@@ -171,7 +172,9 @@ func kubeView(d debug.QueueSetDump) view {
 // order, which execute, each queue's nextDispatchR (to 1e-8 seat-seconds),
 // seats and reject counts, and after each dispatch from a queue the values
 // of kube's dispatch_r, latest_s, next_s_bounds and next_discounted_s_bounds
-// gauges. The trace keeps FinalSeats below C and C > 0, so
+// gauges, and after each arrival the sum and count of kube's
+// request_queue_length_after_enqueue (so each observation) equal to Pace's
+// Request.QueueLength. The trace keeps FinalSeats below C and C > 0, so
 // none of Pace's documented deviations applies.
 func TestQueueSetTraceMatchesKube(t *testing.T) {
 	metrics.Register() // kube's gauges exist only once registered
@@ -198,6 +201,8 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	}
 	paceReqs := map[string]*queueset.Request{}
 	started, dispatches, compared, comparedDiscounted := 0, 0, 0, 0
+	var queuedSum float64 // Pace's queue lengths after enqueue, as kube observes them
+	var queuedCount uint64
 	for step := range 600 {
 		d := pace.Dump()
 		var executing, waiting []string
@@ -228,8 +233,18 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 			if r == nil && reason != wantReason {
 				t.Fatalf("step %d: reject reason %q, want %q", step, reason, wantReason)
 			}
+			n := 0 // the queue length Pace observes; none for a rejected request or a level without queues
 			if r != nil {
 				paceReqs[label] = r
+				n = r.QueueLength()
+			}
+			if n > 0 {
+				queuedSum += float64(n)
+				queuedCount++
+			}
+			if sum, count := kubeQueueLengths(t, name); sum != queuedSum || count != queuedCount {
+				t.Fatalf("step %d: start %s: request_queue_length_after_enqueue: kube sum %v in %d, pace %v in %d (this one %d)",
+					step, label, sum, count, queuedSum, queuedCount, n)
 			}
 			op = "start " + label
 		case x < 14 && len(executing) > 0:
@@ -324,8 +339,8 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	if d := pace.Dump(); d.SeatsInUse != 0 || d.Waiting != 0 {
 		t.Fatalf("pace not idle after drain: %+v", d)
 	}
-	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds); %d heads did not fit",
-		compared, comparedDiscounted, pace.Dump().NoAccommodation["fs"])
+	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds); %d heads did not fit; %d queue lengths after enqueue",
+		compared, comparedDiscounted, pace.Dump().NoAccommodation["fs"], queuedCount)
 	if kubeMisses, paceMisses := kubeNoAccommodation(t, name), pace.Dump().NoAccommodation["fs"]; kubeMisses != paceMisses {
 		t.Fatalf("dispatch attempts whose head did not fit: kube %d, pace %d", kubeMisses, paceMisses)
 	}
@@ -367,16 +382,16 @@ func kubeDispatchGauges(t *testing.T, level string) map[string]float64 {
 	return out
 }
 
-// kubeNoAccommodation reads kube's request_dispatch_no_accommodation_total
-// of flow schema "fs" at one priority level.
-func kubeNoAccommodation(t *testing.T, level string) int {
+// kubeFlowSeries returns kube's series of the metric name for flow schema
+// "fs" at one priority level, or nil if it has none.
+func kubeFlowSeries(t *testing.T, name, level string) *dto.Metric {
 	t.Helper()
 	mfs, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "apiserver_flowcontrol_request_dispatch_no_accommodation_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.Metric {
@@ -385,11 +400,26 @@ func kubeNoAccommodation(t *testing.T, level string) int {
 				labels[lp.GetName()] = lp.GetValue()
 			}
 			if labels["priority_level"] == level && labels["flow_schema"] == "fs" {
-				return int(m.GetCounter().GetValue())
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
+}
+
+// kubeNoAccommodation reads kube's request_dispatch_no_accommodation_total
+// of flow schema "fs" at one priority level.
+func kubeNoAccommodation(t *testing.T, level string) int {
+	t.Helper()
+	return int(kubeFlowSeries(t, "apiserver_flowcontrol_request_dispatch_no_accommodation_total", level).GetCounter().GetValue())
+}
+
+// kubeQueueLengths reads the sum and count of kube's
+// request_queue_length_after_enqueue of flow schema "fs" at one priority level.
+func kubeQueueLengths(t *testing.T, level string) (sum float64, count uint64) {
+	t.Helper()
+	h := kubeFlowSeries(t, "apiserver_flowcontrol_request_queue_length_after_enqueue", level).GetHistogram()
+	return h.GetSampleSum(), h.GetSampleCount()
 }
 
 // paceDispatchGauges is the same view of Pace's last dispatch.

@@ -34,6 +34,16 @@ const (
 	ReasonTimeOut          = queueset.TimeOut
 )
 
+// QueueEvent is a request joining or leaving a queue (see WithQueueObserver).
+type QueueEvent = queueset.Event
+
+// The queue event kinds.
+const (
+	QueueEnqueued   = queueset.Enqueued
+	QueueDispatched = queueset.Dispatched
+	QueueWithdrawn  = queueset.Withdrawn
+)
+
 // Wait limits applied to queued requests (kube's HTTP filter rule).
 const (
 	DefaultWaitLimit = 15 * time.Second // RequestTimeout/4 for requests without a deadline
@@ -65,8 +75,8 @@ type Controller struct {
 	clock      eventclock.Interface
 	retryAfter *retryafter.Tracker
 	tab        atomic.Pointer[levelTable] // replaced whole by Reconfigure and pruning
-	// observeQueueLength, if set, is told the queue length each queued request saw.
-	observeQueueLength func(priorityLevel, flowSchema string, queueLength int)
+	// observeQueues, if set, is told of every request joining or leaving a queue.
+	observeQueues func(QueueEvent)
 
 	mu       sync.Mutex // serialises AdjustBorrowing and Reconfigure; guards the fields below
 	cfg      Config     // the desired configuration
@@ -97,14 +107,17 @@ type level struct {
 // Option configures a Controller.
 type Option func(*Controller)
 
-// WithQueueLengthObserver has StartRequest call observe for every request
-// that joins a queue, with the number of requests then waiting in that queue,
-// itself included (Request.QueueLength): kube-apiserver's
+// WithQueueObserver has every level's queue set call observe when a request
+// joins a queue (QueueEnqueued, with the length of that queue right after it
+// joined, itself included) and when it leaves it (QueueDispatched, or
+// QueueWithdrawn when its wait ends unexecuted): what kube-apiserver counts
+// in current_inqueue_requests, current_inqueue_seats and
 // request_queue_length_after_enqueue. Requests of levels without queues
-// (exempt and Reject levels) and rejected ones are not observed. observe runs
-// on StartRequest's goroutine before it waits.
-func WithQueueLengthObserver(observe func(priorityLevel, flowSchema string, queueLength int)) Option {
-	return func(c *Controller) { c.observeQueueLength = observe }
+// (exempt and Reject levels) and rejected ones cause no event. observe runs
+// with the queue set's lock held, on whichever goroutine made the change, so
+// it must be quick and must not call back into the Controller.
+func WithQueueObserver(observe func(QueueEvent)) Option {
+	return func(c *Controller) { c.observeQueues = observe }
 }
 
 // New validates cfg and returns a Controller whose limits are the idle
@@ -194,7 +207,7 @@ func (c *Controller) buildTable(cfg Config, old *levelTable) (*levelTable, error
 			lv.qs, lv.demand, lv.current = prev.qs, prev.demand, prev.current
 			reused = append(reused, reuse{prev.qs, qcfg, limit})
 		} else {
-			qs, err := queueset.New(c.clock, qcfg, limit)
+			qs, err := queueset.New(c.clock, qcfg, limit, queueset.WithObserver(c.observeQueues))
 			if err != nil {
 				return nil, fmt.Errorf("level %s: %w", l.Name, err)
 			}
@@ -224,9 +237,6 @@ func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash ui
 	r, reason := lv.qs.Start(est, hash, flowSchema, label, nil)
 	if r == nil {
 		return nil, c.reject(priorityLevel, flowSchema, reason, est)
-	}
-	if n := r.QueueLength(); n > 0 && c.observeQueueLength != nil {
-		c.observeQueueLength(priorityLevel, flowSchema, n)
 	}
 	if r.Wait(ctx) {
 		return r, nil

@@ -98,7 +98,7 @@ func New(clk eventclock.Interface, cfg Config, objs policy.Objects, metrics *Met
 
 func (g *Gate) build(objs policy.Objects) (*generation, error) {
 	d, cfg := g.compile(objs)
-	ctl, err := flowcontrol.New(g.clk, cfg, flowcontrol.WithQueueLengthObserver(g.metrics.enqueued))
+	ctl, err := flowcontrol.New(g.clk, cfg, flowcontrol.WithQueueObserver(g.metrics.queueChanged))
 	if err != nil {
 		return nil, fmt.Errorf("flowcontrol engine: %w", err)
 	}
@@ -255,9 +255,7 @@ func (g *Gate) Admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 	waitCtx, cancel := gen.ctl.WithWaitLimit(ctx)
 	defer cancel()
 	arrive := g.clk.Now()
-	g.metrics.queued(pl, fs, est.MaxSeats(), 1)
 	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User)
-	g.metrics.queued(pl, fs, est.MaxSeats(), -1)
 	wait := g.clk.Now().Sub(arrive)
 	if err != nil {
 		g.metrics.rejected(pl, fs, err, wait)

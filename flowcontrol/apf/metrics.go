@@ -118,20 +118,21 @@ func (m *Metrics) watchCountSample(pl, fs string, n int) {
 	}
 }
 
-func (m *Metrics) queued(pl, fs string, seats, delta int) {
+// queueChanged follows the requests waiting in queues, as kube's queue set
+// does (the engine's queue observer): a request counts in current_inqueue_*
+// from joining its queue until it is dispatched or withdrawn, and the length
+// of the queue it joined is observed right after it joined.
+func (m *Metrics) queueChanged(ev flowcontrol.QueueEvent) {
 	if m == nil {
 		return
 	}
-	m.inqueue.WithLabelValues(pl, fs).Add(float64(delta))
-	m.inqueueSeats.WithLabelValues(pl, fs).Add(float64(delta * seats))
-}
-
-// enqueued observes the length of the queue a request joined, right after it
-// joined (the engine's queue length observer).
-func (m *Metrics) enqueued(pl, fs string, queueLength int) {
-	if m != nil {
-		m.queueLength.WithLabelValues(pl, fs).Observe(float64(queueLength))
+	delta := -1
+	if ev.Kind == flowcontrol.QueueEnqueued {
+		delta = 1
+		m.queueLength.WithLabelValues(ev.PriorityLevel, ev.FlowSchema).Observe(float64(ev.QueueLength))
 	}
+	m.inqueue.WithLabelValues(ev.PriorityLevel, ev.FlowSchema).Add(float64(delta))
+	m.inqueueSeats.WithLabelValues(ev.PriorityLevel, ev.FlowSchema).Add(float64(delta * ev.Seats))
 }
 
 func (m *Metrics) rejected(pl, fs string, err error, wait time.Duration) {

@@ -2,6 +2,7 @@ package apf_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
@@ -240,4 +242,106 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 			a.Finish(nil)
 		}
 	}
+}
+
+// TestInqueueGauges checks current_inqueue_requests and current_inqueue_seats
+// count, as kube does, only requests waiting in a queue: from joining it
+// until dispatched or withdrawn, not for the whole of Admit. On two seats:
+// alice's a1 and a2 run at once and an exempt request runs (none counted; the
+// exempt level has no series at all), then alice's a3 and bob's b1 wait (2);
+// bob gives up (1); a1's Finish dispatches a3, which leaves the gauge before
+// a3's Admit even returns (0); a4 waits (1) until its 15 s wait limit passes
+// on the fake clock (0).
+func TestInqueueGauges(t *testing.T) {
+	objs, err := policy.Load(strings.NewReader(twoFlows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := apf.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := eventclock.NewFake(time.Unix(1000, 0))
+	g, err := apf.New(clk, apf.Config{MaxRequestsInflight: 5}, policy.Overlay(policy.Defaults(), objs), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := func(name string) policy.Attributes {
+		return policy.Attributes{User: name, Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
+	}
+	check := func(when string, want float64) {
+		t.Helper()
+		series := map[string]string{"priority_level": "split", "flow_schema": "by-user"}
+		for _, name := range []string{"apiserver_flowcontrol_current_inqueue_requests", "apiserver_flowcontrol_current_inqueue_seats"} {
+			if got, ok := gauge(t, reg, name, series); !ok || got != want {
+				t.Fatalf("%s: %s = %v (present %v), want %v", when, name, got, ok, want)
+			}
+		}
+	}
+	admit := func(ctx context.Context, name string) *apf.Admission {
+		t.Helper()
+		a, err := g.Admit(ctx, user(name), nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	type result struct {
+		adm *apf.Admission
+		err error
+	}
+	queue := func(ctx context.Context, name string, nowWaiting int) chan result {
+		t.Helper()
+		done := make(chan result, 1)
+		go func() {
+			a, err := g.Admit(ctx, user(name), nil, "")
+			done <- result{a, err}
+		}()
+		for deadline := time.Now().Add(10 * time.Second); waiting(g.Dump(), "split") != nowWaiting; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never queued", name)
+			}
+		}
+		return done
+	}
+
+	a1, a2 := admit(context.Background(), "alice"), admit(context.Background(), "alice")
+	check("a1 and a2 dispatched at once", 0)
+	exempt, err := g.Admit(context.Background(), policy.Attributes{User: "root", Groups: []string{"system:masters"}, Verb: "get", Path: "/x"}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := gauge(t, reg, "apiserver_flowcontrol_current_inqueue_requests", map[string]string{"priority_level": "exempt"}); ok {
+		t.Fatalf("an exempt request made a current_inqueue_requests series (%v)", v)
+	}
+	exempt.Finish(nil)
+	a3 := queue(context.Background(), "alice", 1)
+	bobCtx, bobGivesUp := context.WithCancel(context.Background())
+	defer bobGivesUp()
+	b1 := queue(bobCtx, "bob", 2)
+	check("a3 and b1 waiting", 2)
+	bobGivesUp()
+	if r := <-b1; !isTimeOut(r.err) {
+		t.Fatalf("b1: %v, want a time-out rejection", r.err)
+	}
+	check("b1 withdrawn", 1)
+	a1.Finish(nil)
+	check("a3 dispatched by a1's Finish", 0)
+	a3adm := (<-a3).adm
+	a4 := queue(context.Background(), "alice", 1)
+	check("a4 waiting", 1)
+	clk.Step(16 * time.Second)
+	if r := <-a4; !isTimeOut(r.err) {
+		t.Fatalf("a4: %v, want a time-out rejection", r.err)
+	}
+	check("a4 timed out", 0)
+	a2.Finish(nil)
+	a3adm.Finish(nil)
+}
+
+// isTimeOut reports whether err is a time-out rejection.
+func isTimeOut(err error) bool {
+	var rej *flowcontrol.RejectedError
+	return errors.As(err, &rej) && rej.Reason == flowcontrol.ReasonTimeOut
 }

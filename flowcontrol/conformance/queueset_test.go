@@ -172,9 +172,10 @@ func kubeView(d debug.QueueSetDump) view {
 // order, which execute, each queue's nextDispatchR (to 1e-8 seat-seconds),
 // seats and reject counts, and after each dispatch from a queue the values
 // of kube's dispatch_r, latest_s, next_s_bounds and next_discounted_s_bounds
-// gauges, and after each arrival the sum and count of kube's
-// request_queue_length_after_enqueue (so each observation) equal to Pace's
-// Request.QueueLength. The trace keeps FinalSeats below C and C > 0, so
+// gauges, and after every step kube's current_inqueue_requests,
+// current_inqueue_seats and the sum and count of
+// request_queue_length_after_enqueue (so each observation) equal to what
+// Pace's queue events (queueset.WithObserver) add up to. The trace keeps FinalSeats below C and C > 0, so
 // none of Pace's documented deviations applies.
 func TestQueueSetTraceMatchesKube(t *testing.T) {
 	metrics.Register() // kube's gauges exist only once registered
@@ -195,14 +196,14 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	name := fmt.Sprintf("trace-%d-%d", queues, rng.Uint32())
 	kube := newKubeSide(t, fq.QueuingConfig{Name: name, DesiredNumQueues: queues, QueueLengthLimit: qll, HandSize: hand}, limit)
 	clk := eventclock.NewFake(traceT0)
-	pace, err := queueset.New(clk, queueset.Config{Name: name, Queues: queues, QueueLengthLimit: qll, HandSize: hand}, limit)
+	var paceQueued queueGauges // Pace's side of kube's queue metrics, from its queue events
+	pace, err := queueset.New(clk, queueset.Config{Name: name, Queues: queues, QueueLengthLimit: qll, HandSize: hand}, limit,
+		queueset.WithObserver(paceQueued.observe))
 	if err != nil {
 		t.Fatal(err)
 	}
 	paceReqs := map[string]*queueset.Request{}
 	started, dispatches, compared, comparedDiscounted := 0, 0, 0, 0
-	var queuedSum float64 // Pace's queue lengths after enqueue, as kube observes them
-	var queuedCount uint64
 	for step := range 600 {
 		d := pace.Dump()
 		var executing, waiting []string
@@ -233,18 +234,8 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 			if r == nil && reason != wantReason {
 				t.Fatalf("step %d: reject reason %q, want %q", step, reason, wantReason)
 			}
-			n := 0 // the queue length Pace observes; none for a rejected request or a level without queues
 			if r != nil {
 				paceReqs[label] = r
-				n = r.QueueLength()
-			}
-			if n > 0 {
-				queuedSum += float64(n)
-				queuedCount++
-			}
-			if sum, count := kubeQueueLengths(t, name); sum != queuedSum || count != queuedCount {
-				t.Fatalf("step %d: start %s: request_queue_length_after_enqueue: kube sum %v in %d, pace %v in %d (this one %d)",
-					step, label, sum, count, queuedSum, queuedCount, n)
 			}
 			op = "start " + label
 		case x < 14 && len(executing) > 0:
@@ -277,6 +268,9 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 		after := pace.Dump()
 		if diff := cmp.Diff(kubeView(kube.qs.Dump(true)), paceView(after)); diff != "" {
 			t.Fatalf("step %d (%s): state differs (-kube +pace):\n%s", step, op, diff)
+		}
+		if diff := cmp.Diff(kubeQueueGauges(t, name), paceQueued, cmpopts.IgnoreUnexported(queueGauges{})); diff != "" {
+			t.Fatalf("step %d (%s): queue metrics differ (-kube +pace):\n%s", step, op, diff)
 		}
 		if ld := after.LastDispatch; ld.Dispatches != dispatches {
 			dispatches = ld.Dispatches
@@ -339,8 +333,11 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	if d := pace.Dump(); d.SeatsInUse != 0 || d.Waiting != 0 {
 		t.Fatalf("pace not idle after drain: %+v", d)
 	}
-	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds); %d heads did not fit; %d queue lengths after enqueue",
-		compared, comparedDiscounted, pace.Dump().NoAccommodation["fs"], queuedCount)
+	if diff := cmp.Diff(kubeQueueGauges(t, name), paceQueued, cmpopts.IgnoreUnexported(queueGauges{})); diff != "" {
+		t.Fatalf("after drain: queue metrics differ (-kube +pace):\n%s", diff)
+	}
+	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds); %d heads did not fit; %d queue lengths after enqueue, %v queued at most",
+		compared, comparedDiscounted, pace.Dump().NoAccommodation["fs"], paceQueued.LengthCount, paceQueued.peak)
 	if kubeMisses, paceMisses := kubeNoAccommodation(t, name), pace.Dump().NoAccommodation["fs"]; kubeMisses != paceMisses {
 		t.Fatalf("dispatch attempts whose head did not fit: kube %d, pace %d", kubeMisses, paceMisses)
 	}
@@ -414,12 +411,40 @@ func kubeNoAccommodation(t *testing.T, level string) int {
 	return int(kubeFlowSeries(t, "apiserver_flowcontrol_request_dispatch_no_accommodation_total", level).GetCounter().GetValue())
 }
 
-// kubeQueueLengths reads the sum and count of kube's
-// request_queue_length_after_enqueue of flow schema "fs" at one priority level.
-func kubeQueueLengths(t *testing.T, level string) (sum float64, count uint64) {
+// queueGauges is one level's view of kube's queue metrics of flow schema
+// "fs": current_inqueue_requests, current_inqueue_seats and the sum and count
+// of request_queue_length_after_enqueue.
+type queueGauges struct {
+	Requests, Seats float64
+	LengthSum       float64
+	LengthCount     uint64
+	peak            float64 // the most requests waiting at once (Pace's side only)
+}
+
+// observe follows Pace's queue events as kube's queue set moves its metrics.
+func (g *queueGauges) observe(ev queueset.Event) {
+	delta := -1.0
+	if ev.Kind == queueset.Enqueued {
+		delta = 1
+		g.LengthSum += float64(ev.QueueLength)
+		g.LengthCount++
+	}
+	g.Requests += delta
+	g.Seats += delta * float64(ev.Seats)
+	g.peak = max(g.peak, g.Requests)
+}
+
+// kubeQueueGauges reads kube's queue metrics of flow schema "fs" at one
+// priority level (zero where kube has no series yet).
+func kubeQueueGauges(t *testing.T, level string) queueGauges {
 	t.Helper()
 	h := kubeFlowSeries(t, "apiserver_flowcontrol_request_queue_length_after_enqueue", level).GetHistogram()
-	return h.GetSampleSum(), h.GetSampleCount()
+	return queueGauges{
+		Requests:    kubeFlowSeries(t, "apiserver_flowcontrol_current_inqueue_requests", level).GetGauge().GetValue(),
+		Seats:       kubeFlowSeries(t, "apiserver_flowcontrol_current_inqueue_seats", level).GetGauge().GetValue(),
+		LengthSum:   h.GetSampleSum(),
+		LengthCount: h.GetSampleCount(),
+	}
 }
 
 // paceDispatchGauges is the same view of Pace's last dispatch.

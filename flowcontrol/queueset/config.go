@@ -17,7 +17,7 @@ const DefaultServiceTimeGuess = 3 * time.Millisecond
 
 // Config is the queuing configuration of one priority level.
 type Config struct {
-	// Name labels the queue set in dumps.
+	// Name labels the queue set in dumps and events.
 	Name string
 	// Queues > 0 queues requests; 0 rejects what does not fit at once
 	// (LimitResponse Reject); Exempt (−1) admits everything.
@@ -33,6 +33,19 @@ type Option func(*options) error
 
 type options struct {
 	serviceTimeGuess time.Duration
+	observe          func(Event)
+}
+
+// WithObserver has the queue set call observe whenever a request joins or
+// leaves a queue, with the queue set's lock held (observe must not call back
+// into the queue set): the events behind kube-apiserver's
+// current_inqueue_requests, current_inqueue_seats and
+// request_queue_length_after_enqueue. A nil observe is ignored.
+func WithObserver(observe func(Event)) Option {
+	return func(o *options) error {
+		o.observe = observe
+		return nil
+	}
 }
 
 // WithServiceTimeGuess replaces G (DefaultServiceTimeGuess); tests use it.

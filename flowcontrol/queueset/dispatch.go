@@ -27,6 +27,7 @@ func (qs *QueueSet) dispatchLocked() bool {
 	q.withdraw(r)
 	qs.totRequestsWaiting--
 	qs.totSeatsWaiting -= r.waitSeats // the seats added at enqueue, clamp or not
+	qs.notifyLocked(Dispatched, r, 0)
 	r.est.ClampFinalSeats(qs.limit)
 	now := qs.clock.Now()
 	qs.startLocked(r, now)

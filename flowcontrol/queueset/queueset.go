@@ -23,6 +23,34 @@ const (
 	TimeOut Reason = "time-out"
 )
 
+// EventKind says how a request joined or left a queue.
+type EventKind uint8
+
+// The event kinds.
+const (
+	// Enqueued: the request joined a queue (also one it leaves at once).
+	Enqueued EventKind = iota + 1
+	// Dispatched: the request left its queue to execute.
+	Dispatched
+	// Withdrawn: the request left its queue unexecuted (Cancel: time-out).
+	Withdrawn
+)
+
+// Event is a request joining or leaving a queue. Requests of levels without
+// queues (exempt and Reject levels) and rejected ones cause none.
+type Event struct {
+	Kind          EventKind
+	PriorityLevel string // the queue set's Config.Name
+	FlowSchema    string
+	// Seats is the request's MaxSeats as counted while it waits: the same
+	// in its Enqueued event and in the one that ends its wait, even when
+	// the final seats are clamped at dispatch.
+	Seats int
+	// QueueLength, for Enqueued, is the number of requests then waiting in
+	// the queue joined, itself included; 0 for the other kinds.
+	QueueLength int
+}
+
 // rDecrement is how far R is wound back at an epoch advance; highR triggers it.
 const (
 	rDecrement = work.MaxSeatSeconds / 2
@@ -36,7 +64,8 @@ type QueueSet struct {
 	g     time.Duration    // service time guess
 	seatG work.SeatSeconds // the work of one seat for g: seats×G as upstream rounds it when g is a multiple of 10 ns
 	// demand integrates seats in use plus seats waiting (reference §1.10).
-	demand *integrator.Integrator
+	demand  *integrator.Integrator
+	observe func(Event) // nil: nobody watches the queues
 
 	mu           sync.Mutex // guards the fields below
 	cfg          Config
@@ -82,6 +111,7 @@ func New(clk eventclock.Interface, cfg Config, concurrencyLimit int, opts ...Opt
 		g:            o.serviceTimeGuess,
 		seatG:        work.SeatsTimesDuration(1, o.serviceTimeGuess),
 		demand:       integrator.New(clk),
+		observe:      o.observe,
 		cfg:          cfg,
 		limit:        max(concurrencyLimit, 0),
 		dealer:       dealer,
@@ -212,10 +242,17 @@ func (qs *QueueSet) enqueueLocked(q *queue, r *Request) {
 	r.queue = q
 	r.waitSeats = r.est.MaxSeats()
 	q.enqueue(r)
-	r.queueLength = q.waiting.n
 	qs.totRequestsWaiting++
 	qs.totSeatsWaiting += r.waitSeats
 	qs.demand.Set(float64(qs.totSeatsInUse + qs.totSeatsWaiting))
+	qs.notifyLocked(Enqueued, r, q.waiting.n)
+}
+
+// notifyLocked tells the observer, if any, that r joined or left its queue.
+func (qs *QueueSet) notifyLocked(kind EventKind, r *Request, queueLength int) {
+	if qs.observe != nil {
+		qs.observe(Event{Kind: kind, PriorityLevel: qs.cfg.Name, FlowSchema: r.flowSchema, Seats: r.waitSeats, QueueLength: queueLength})
+	}
 }
 
 // boundNextDispatchLocked is the anti-windup floor: a queue's next dispatch

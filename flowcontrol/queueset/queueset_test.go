@@ -2,6 +2,7 @@ package queueset
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -252,10 +253,13 @@ func TestQueueFullAndReject(t *testing.T) {
 }
 
 // TestSeatsWaitingAfterFinalClamp is the reproduction of reference §1.12 item 1:
-// upstream leaves SeatsWaiting at 1 for good; Pace returns to 0.
+// upstream leaves SeatsWaiting (and current_inqueue_seats) at 1 for good;
+// Pace returns to 0, and its queue events carry 3 seats in and 3 out.
 func TestSeatsWaitingAfterFinalClamp(t *testing.T) {
 	clk := eventclock.NewFake(t0)
-	qs := mustQueueSet(t, Config{Queues: 4, QueueLengthLimit: 4, HandSize: 1}, 2, clk)
+	var eventSeats []int
+	qs := mustQueueSet(t, Config{Queues: 4, QueueLengthLimit: 4, HandSize: 1}, 2, clk,
+		WithObserver(func(ev Event) { eventSeats = append(eventSeats, ev.Seats) }))
 	r := mustStart(t, qs, work.Estimate{InitialSeats: 1, FinalSeats: 3, AdditionalLatency: 100 * time.Millisecond}, 0, "w")
 	if got := r.Estimate(); got.FinalSeats != 2 || got.AdditionalLatency != 150*time.Millisecond {
 		t.Errorf("clamped estimate = %+v, want 2 final seats for 150ms (same final work)", got)
@@ -267,6 +271,9 @@ func TestSeatsWaitingAfterFinalClamp(t *testing.T) {
 	}
 	if got := qs.SeatDemand().Results().Max; got != 3 {
 		t.Errorf("seat demand max = %v, want 3 (the request's pre-clamp width while waiting)", got)
+	}
+	if want := []int{3, 3}; !cmp.Equal(eventSeats, want) {
+		t.Errorf("seats of the enqueued and dispatched events = %v, want %v", eventSeats, want)
 	}
 	checkInvariants(t, qs)
 }
@@ -362,38 +369,66 @@ func TestDumpShowsRequests(t *testing.T) {
 	}
 }
 
-// TestQueueLengthAfterEnqueue: each request reports the length of the queue
-// it joined, right after joining, as kube observes it; not the level's total.
-// With one seat and two queues (hand size 1):
+// TestQueueEvents: the observer sees each request join its queue, with the
+// length of that queue right after joining (kube's
+// request_queue_length_after_enqueue, not the level's total), and leave it
+// when dispatched or withdrawn. With one seat and two queues (hand size 1):
 //
 //	a joins queue X (1) and is dispatched at once
 //	b joins X behind nobody waiting (1)
 //	c joins Y (1) while 2 wait in the level
-//	d joins X behind b (2) while 3 wait in the level
-func TestQueueLengthAfterEnqueue(t *testing.T) {
-	qs := mustQueueSet(t, Config{Queues: 2, HandSize: 1, QueueLengthLimit: 5}, 1, eventclock.NewFake(t0))
+//	d (2 seats) joins X behind b (2) while 3 wait in the level
+//	d is withdrawn; a finishes and one of b and c is dispatched
+//
+// A level without queues reports nothing.
+func TestQueueEvents(t *testing.T) {
+	var got []string
+	observe := func(ev Event) {
+		kind := map[EventKind]string{Enqueued: "enqueued", Dispatched: "dispatched", Withdrawn: "withdrawn"}[ev.Kind]
+		got = append(got, fmt.Sprintf("%s %s/%s seats=%d len=%d", kind, ev.PriorityLevel, ev.FlowSchema, ev.Seats, ev.QueueLength))
+	}
+	qs := mustQueueSet(t, Config{Name: "pl", Queues: 2, HandSize: 1, QueueLengthLimit: 5}, 1, eventclock.NewFake(t0), WithObserver(observe))
 	x, y := uint64(0), uint64(1)
-	a := mustStart(t, qs, oneSeat, x, "a")
-	b := mustStart(t, qs, oneSeat, x, "b")
-	c := mustStart(t, qs, oneSeat, y, "c")
-	d := mustStart(t, qs, oneSeat, x, "d")
+	start := func(est work.Estimate, hash uint64, label string) *Request {
+		t.Helper()
+		r, reason := qs.Start(est, hash, label, label, nil)
+		if r == nil {
+			t.Fatalf("Start(%s) rejected: %s", label, reason)
+		}
+		return r
+	}
+	a := start(oneSeat, x, "a")
+	b := start(oneSeat, x, "b")
+	c := start(oneSeat, y, "c")
+	d := start(work.Estimate{InitialSeats: 2}, x, "d")
 	if b.queue == c.queue || b.queue != d.queue {
 		t.Fatalf("scenario needs b and d in one queue, c in the other: queues %d, %d, %d", b.queue.index, c.queue.index, d.queue.index)
-	}
-	var got []int
-	for _, r := range []*Request{a, b, c, d} {
-		got = append(got, r.QueueLength())
-	}
-	if want := []int{1, 1, 1, 2}; !cmp.Equal(got, want) {
-		t.Errorf("queue lengths after enqueue of a, b, c, d = %v, want %v", got, want)
 	}
 	if w := qs.Dump().Waiting; w != 3 {
 		t.Errorf("level waiting = %d, want 3", w)
 	}
+	if !d.Cancel() {
+		t.Fatal("Cancel of waiting d failed")
+	}
+	a.Finish(nil)
+	next := "b"
+	if b.state == stateWaiting {
+		next = "c"
+	}
+	want := []string{
+		"enqueued pl/a seats=1 len=1", "dispatched pl/a seats=1 len=0",
+		"enqueued pl/b seats=1 len=1", "enqueued pl/c seats=1 len=1", "enqueued pl/d seats=2 len=2",
+		"withdrawn pl/d seats=2 len=0", "dispatched pl/" + next + " seats=1 len=0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
 	checkInvariants(t, qs)
 
-	queueless := mustQueueSet(t, Config{}, 1, eventclock.NewFake(t0))
-	if n := mustStart(t, queueless, oneSeat, x, "e").QueueLength(); n != 0 {
-		t.Errorf("queue length of a request of a level without queues = %d, want 0", n)
+	got = nil
+	queueless := mustQueueSet(t, Config{Name: "exempt", Queues: Exempt}, 1, eventclock.NewFake(t0), WithObserver(observe))
+	mustStart(t, queueless, oneSeat, x, "e").Finish(nil)
+	if len(got) != 0 {
+		t.Errorf("a level without queues reported %v", got)
 	}
 }

@@ -31,7 +31,6 @@ type Request struct {
 	est         work.Completed
 	state       requestState
 	waitSeats   int // seats counted in totSeatsWaiting while waiting
-	queueLength int // requests waiting in its queue right after it joined; 0 if never queued
 	arrivalR    work.SeatSeconds
 	arrivalTime time.Time
 	startTime   time.Time
@@ -77,6 +76,7 @@ func (r *Request) Cancel() bool {
 	r.state = stateCancelled
 	qs.totRequestsWaiting--
 	qs.totSeatsWaiting -= r.waitSeats
+	qs.notifyLocked(Withdrawn, r, 0)
 	qs.rejected++
 	qs.timedOut++
 	if !q.active() {
@@ -97,17 +97,6 @@ func (r *Request) Finish(fn func()) (idle bool) {
 		fn()
 	}
 	return false
-}
-
-// QueueLength returns the number of requests that were waiting in the
-// request's queue right after it joined it, itself included: what
-// kube-apiserver observes in request_queue_length_after_enqueue. It is 0 for
-// a request that never joined a queue (levels without queues); it is fixed
-// once Start returns.
-func (r *Request) QueueLength() int {
-	r.qs.mu.Lock()
-	defer r.qs.mu.Unlock()
-	return r.queueLength
 }
 
 // Estimate returns the request's work estimate, after any final-seat clamp.

@@ -24,6 +24,8 @@ type Client struct {
 	prefix schemas.Prefix
 	log    *slog.Logger
 	now    func() time.Time
+
+	malformed *malformedEvents // job events that could not be decoded
 }
 
 // ErrNoServers is wrapped by Connect's error when no server of url could
@@ -105,7 +107,7 @@ func newClient(nc *nats.Conn, o *options) (*Client, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	js = sizedPublisher{JetStream: js, nc: nc}
-	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now}, nil
+	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now, malformed: newMalformedEvents()}, nil
 }
 
 // sizedPublisher names the sizes when a publish is refused for exceeding

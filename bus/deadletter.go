@@ -67,18 +67,8 @@ func (c *Client) recordFailure(ctx context.Context, job, item string, cause erro
 // never be stored; the message is then terminated and logged as an error
 // with its stream sequence, and stays in its stream while that keeps it.
 func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, cause error) {
-	job := "unknown"
-	if tokens := strings.Split(msg.Subject(), "."); len(tokens) > 2 && schemas.ValidToken(tokens[2]) {
-		job = tokens[2]
-	}
-	d := MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
-	key := "" // without a stream sequence, no de-duplication
-	if md, err := msg.Metadata(); err == nil {
-		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
-		key = fmt.Sprintf("%s/%s/%d", stage, md.Stream, md.Sequence.Stream)
-	}
-	log := c.log.With("stage", stage, "job", job, "subject", msg.Subject(), "seq", d.Sequence, "err", cause)
-	err := c.PublishDeadLetter(MessageContext(ctx, msg.Headers()), c.prefix.Metrics(job, schemas.DeadMetrics), d, key)
+	d, _, err := c.keepMalformed(ctx, stage, msg, cause)
+	log := c.log.With("stage", stage, "job", d.Job, "subject", msg.Subject(), "seq", d.Sequence, "err", cause)
 	switch {
 	case err == nil:
 		log.Warn("unreadable message dead-lettered")
@@ -90,6 +80,23 @@ func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, 
 		log.Warn("unreadable message not dead-lettered yet, will retry", "dead_letter_err", err)
 		_ = msg.NakWithDelay(time.Second)
 	}
+}
+
+// keepMalformed publishes the dead letter of msg, which could not be read
+// for cause, on pace.metrics.<job>.dead, the job read from msg's subject.
+// Its Nats-Msg-Id is keyed by stage and msg's stream and sequence, so that
+// within the stream's duplicate window the bus keeps one letter per key;
+// duplicate reports a letter it dropped as such.
+func (c *Client) keepMalformed(ctx context.Context, stage string, msg jetstream.Msg, cause error) (d *schemas.DeadLetter, duplicate bool, err error) {
+	job := subjectJob(msg.Subject())
+	d = MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
+	key := "" // without a stream sequence, no de-duplication
+	if md, err := msg.Metadata(); err == nil {
+		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
+		key = fmt.Sprintf("%s/%s/%d", stage, md.Stream, md.Sequence.Stream)
+	}
+	duplicate, err = c.publishLetter(MessageContext(ctx, msg.Headers()), c.prefix.Metrics(job, schemas.DeadMetrics), d, key)
+	return d, duplicate, err
 }
 
 // maxDeliveriesAdvisory is the part of the server's

@@ -240,7 +240,8 @@ type JobEvent struct {
 
 // JobEvents iterates over the stored lifecycle events of job ("" for every
 // job) from the oldest, and ends when it has read them all unless follow is
-// set. Undecodable events are skipped.
+// set. Undecodable events are skipped, each kept once as a dead letter on
+// pace.metrics.<job>.dead and counted (see MalformedJobEvents).
 func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Seq2[JobEvent, error] {
 	filter := c.prefix.Jobs("*", "*")
 	if job != "" {
@@ -254,7 +255,7 @@ func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Se
 			}
 			ev, err := Decode[schemas.JobEvent](msg.Data(), msg.Headers())
 			if err != nil {
-				c.log.Warn("undecodable job event skipped", "subject", msg.Subject(), "err", err)
+				c.SetAsideJobEvent(ctx, msg, err)
 				continue
 			}
 			var seq uint64

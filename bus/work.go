@@ -241,15 +241,23 @@ func (c *Client) publishDeadLetter(ctx context.Context, d *schemas.DeadLetter, k
 // job's dead items: letters of messages other than work items go to
 // pace.metrics.<job>.dead.
 func (c *Client) PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error {
+	_, err := c.publishLetter(ctx, subject, d, key)
+	return err
+}
+
+// publishLetter is PublishDeadLetter; it also reports whether the bus
+// dropped the letter as a duplicate of one published with the same key.
+func (c *Client) publishLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) (duplicate bool, err error) {
 	msg, err := NewMsg(ctx, subject, d)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if key != "" {
 		msg.Header.Set(schemas.HeaderMsgID, key)
 	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publish dead letter for %s: %w", d.Job, err)
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return false, fmt.Errorf("publish dead letter for %s: %w", d.Job, err)
 	}
-	return nil
+	return ack.Duplicate, nil
 }

@@ -73,6 +73,7 @@ type term struct {
 
 func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.MalformedJobEvents())
 	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg), root: http.NewServeMux(),
 		addr: ln.Addr().String(), url: f.http.url(ln), natsURL: natsURL, workerEnv: workerEnv}
 }

@@ -138,7 +138,7 @@ func (s *Stage) onDecision(ctx context.Context, m jetstream.Msg) error {
 func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
 	ev, err := bus.Decode[schemas.JobEvent](m.Data(), m.Headers())
 	if err != nil {
-		s.log.Warn("malformed job event dropped", "subject", m.Subject(), "err", err)
+		s.c.SetAsideJobEvent(ctx, m, err) // logged, dead-lettered and counted once
 		return nil
 	}
 	switch ev.Type {

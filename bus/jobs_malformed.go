@@ -1,0 +1,124 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// jobEventsStage names the job-event readers in the Nats-Msg-Id of the
+// dead letters they write, and in their logs.
+const jobEventsStage = "job-events"
+
+// malformedEvents is what a client knows of the job events it could not
+// decode. Every reader of job events (the manager's recovery, watches, the
+// visualizer's streams) reads the same stored events, and reads them again
+// after a restart: the first to meet an unreadable one keeps it as a dead
+// letter, the others find it kept.
+type malformedEvents struct {
+	count prometheus.Counter
+	// turn is held, as a one-slot semaphore, while an event is set aside;
+	// it guards kept.
+	turn chan struct{}
+	kept map[uint64]bool // PACE_JOBS sequences known to have a dead letter
+}
+
+func newMalformedEvents() *malformedEvents {
+	return &malformedEvents{
+		count: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_job_events_malformed_total",
+			Help: "Job events no reader could decode, dead-lettered on pace.metrics.<job>.dead by this process."}),
+		turn: make(chan struct{}, 1),
+		kept: map[uint64]bool{},
+	}
+}
+
+// MalformedJobEvents returns the counter of the job events this client
+// dead-lettered, pace_monitor_job_events_malformed_total; register it with
+// a prometheus.Registerer. An event is counted once by the process that
+// stored its letter.
+func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.count }
+
+// SetAsideJobEvent is how a reader of job events (JobEvents, or a
+// consumer of the PACE_JOBS stream) deals with one it cannot decode: it
+// keeps the stored event msg, unreadable for cause, as a dead letter on
+// pace.metrics.<job>.dead (reason malformed, the event byte for byte),
+// once per stored event. A letter already kept for its sequence, by this
+// process or another, is not written again, and only a new letter is
+// counted. The event stays in its stream, and msg is neither acknowledged
+// nor terminated (the caller's); if no letter can be stored now, the next
+// read tries again.
+func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error) {
+	log := c.log.With("stage", jobEventsStage, "subject", msg.Subject(), "err", cause)
+	md, err := msg.Metadata()
+	if err != nil {
+		log.Warn("undecodable job event skipped; no stream sequence to dead-letter it by", "metadata_err", err)
+		return
+	}
+	seq := md.Sequence.Stream
+	log = log.With("seq", seq)
+	m := c.malformed
+	select {
+	case m.turn <- struct{}{}:
+		defer func() { <-m.turn }()
+	case <-ctx.Done():
+		return
+	}
+	if m.kept[seq] {
+		return
+	}
+	kept, err := c.hasMalformedLetter(ctx, subjectJob(msg.Subject()), msg.Subject(), seq)
+	if err != nil {
+		log.Warn("undecodable job event skipped; its dead letters could not be read, will retry at the next read",
+			"dead_letter_err", err)
+		return
+	}
+	if kept {
+		m.kept[seq] = true
+		return
+	}
+	_, duplicate, err := c.keepMalformed(ctx, jobEventsStage, msg, cause)
+	switch {
+	case err == nil:
+		m.kept[seq] = true
+		if !duplicate {
+			m.count.Inc()
+			log.Warn("undecodable job event dead-lettered")
+		}
+	case errors.Is(err, nats.ErrMaxPayload):
+		m.kept[seq] = true // retrying cannot help: count and log it once
+		m.count.Inc()
+		log.Error("undecodable job event too large to dead-letter; left in its stream", "dead_letter_err", err)
+	default:
+		log.Warn("undecodable job event skipped; not dead-lettered yet, will retry at the next read",
+			"dead_letter_err", err)
+	}
+}
+
+// hasMalformedLetter reports whether job has a dead letter of the message
+// stored at sequence seq on subject.
+func (c *Client) hasMalformedLetter(ctx context.Context, job, subject string, seq uint64) (bool, error) {
+	for l, err := range c.Letters(ctx, DeadMessages, job, false) {
+		if err != nil {
+			return false, err
+		}
+		if l.Reason == schemas.Malformed && l.Subject == subject && l.Sequence == seq {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// subjectJob is the job a message's subject names (its third token), or
+// "unknown" when it names none.
+func subjectJob(subject string) string {
+	if tokens := strings.Split(subject, "."); len(tokens) > 2 && schemas.ValidToken(tokens[2]) {
+		return tokens[2]
+	}
+	return "unknown"
+}

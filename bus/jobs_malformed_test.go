@@ -1,0 +1,136 @@
+package bus_test
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// TestUndecodableJobEventIsDeadLetteredOnce stores an unreadable job event
+// between two good ones on a real server. Several readers of one process
+// read it at once, and another process reads it after the bus' duplicate
+// window has passed: every reader goes on with the good events, and the
+// event has exactly one dead letter, with its exact bytes, counted once.
+func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
+	ctx := testCtx(t)
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	const job = "garbled"
+	at := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventStarted, At: at,
+		State: schemas.Ongoing, Total: 1}); err != nil {
+		t.Fatal(err)
+	}
+	garbage := nats.NewMsg(c.Prefix().Jobs(job, schemas.EventScaled))
+	garbage.Data = []byte{0xff, 0xfe, '{', 0x00, 0xc3, '"', '\\'}
+	garbage.Header.Set("Pace-Test", "garbled")
+	ack, err := c.JetStream().PublishMsg(ctx, garbage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventCompleted, At: at,
+		State: schemas.Completed}); err != nil {
+		t.Fatal(err)
+	}
+
+	// read reads job's events with cl, as JobEvents for job alone, for every
+	// job, or WatchJob, and checks that it got both good ones.
+	read := func(cl *bus.Client, how int) {
+		t.Helper()
+		var types []schemas.JobEventType
+		switch how {
+		case 0, 1:
+			filter := job
+			if how == 1 {
+				filter = ""
+			}
+			for ev, err := range cl.JobEvents(ctx, filter, false) {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				types = append(types, ev.Type)
+			}
+		default:
+			for ev, err := range cl.WatchJob(ctx, job) {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				types = append(types, ev.Type)
+			}
+		}
+		if want := []schemas.JobEventType{schemas.EventStarted, schemas.EventCompleted}; !slices.Equal(types, want) {
+			t.Errorf("reader %d read %v, want %v", how, types, want)
+		}
+	}
+	var wg sync.WaitGroup
+	for how := range 3 {
+		wg.Go(func() { read(c, how) })
+	}
+	wg.Wait()
+	read(c, 0) // again, as a watch opened later would
+
+	// Another process reads the event after the bus has forgotten the
+	// letter's Nats-Msg-Id: it finds the letter kept.
+	metrics, err := c.JetStream().Stream(ctx, c.Prefix().Stream("METRICS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := metrics.CachedInfo().Config
+	cfg.Duplicates = 100 * time.Millisecond
+	if _, err := c.JetStream().UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window
+	other := bustest.Client(t, s)
+	read(other, 1)
+
+	letters, err := c.StoredMalformed(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters) != 1 {
+		t.Fatalf("%d dead letters of the garbled event, want 1: %+v", len(letters), letters)
+	}
+	l := letters[0]
+	if !bytes.Equal(l.Raw, garbage.Data) || l.Subject != garbage.Subject || l.Sequence != ack.Sequence ||
+		l.Reason != schemas.Malformed || l.Job != job || l.Header["Pace-Test"][0] != "garbled" {
+		t.Errorf("dead letter %+v does not keep the event %q on %s (sequence %d) as it was",
+			l, garbage.Data, garbage.Subject, ack.Sequence)
+	}
+	if n := counted(t, c); n != 1 {
+		t.Errorf("the first process counted %v malformed job events, want 1", n)
+	}
+	if n := counted(t, other); n != 0 {
+		t.Errorf("the second process counted %v malformed job events, want 0: the letter was already kept", n)
+	}
+}
+
+// counted is the value of c's pace_monitor_job_events_malformed_total,
+// gathered as a scrape would.
+func counted(t *testing.T, c *bus.Client) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.MalformedJobEvents())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "pace_monitor_job_events_malformed_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("pace_monitor_job_events_malformed_total not gathered")
+	return 0
+}

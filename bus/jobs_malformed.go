@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,6 +12,11 @@ import (
 
 	"github.com/pace-platform/pace/schemas"
 )
+
+// setAsideTimeout bounds setting a job event aside, so that a reader the
+// bus does not allow to (a user without the permissions) is held up
+// briefly, and not for as long as its own context lasts.
+const setAsideTimeout = 5 * time.Second
 
 // jobEventsStage names the job-event readers in the Nats-Msg-Id of the
 // dead letters they write, and in their logs.
@@ -51,8 +57,8 @@ func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.
 // once per stored event. A letter already kept for its sequence, by this
 // process or another, is not written again, and only a new letter is
 // counted. The event stays in its stream, and msg is neither acknowledged
-// nor terminated (the caller's); if no letter can be stored now, the next
-// read tries again.
+// nor terminated (the caller's); if no letter can be stored within 5
+// seconds, the next read tries again.
 func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error) {
 	log := c.log.With("stage", jobEventsStage, "subject", msg.Subject(), "err", cause)
 	md, err := msg.Metadata()
@@ -72,6 +78,8 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	if m.kept[seq] {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, setAsideTimeout)
+	defer cancel()
 	kept, err := c.hasMalformedLetter(ctx, subjectJob(msg.Subject()), msg.Subject(), seq)
 	if err != nil {
 		log.Warn("undecodable job event skipped; its dead letters could not be read, will retry at the next read",

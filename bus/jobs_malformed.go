@@ -18,6 +18,10 @@ import (
 // briefly, and not for as long as its own context lasts.
 const setAsideTimeout = 5 * time.Second
 
+// setAsideRetry is how long a client waits, after failing to set a job
+// event aside, before it tries again for that event.
+const setAsideRetry = time.Minute
+
 // jobEventsStage names the job-event readers in the Nats-Msg-Id of the
 // dead letters they write, and in their logs.
 const jobEventsStage = "job-events"
@@ -30,18 +34,26 @@ const jobEventsStage = "job-events"
 type malformedEvents struct {
 	count prometheus.Counter
 	// turn is held, as a one-slot semaphore, while an event is set aside;
-	// it guards kept.
-	turn chan struct{}
-	kept map[uint64]bool // PACE_JOBS sequences known to have a dead letter
+	// it guards kept and retry.
+	turn  chan struct{}
+	kept  map[uint64]bool      // PACE_JOBS sequences known to have a dead letter
+	retry map[uint64]time.Time // sequences that failed to be set aside: when to try again
 }
 
 func newMalformedEvents() *malformedEvents {
 	return &malformedEvents{
 		count: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_job_events_malformed_total",
 			Help: "Job events no reader could decode, dead-lettered on pace.metrics.<job>.dead by this process."}),
-		turn: make(chan struct{}, 1),
-		kept: map[uint64]bool{},
+		turn:  make(chan struct{}, 1),
+		kept:  map[uint64]bool{},
+		retry: map[uint64]time.Time{},
 	}
+}
+
+// keep records that seq needs no more setting aside; m.turn must be held.
+func (m *malformedEvents) keep(seq uint64) {
+	m.kept[seq] = true
+	delete(m.retry, seq)
 }
 
 // MalformedJobEvents returns the counter of the job events this client
@@ -57,8 +69,9 @@ func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.
 // once per stored event. A letter already kept for its sequence, by this
 // process or another, is not written again, and only a new letter is
 // counted. The event stays in its stream, and msg is neither acknowledged
-// nor terminated (the caller's); if no letter can be stored within 5
-// seconds, the next read tries again.
+// nor terminated (the caller's). If no letter can be stored within 5
+// seconds (the bus is recovering, or does not allow this user to), the
+// event is skipped, and a read a minute later or more tries again.
 func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error) {
 	log := c.log.With("stage", jobEventsStage, "subject", msg.Subject(), "err", cause)
 	md, err := msg.Metadata()
@@ -75,36 +88,38 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	case <-ctx.Done():
 		return
 	}
-	if m.kept[seq] {
+	if m.kept[seq] || c.now().Before(m.retry[seq]) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, setAsideTimeout)
 	defer cancel()
 	kept, err := c.hasMalformedLetter(ctx, subjectJob(msg.Subject()), msg.Subject(), seq)
 	if err != nil {
-		log.Warn("undecodable job event skipped; its dead letters could not be read, will retry at the next read",
-			"dead_letter_err", err)
+		m.retry[seq] = c.now().Add(setAsideRetry) // and not at every read meanwhile
+		log.Warn("undecodable job event skipped; its dead letters could not be read, will retry",
+			"dead_letter_err", err, "retry_after", setAsideRetry)
 		return
 	}
 	if kept {
-		m.kept[seq] = true
+		m.keep(seq)
 		return
 	}
 	_, duplicate, err := c.keepMalformed(ctx, jobEventsStage, msg, cause)
 	switch {
 	case err == nil:
-		m.kept[seq] = true
+		m.keep(seq)
 		if !duplicate {
 			m.count.Inc()
 			log.Warn("undecodable job event dead-lettered")
 		}
 	case errors.Is(err, nats.ErrMaxPayload):
-		m.kept[seq] = true // retrying cannot help: count and log it once
+		m.keep(seq) // retrying cannot help: count and log it once
 		m.count.Inc()
 		log.Error("undecodable job event too large to dead-letter; left in its stream", "dead_letter_err", err)
 	default:
-		log.Warn("undecodable job event skipped; not dead-lettered yet, will retry at the next read",
-			"dead_letter_err", err)
+		m.retry[seq] = c.now().Add(setAsideRetry)
+		log.Warn("undecodable job event skipped; not dead-lettered yet, will retry",
+			"dead_letter_err", err, "retry_after", setAsideRetry)
 	}
 }
 

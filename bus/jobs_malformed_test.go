@@ -116,6 +116,60 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 	}
 }
 
+// TestJobEventNotSetAsideIsKeptLater stores an unreadable job event while
+// its letter cannot be stored (PACE_METRICS is gone): the reader goes on
+// with the good event, keeps no letter and counts nothing, and within the
+// next minute does not try again; once the stream is back, another
+// process's read keeps the event's one letter.
+func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
+	ctx := testCtx(t)
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	const job = "later"
+	garbage := nats.NewMsg(c.Prefix().Jobs(job, schemas.EventScaled))
+	garbage.Data = []byte("{not json")
+	if _, err := c.JetStream().PublishMsg(ctx, garbage); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventCompleted,
+		At: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), State: schemas.Completed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.JetStream().DeleteStream(ctx, c.Prefix().Stream("METRICS")); err != nil {
+		t.Fatal(err)
+	}
+	read := func(cl *bus.Client) {
+		t.Helper()
+		n := 0
+		for _, err := range cl.JobEvents(ctx, job, false) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("read %d job events, want the good one", n)
+		}
+	}
+	read(c)
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	read(c) // within the minute: not tried again
+	if letters, err := c.StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
+		t.Fatalf("%d letters (%v) before another try, want 0", len(letters), err)
+	}
+	other := bustest.Client(t, s)
+	read(other)
+	letters, err := c.StoredMalformed(ctx, job)
+	if err != nil || len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage.Data) {
+		t.Fatalf("letters %+v (%v), want one keeping %q", letters, err, garbage.Data)
+	}
+	if n, m := counted(t, c), counted(t, other); n != 0 || m != 1 {
+		t.Errorf("counted %v and %v, want 0 by the process that failed and 1 by the other", n, m)
+	}
+}
+
 // counted is the value of c's pace_monitor_job_events_malformed_total,
 // gathered as a scrape would.
 func counted(t *testing.T, c *bus.Client) float64 {

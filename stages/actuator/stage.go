@@ -82,7 +82,11 @@ func (s *Stage) consume(ctx context.Context, stream, durable, filter string,
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		hctx, cancel := context.WithTimeout(bus.MessageContext(context.WithoutCancel(ctx), m.Headers()), 10*time.Second)
 		defer cancel()
-		if err := handle(hctx, m); err != nil {
+		err := handle(hctx, m)
+		if errors.Is(err, errSetAside) {
+			return // SetAside terminated it, or asked for it again
+		}
+		if err != nil {
 			s.log.Warn("request not published, will retry", "subject", m.Subject(), "err", err)
 			_ = m.NakWithDelay(time.Second)
 			return
@@ -116,11 +120,15 @@ func (s *Stage) reconcile(ctx context.Context) error {
 	return nil
 }
 
+// errSetAside tells consume that a handler settled an unreadable message
+// itself (see bus.Client.SetAside).
+var errSetAside = errors.New("set aside")
+
 func (s *Stage) onDecision(ctx context.Context, m jetstream.Msg) error {
 	d, err := bus.Decode[schemas.Decision](m.Data(), m.Headers())
 	if err != nil {
-		s.log.Warn("malformed decision dropped", "subject", m.Subject(), "err", err)
-		return nil
+		s.c.SetAside(ctx, "actuator", m, err) // a dead letter on pace.metrics.<job>.dead, byte for byte
+		return errSetAside
 	}
 	rec, err := s.c.Status(ctx, d.Job)
 	if errors.Is(err, bus.ErrJobNotFound) {

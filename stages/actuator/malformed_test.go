@@ -1,0 +1,75 @@
+package actuator_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
+)
+
+// TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn publishes bytes
+// that are no decision, then a decision: the first becomes one dead letter
+// holding its exact bytes, and the actuator goes on to request the second.
+func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "garbled"
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
+		t.Fatal(err)
+	}
+	requests := make(chan *schemas.KubeRequest, 8)
+	sub, err := c.Conn().Subscribe(c.Prefix().KubeRequests(), func(m *nats.Msg) {
+		if r, err := bus.Decode[schemas.KubeRequest](m.Data, m.Header); err == nil {
+			requests <- r
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	bustest.Run(t, actuator.New(c, slog.New(slog.DiscardHandler)).Run)
+	// Its consumers deliver the last decision per subject as they start:
+	// wait for the request its start-up reconcile makes, so both messages
+	// below arrive.
+	waitRequest(t, requests, job, 1)
+
+	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
+	if _, err := c.JetStream().Publish(ctx, c.Prefix().Decisions(job), garbage); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 3, Reason: "after garbage"})
+
+	waitRequest(t, requests, job, 3)
+	var letters []*schemas.DeadLetter
+	bustest.Eventually(t, 10*time.Second, "the unreadable decision's dead letter", func() bool {
+		letters, err = c.StoredMalformed(ctx, job)
+		return err == nil && len(letters) > 0
+	})
+	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Subject != c.Prefix().Decisions(job) {
+		t.Errorf("dead letters %+v, want one holding %q from %s", letters, garbage, c.Prefix().Decisions(job))
+	}
+}
+
+// waitRequest waits for a request to scale job to replicas.
+func waitRequest(t *testing.T, requests <-chan *schemas.KubeRequest, job string, replicas int) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case r := <-requests:
+			if r.Job == job && r.Replicas == replicas {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no request to scale %s to %d", job, replicas)
+		}
+	}
+}

@@ -50,8 +50,13 @@ type server struct {
 	gate    *apf.Gate
 	reg     *prometheus.Registry
 	release chan struct{}
+	once    sync.Once
 	entered chan string
 }
+
+// releaseAll lets every held handler return; also run at cleanup, before
+// the server closes, so a test that failed early does not hang there.
+func (s *server) releaseAll() { s.once.Do(func() { close(s.release) }) }
 
 func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 	t.Helper()
@@ -89,6 +94,7 @@ func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	s.Server = httptest.NewServer(auth.Middleware(tf)(gate.Middleware(apf.KubeResolver)(mux)))
 	t.Cleanup(s.Close)
+	t.Cleanup(s.releaseAll) // runs first
 	return s
 }
 
@@ -163,7 +169,7 @@ func TestFilterRejectsWith429(t *testing.T) {
 	if got := s.waitEntered(t); got != "/api/v1/namespaces/c/pods" {
 		t.Errorf("root entered %s", got)
 	}
-	close(s.release)
+	s.releaseAll()
 	wg.Wait()
 
 	count := func(name string) float64 {
@@ -201,7 +207,18 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 	}
 	defer resp.Body.Close() //nolint:errcheck // test
 	s.waitEntered(t)
-	// The watch is streaming; its seat is free again, so a list gets in.
+	// The watch is streaming, so its seat is given back: the handler started
+	// the response, and the filter frees the seat concurrently.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		seats, ok := gauge(t, s.reg, "apiserver_flowcontrol_current_executing_seats", map[string]string{"priority_level": "tiny"})
+		if ok && seats == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the streaming watch still holds %v seats (series found: %v)", seats, ok)
+		}
+	}
+	// Its seat is free again, so a list gets in.
 	done := make(chan int)
 	go func() {
 		r := s.get(t, "/api/v1/namespaces/b/pods", "alice-token")
@@ -218,7 +235,7 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("list never entered")
 	}
-	close(s.release)
+	s.releaseAll()
 	if code := <-done; code != 200 {
 		t.Errorf("list: %d", code)
 	}
@@ -233,5 +250,5 @@ func TestFilterDisabledUsesMaxInflight(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("second read: %d Retry-After %q, want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	close(s.release)
+	s.releaseAll()
 }

@@ -36,10 +36,12 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	bustest.Run(t, actuator.New(c, slog.New(slog.DiscardHandler)).Run)
-	// Its consumers deliver the last decision per subject as they start:
-	// wait for the request its start-up reconcile makes, so both messages
-	// below arrive.
-	waitRequest(t, requests, job, 1)
+	// Its decision consumer starts from the last decision per subject: wait
+	// until it exists, so both messages below reach it.
+	bustest.Eventually(t, 20*time.Second, "the actuator's decision consumer", func() bool {
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("DECISIONS"), "pace-actuator")
+		return err == nil
+	})
 
 	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
 	if _, err := c.JetStream().Publish(ctx, c.Prefix().Decisions(job), garbage); err != nil {

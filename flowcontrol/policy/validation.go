@@ -270,7 +270,7 @@ func ValidatePriorityLevel(pl *flowcontrolv1.PriorityLevelConfiguration, root *f
 		errs = append(errs, field.NotSupported(spec.Child("type"), s.Type, supportedTypes))
 	}
 	if m := mandatoryPriorityLevel(pl.Name); m != nil && s.Type == m.Spec.Type && s.Type == flowcontrolv1.PriorityLevelEnablementLimited &&
-		!equality.Semantic.DeepEqual(s.Limited.LimitResponse, m.Spec.Limited.LimitResponse) {
+		s.Limited != nil && !equality.Semantic.DeepEqual(s.Limited.LimitResponse, m.Spec.Limited.LimitResponse) {
 		errs = append(errs, field.Invalid(spec.Child("limited", "limitResponse"), "", fmt.Sprintf("limitResponse of '%s' must equal the fixed value", pl.Name)))
 	}
 	return errs

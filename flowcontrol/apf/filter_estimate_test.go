@@ -16,7 +16,6 @@ import (
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
-	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
 
@@ -61,15 +60,7 @@ func histogramTotals(t *testing.T, reg *prometheus.Registry, name string) (sum f
 // notified to 25 watches in progress costs ceil(25/10) = 3 final seats, and 1
 // once they ended. An invalid list costs the level's cap.
 func TestFilterEstimatesWork(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := apf.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), "")
 	tf, err := auth.ParseTokens(strings.NewReader(tokens))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
-	"github.com/pace-platform/pace/flowcontrol/policy"
 )
 
 const tokens = `alice-token,alice,1,"team-a"
@@ -60,19 +59,7 @@ func (s *server) releaseAll() { s.once.Do(func() { close(s.release) }) }
 
 func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 	t.Helper()
-	objs, err := policy.Load(strings.NewReader(objsYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	m, err := apf.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, policy.Overlay(policy.Defaults(), objs), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gate, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, objsYAML)
 	tf, err := auth.ParseTokens(strings.NewReader(tokens))
 	if err != nil {
 		t.Fatal(err)

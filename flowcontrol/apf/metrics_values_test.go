@@ -53,20 +53,8 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 //	     the queue's S is corrected by a's 1 s to 0.006 + 0.997 = 1.003, and
 //	     c is dispatched with b still holding a seat there (discounted S 1.000).
 func TestDispatchGauges(t *testing.T) {
-	objs, err := policy.Load(strings.NewReader(oneQueuedSeat))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	m, err := apf.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, err := apf.New(clk, apf.Config{MaxRequestsInflight: 5}, policy.Overlay(policy.Defaults(), objs), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 5}, oneQueuedSeat)
 	tiny := map[string]string{"priority_level": "tiny"}
 	for _, l := range g.Dump() {
 		if l.Name == "tiny" && l.CurrentLimit != 2 {
@@ -171,19 +159,7 @@ spec:
 // observations, where the level totals would sum to 1+1+1+2+3 = 8. An exempt
 // request is not observed.
 func TestQueueLengthAfterEnqueue(t *testing.T) {
-	objs, err := policy.Load(strings.NewReader(twoFlows))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	m, err := apf.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := apf.New(eventclock.NewFake(time.Unix(1000, 0)), apf.Config{MaxRequestsInflight: 5}, policy.Overlay(policy.Defaults(), objs), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, reg := newGate(t, eventclock.NewFake(time.Unix(1000, 0)), apf.Config{MaxRequestsInflight: 5}, twoFlows)
 	for _, l := range g.Dump() {
 		if l.Name == "split" && l.CurrentLimit != 2 {
 			t.Fatalf("split has %d seats, the scenario needs 2", l.CurrentLimit)
@@ -253,20 +229,8 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 // a3's Admit even returns (0); a4 waits (1) until its 15 s wait limit passes
 // on the fake clock (0).
 func TestInqueueGauges(t *testing.T) {
-	objs, err := policy.Load(strings.NewReader(twoFlows))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	m, err := apf.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, err := apf.New(clk, apf.Config{MaxRequestsInflight: 5}, policy.Overlay(policy.Defaults(), objs), m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 5}, twoFlows)
 	user := func(name string) policy.Attributes {
 		return policy.Attributes{User: name, Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
 	}
@@ -344,4 +308,24 @@ func TestInqueueGauges(t *testing.T) {
 func isTimeOut(err error) bool {
 	var rej *flowcontrol.RejectedError
 	return errors.As(err, &rej) && rej.Reason == flowcontrol.ReasonTimeOut
+}
+
+// newGate builds a gate on clk with cfg and the default policy overlaid by
+// the objects of objsYAML (none when empty), its metrics on a fresh registry.
+func newGate(t *testing.T, clk eventclock.Interface, cfg apf.Config, objsYAML string) (*apf.Gate, *prometheus.Registry) {
+	t.Helper()
+	objs, err := policy.Load(strings.NewReader(objsYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := apf.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := apf.New(clk, cfg, policy.Overlay(policy.Defaults(), objs), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, reg
 }

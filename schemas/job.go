@@ -113,6 +113,10 @@ type Workload struct {
 // Empty reports whether w names no source.
 func (w Workload) Empty() bool { return len(w.Items) == 0 && w.File == "" && w.URL == "" }
 
+// IsZero reports whether w is empty, so that an empty item list is left out
+// of JSON as an absent one is: the encoding of a decoded spec is a fixed point.
+func (w Workload) IsZero() bool { return w.Empty() }
+
 // WorkerSpec describes a job's workers.
 type WorkerSpec struct {
 	// Image and Command run as the worker pods (Kubernetes actuator).
@@ -129,6 +133,13 @@ type WorkerSpec struct {
 	NodeSelector     map[string]string `json:"node_selector,omitempty"`
 	ImagePullSecrets []string          `json:"image_pull_secrets,omitempty"`
 	TerminationGrace Duration          `json:"termination_grace,omitempty"`
+}
+
+// IsZero reports whether w sets nothing: empty lists and maps count as
+// absent, so they are left out of JSON as omitempty leaves out its fields.
+func (w WorkerSpec) IsZero() bool {
+	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && len(w.Env) == 0 && w.Resources == nil &&
+		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0
 }
 
 // Resources are Kubernetes container resources.

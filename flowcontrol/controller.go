@@ -229,12 +229,15 @@ func (c *Controller) buildTable(cfg Config, old *levelTable) (*levelTable, error
 // *RejectedError (queue full, no room on a Reject level, or withdrawn as
 // time-out when ctx ends or the wait limit passes), or ErrUnknownPriorityLevel.
 // hash is the flow's hash (see HashFlow); label names the request in dumps.
-func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash uint64, flowSchema, priorityLevel, label string) (*Request, error) {
+// queued, if not nil, is told when the request joins its queue (true) and
+// leaves it (false), with the level's lock held; requests of levels without
+// queues never join one.
+func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash uint64, flowSchema, priorityLevel, label string, queued func(inQueue bool)) (*Request, error) {
 	lv := c.tab.Load().byName[priorityLevel]
 	if lv == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownPriorityLevel, priorityLevel)
 	}
-	r, reason := lv.qs.Start(est, hash, flowSchema, label, nil)
+	r, reason := lv.qs.Start(est, hash, flowSchema, label, queueset.Callbacks{Queued: queued})
 	if r == nil {
 		return nil, c.reject(priorityLevel, flowSchema, reason, est)
 	}

@@ -73,9 +73,13 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 			if ri.IsWatch() {
 				kind = "watch"
 			}
-			g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, 1)
-			adm, err := g.Admit(r.Context(), attrs, wr, kind)
-			g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, -1)
+			adm, err := g.admit(r.Context(), attrs, wr, kind, func(inQueue bool) {
+				delta := -1
+				if inQueue {
+					delta = 1
+				}
+				g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, delta)
+			})
 			if err != nil {
 				var rej *flowcontrol.RejectedError
 				if errors.As(err, &rej) {

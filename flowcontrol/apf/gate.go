@@ -241,6 +241,11 @@ func (a *Admission) Finish(fn func()) {
 // or a *flowcontrol.RejectedError (queue-full, concurrency-limit, time-out).
 // kind is "watch" for watches and "" otherwise (metrics only).
 func (g *Gate) Admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string) (*Admission, error) {
+	return g.admit(ctx, a, wr, kind, nil)
+}
+
+// admit is Admit telling queued when the request joins and leaves a queue.
+func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string, queued func(inQueue bool)) (*Admission, error) {
 	gen := g.current()
 	c := gen.digest.Classify(a)
 	pl, fs := c.PriorityLevel.Name, c.FlowSchema.Name
@@ -255,7 +260,7 @@ func (g *Gate) Admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 	waitCtx, cancel := gen.ctl.WithWaitLimit(ctx)
 	defer cancel()
 	arrive := g.clk.Now()
-	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User)
+	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User, queued)
 	wait := g.clk.Now().Sub(arrive)
 	if err != nil {
 		g.metrics.rejected(pl, fs, err, wait)

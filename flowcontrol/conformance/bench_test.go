@@ -73,7 +73,7 @@ func BenchmarkStartFinish(b *testing.B) {
 		qs := paceQueueSet(b, 100)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			r, _ := qs.Start(work.Estimate{InitialSeats: 1}, hashes[i%benchFlows], "fs", "", nil)
+			r, _ := qs.Start(work.Estimate{InitialSeats: 1}, hashes[i%benchFlows], "fs", "", queueset.Callbacks{})
 			r.Wait(ctx)
 			r.Finish(noop)
 		}
@@ -110,7 +110,7 @@ func saturate(b *testing.B, limit int, pace bool) {
 		for pb.Next() {
 			h := hashes[rng.IntN(benchFlows)]
 			if pace {
-				r, _ := pqs.Start(work.Estimate{InitialSeats: 1}, h, "fs", "", nil)
+				r, _ := pqs.Start(work.Estimate{InitialSeats: 1}, h, "fs", "", queueset.Callbacks{})
 				if r.Wait(ctx) {
 					r.Finish(noop)
 				}

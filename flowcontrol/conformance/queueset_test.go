@@ -222,7 +222,7 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 				est.AdditionalLatency = time.Duration(1+rng.IntN(250))*time.Millisecond + time.Duration(rng.IntN(1000))
 			}
 			hash := uint64(rng.IntN(10)) * 0x9e3779b97f4a7c15
-			r, reason := pace.Start(est, hash, "fs", label, nil)
+			r, reason := pace.Start(est, hash, "fs", label, queueset.Callbacks{})
 			kubeOK := kube.start(est, hash, label)
 			if (r != nil) != kubeOK {
 				t.Fatalf("step %d: start %s %+v: pace admitted=%v (%s), kube admitted=%v", step, label, est, r != nil, reason, kubeOK)

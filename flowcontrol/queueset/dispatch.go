@@ -53,8 +53,8 @@ func (qs *QueueSet) startLocked(r *Request, now time.Time) {
 			now, qs.totSeatsInUse, qs.limit, qs.totRequestsExecuting)
 	}
 	switch {
-	case r.onDispatch != nil:
-		r.onDispatch(r)
+	case r.cb.Dispatched != nil:
+		r.cb.Dispatched(r)
 	case r.ready != nil:
 		close(r.ready)
 	}

@@ -82,7 +82,7 @@ var approxFloats = cmp.Comparer(func(x, y float64) bool { return x-y < 1e-9 && y
 func TestNoAccommodation(t *testing.T) {
 	qs := mustQueueSet(t, Config{Name: "hol", Queues: 1, QueueLengthLimit: 5, HandSize: 1}, 2, eventclock.NewFake(t0))
 	start := func(seats int, fs string) *Request {
-		r, reason := qs.Start(work.Estimate{InitialSeats: seats}, 0, fs, fs, nil)
+		r, reason := qs.Start(work.Estimate{InitialSeats: seats}, 0, fs, fs, Callbacks{})
 		if r == nil {
 			t.Fatalf("%s rejected: %s", fs, reason)
 		}

@@ -120,7 +120,7 @@ func (run *scenarioRun) call(i, j, k, nCalls int) func(time.Time) {
 				run.check()
 			}, c.exec)
 		}
-		r, reason := run.qs.Start(est, c.hash, fmt.Sprintf("client%d", i), label, onDispatch)
+		r, reason := run.qs.Start(est, c.hash, fmt.Sprintf("client%d", i), label, Callbacks{Dispatched: onDispatch})
 		if r == nil {
 			if reason != run.s.rejectReason {
 				run.t.Errorf("%s rejected for %q, want %q", label, reason, run.s.rejectReason)

@@ -50,7 +50,7 @@ func exercise(t *testing.T, ops *opStream) {
 			est := work.Estimate{InitialSeats: 1 + ops.next(4), FinalSeats: ops.next(5),
 				AdditionalLatency: time.Duration(ops.next(3)) * 50 * time.Millisecond}
 			starts++
-			r, reason := qs.Start(est, uint64(ops.next(256))*0x9e3779b97f4a7c15, "fs", "", onDispatch)
+			r, reason := qs.Start(est, uint64(ops.next(256))*0x9e3779b97f4a7c15, "fs", "", Callbacks{Dispatched: onDispatch})
 			if r == nil {
 				if reason == "" {
 					t.Fatal("nil request without a reason")

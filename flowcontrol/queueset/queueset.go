@@ -128,18 +128,29 @@ func New(clk eventclock.Interface, cfg Config, concurrencyLimit int, opts ...Opt
 // every adjustment period.
 func (qs *QueueSet) SeatDemand() *integrator.Integrator { return qs.demand }
 
+// Callbacks are a request's own notifications. Both are called with the
+// queue set's lock held, so they must not call back into the queue set.
+type Callbacks struct {
+	// Dispatched, if set, is called when the request starts executing;
+	// the request is then not to be waited for.
+	Dispatched func(*Request)
+	// Queued, if set, is called with true when the request joins a queue
+	// and with false when it leaves it (dispatched or withdrawn), like
+	// kube-apiserver's queue note behind apiserver_current_inqueue_requests.
+	Queued func(inQueue bool)
+}
+
 // Start submits a request without blocking. It returns the request, or a nil
 // request and the reject reason. A returned request is either executing
-// already or waiting; onDispatch, if not nil, is called when it starts
-// executing, with qs.mu held, so it must not call back into the queue set.
-// label identifies the request in dumps (e.g. a user name).
-func (qs *QueueSet) Start(est work.Estimate, hashValue uint64, flowSchema, label string, onDispatch func(*Request)) (*Request, Reason) {
+// already or waiting. label identifies the request in dumps (e.g. a user
+// name).
+func (qs *QueueSet) Start(est work.Estimate, hashValue uint64, flowSchema, label string, cb Callbacks) (*Request, Reason) {
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	qs.syncTimeLocked()
 	now := qs.lastRealTime
 	r := &Request{qs: qs, est: work.Complete(est, qs.g), flowSchema: flowSchema, label: label,
-		arrivalTime: now, arrivalR: qs.currentR, onDispatch: onDispatch}
+		arrivalTime: now, arrivalR: qs.currentR, cb: cb}
 	if qs.cfg.Queues < 1 {
 		if !qs.canAccommodateLocked(r.est.MaxSeats()) {
 			qs.rejected++
@@ -157,7 +168,7 @@ func (qs *QueueSet) Start(est work.Estimate, hashValue uint64, flowSchema, label
 	qs.enqueueLocked(q, r)
 	qs.boundNextDispatchLocked(q)
 	qs.dispatchAsMuchAsPossibleLocked()
-	if r.state == stateWaiting && onDispatch == nil {
+	if r.state == stateWaiting && cb.Dispatched == nil {
 		r.ready = make(chan struct{})
 	}
 	return r, ""
@@ -248,8 +259,12 @@ func (qs *QueueSet) enqueueLocked(q *queue, r *Request) {
 	qs.notifyLocked(Enqueued, r, q.waiting.n)
 }
 
-// notifyLocked tells the observer, if any, that r joined or left its queue.
+// notifyLocked tells the observer and r's Queued callback, if any, that r
+// joined or left its queue.
 func (qs *QueueSet) notifyLocked(kind EventKind, r *Request, queueLength int) {
+	if r.cb.Queued != nil {
+		r.cb.Queued(kind == Enqueued)
+	}
 	if qs.observe != nil {
 		qs.observe(Event{Kind: kind, PriorityLevel: qs.cfg.Name, FlowSchema: r.flowSchema, Seats: r.waitSeats, QueueLength: queueLength})
 	}

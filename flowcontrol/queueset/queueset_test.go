@@ -24,7 +24,7 @@ func mustQueueSet(t *testing.T, cfg Config, limit int, clk eventclock.Interface,
 
 func mustStart(t *testing.T, qs *QueueSet, est work.Estimate, hash uint64, label string) *Request {
 	t.Helper()
-	r, reason := qs.Start(est, hash, "fs", label, nil)
+	r, reason := qs.Start(est, hash, "fs", label, Callbacks{})
 	if r == nil {
 		t.Fatalf("Start(%s) rejected: %s", label, reason)
 	}
@@ -239,14 +239,14 @@ func TestQueueFullAndReject(t *testing.T) {
 	qs := mustQueueSet(t, Config{Queues: 1, QueueLengthLimit: 1, HandSize: 1}, 1, clk)
 	mustStart(t, qs, oneSeat, 0, "running")
 	mustStart(t, qs, oneSeat, 0, "queued")
-	if r, reason := qs.Start(oneSeat, 0, "fs", "third", nil); r != nil || reason != QueueFull {
+	if r, reason := qs.Start(oneSeat, 0, "fs", "third", Callbacks{}); r != nil || reason != QueueFull {
 		t.Errorf("third = %v, %q; want nil, %q", r, reason, QueueFull)
 	}
 	// With seats free a full queue still takes requests (reference §1.4).
 	qs2 := mustQueueSet(t, Config{Queues: 1, QueueLengthLimit: 1, HandSize: 1}, 3, clk)
 	mustStart(t, qs2, work.Estimate{InitialSeats: 2}, 0, "wide")
 	mustStart(t, qs2, work.Estimate{InitialSeats: 2}, 0, "blocked")
-	if r, _ := qs2.Start(oneSeat, 0, "fs", "behind", nil); r == nil {
+	if r, _ := qs2.Start(oneSeat, 0, "fs", "behind", Callbacks{}); r == nil {
 		t.Error("request rejected although a seat is free")
 	}
 	checkInvariants(t, qs2)
@@ -308,7 +308,7 @@ func TestQueueRemovalWaitsForLingeringSeats(t *testing.T) {
 func TestZeroLimitAdmitsNothing(t *testing.T) {
 	clk := eventclock.NewFake(t0)
 	jail := mustQueueSet(t, Config{Name: "jail", Queues: 0}, 0, clk)
-	if r, reason := jail.Start(oneSeat, 0, "fs", "x", nil); r != nil || reason != ConcurrencyLimit {
+	if r, reason := jail.Start(oneSeat, 0, "fs", "x", Callbacks{}); r != nil || reason != ConcurrencyLimit {
 		t.Errorf("jail admitted: %v %q", r, reason)
 	}
 	queued := mustQueueSet(t, Config{Queues: 2, QueueLengthLimit: 1, HandSize: 1}, 0, clk)
@@ -322,7 +322,7 @@ func TestZeroLimitAdmitsNothing(t *testing.T) {
 	}
 	// A too-wide request still runs alone when C > 0.
 	wide := mustQueueSet(t, Config{Queues: 0}, 2, clk)
-	if r, _ := wide.Start(work.Estimate{InitialSeats: 5}, 0, "fs", "wide", nil); r == nil {
+	if r, _ := wide.Start(work.Estimate{InitialSeats: 5}, 0, "fs", "wide", Callbacks{}); r == nil {
 		t.Error("too-wide request rejected on an idle level")
 	}
 }
@@ -391,7 +391,7 @@ func TestQueueEvents(t *testing.T) {
 	x, y := uint64(0), uint64(1)
 	start := func(est work.Estimate, hash uint64, label string) *Request {
 		t.Helper()
-		r, reason := qs.Start(est, hash, label, label, nil)
+		r, reason := qs.Start(est, hash, label, label, Callbacks{})
 		if r == nil {
 			t.Fatalf("Start(%s) rejected: %s", label, reason)
 		}

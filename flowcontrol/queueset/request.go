@@ -24,7 +24,7 @@ type Request struct {
 	queue      *queue // nil when dispatched without queuing
 	flowSchema string
 	label      string
-	onDispatch func(*Request)
+	cb         Callbacks
 	ready      chan struct{} // closed at dispatch when someone may block in Wait
 
 	// guarded by qs.mu
@@ -51,7 +51,7 @@ func (r *Request) Wait(ctx context.Context) bool {
 	case state != stateWaiting:
 		return true
 	case ready == nil:
-		panic("queueset: Wait on a request started with an onDispatch callback")
+		panic("queueset: Wait on a request started with a Dispatched callback")
 	}
 	select {
 	case <-ready:

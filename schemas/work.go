@@ -75,6 +75,14 @@ const (
 // with Header to Subject replays it as it was. Version 1 letters kept a
 // malformed message in Payload, as text, which mangled bytes that were not
 // UTF-8; readers of version 2 still read them.
+//
+// Version 3 adds RawObject and RawSize: a malformed message whose letter
+// would not fit the bus's max_payload (Raw grows by a third in base64) is
+// kept in the dead-letter object store instead, and the letter names it.
+// The version is raised so that a reader that does not know RawObject
+// refuses the letter rather than misread it as an empty body, and because
+// version 2's JSON Schema allows no other property. Readers of version 3
+// read versions 1 and 2.
 type DeadLetter struct {
 	Job string `json:"job"`
 	// ItemID is empty when a malformed message had no readable id.
@@ -92,6 +100,11 @@ type DeadLetter struct {
 	// Raw is a malformed message's body, byte for byte; empty, not absent,
 	// for an empty body.
 	Raw []byte `json:"raw,omitzero"`
+	// RawObject, when set, names the object of the dead-letter object
+	// store that holds a malformed message's body, byte for byte, in
+	// place of Raw; RawSize is its length in bytes.
+	RawObject string `json:"raw_object,omitempty"`
+	RawSize   int64  `json:"raw_size,omitempty"`
 	// Header holds the message's NATS headers (schema, correlation id,
 	// traceparent, Nats-Msg-Id).
 	Header map[string][]string `json:"header,omitempty"`
@@ -101,7 +114,7 @@ type DeadLetter struct {
 }
 
 // Schema implements Message.
-func (*DeadLetter) Schema() (string, int) { return "dead_letter", 2 }
+func (*DeadLetter) Schema() (string, int) { return "dead_letter", 3 }
 
 // Validate implements Message.
 func (d *DeadLetter) Validate() field.ErrorList {
@@ -114,6 +127,17 @@ func (d *DeadLetter) Validate() field.ErrorList {
 	}
 	if d.At.IsZero() {
 		errs = append(errs, field.Required(field.NewPath("at"), ""))
+	}
+	switch {
+	case d.RawObject == "" && d.RawSize != 0:
+		errs = append(errs, field.Invalid(field.NewPath("raw_size"), d.RawSize, "must be absent without raw_object"))
+	case d.RawObject == "":
+	case d.Reason != Malformed:
+		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "only a malformed message's letter keeps its body"))
+	case d.Raw != nil:
+		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "must be absent with raw"))
+	case d.RawSize <= 0:
+		errs = append(errs, field.Invalid(field.NewPath("raw_size"), d.RawSize, "must be positive with raw_object"))
 	}
 	return errs
 }

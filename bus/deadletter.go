@@ -61,11 +61,17 @@ func (c *Client) recordFailure(ctx context.Context, job, item string, cause erro
 // the message as a dead letter (reason malformed, the message byte for
 // byte) on pace.metrics.<job>.dead, the job read from the message's
 // subject ("unknown" when it names none), then terminates it, so that the
-// stage goes on with the next one. Counting is the caller's. If the dead
-// letter cannot be stored the message is asked for again a second later:
-// nothing is dropped silently. A dead letter too large for the bus can
-// never be stored; the message is then terminated and logged as an error
-// with its stream sequence, and stays in its stream while that keeps it.
+// stage goes on with the next one. Counting is the caller's. A body too
+// large to travel in its letter is kept in the dead-letter object store,
+// which the letter names. Only once the letter is stored is the message
+// terminated: if the letter or its body cannot be stored, the message is
+// asked for again a second later, so nothing is dropped silently.
+//
+// A letter that cannot fit max_payload even without the body (headers
+// near max_payload themselves) can never be stored; the message is then
+// terminated and logged as an error with its stream sequence. It stays in
+// its stream while that keeps it: SetAside's callers read limits streams
+// (on a work-queue stream, terminating a message deletes it).
 func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, cause error) {
 	d, _, err := c.keepMalformed(ctx, stage, msg, cause)
 	log := c.log.With("stage", stage, "job", d.Job, "subject", msg.Subject(), "seq", d.Sequence, "err", cause)
@@ -110,7 +116,9 @@ type maxDeliveriesAdvisory struct {
 
 // DeadLetters moves items that used up their deliveries from the work stream
 // to pace.dead.<job>, with the reason and the last error a worker reported,
-// until ctx ends. The server announces such items with an advisory that the
+// until ctx ends. An item is deleted from the work stream only once its
+// letter (and the body of a malformed one too large for it, kept in the
+// dead-letter object store) is stored; until then it is tried again. The server announces such items with an advisory that the
 // advisories stream keeps, so none is missed while this loop is down. One
 // instance per installation is enough; more are safe.
 func (c *Client) DeadLetters(ctx context.Context) error {
@@ -186,7 +194,8 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 	dctx := MessageContext(ctx, raw.Header)
 	err = c.publishDeadLetter(dctx, d, fmt.Sprintf("%s/seq/%d", job, adv.StreamSeq))
 	if errors.Is(err, nats.ErrMaxPayload) {
-		// Retrying cannot help: leave the item where it is, for an operator.
+		// Too large even without a malformed body (kept as an object):
+		// retrying cannot help; leave the item where it is, for an operator.
 		c.log.Error("dead letter too large for the bus; item left on the work stream", "job", job,
 			"seq", adv.StreamSeq, "err", err)
 		return nil

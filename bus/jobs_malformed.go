@@ -65,8 +65,9 @@ func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.
 // SetAsideJobEvent is how a reader of job events (JobEvents, or a
 // consumer of the PACE_JOBS stream) deals with one it cannot decode: it
 // keeps the stored event msg, unreadable for cause, as a dead letter on
-// pace.metrics.<job>.dead (reason malformed, the event byte for byte),
-// once per stored event. A letter already kept for its sequence, by this
+// pace.metrics.<job>.dead (reason malformed, the event byte for byte, in
+// the dead-letter object store when too large for the letter), once per
+// stored event. A letter already kept for its sequence, by this
 // process or another, is not written again, and only a new letter is
 // counted. The event stays in its stream, and msg is neither acknowledged
 // nor terminated (the caller's). If no letter can be stored within 5
@@ -113,7 +114,9 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 			log.Warn("undecodable job event dead-lettered")
 		}
 	case errors.Is(err, nats.ErrMaxPayload):
-		m.keep(seq) // retrying cannot help: count and log it once
+		// Too large even without its body (headers near max_payload):
+		// retrying cannot help; count and log it once.
+		m.keep(seq)
 		m.count.Inc()
 		log.Error("undecodable job event too large to dead-letter; left in its stream", "dead_letter_err", err)
 	default:

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -187,4 +188,90 @@ func counted(t *testing.T, c *bus.Client) float64 {
 	}
 	t.Fatal("pace_monitor_job_events_malformed_total not gathered")
 	return 0
+}
+
+// TestLargeUndecodableJobEventIsKeptInTheObjectStore stores an unreadable
+// job event too large for its dead letter to carry: readers go on with the
+// good events, its body is kept once in the dead-letter object store,
+// which the letter names, it is counted once, and Redrive publishes it
+// again byte for byte, removing the letter and the object.
+func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "bulky"
+	at := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	good := &schemas.JobEvent{Job: job, Type: schemas.EventStarted, At: at, State: schemas.Ongoing, Total: 1}
+	if _, err := c.PublishJobEvent(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	garbage := nats.NewMsg(c.Prefix().Jobs(job, schemas.EventScaled))
+	garbage.Data = hugeBody(t)
+	ack, err := c.JetStream().PublishMsg(ctx, garbage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			n := 0
+			for _, err := range c.JobEvents(ctx, job, false) {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n++
+			}
+			if n != 1 {
+				t.Errorf("a reader read %d events, want the good one", n)
+			}
+		})
+	}
+	wg.Wait()
+
+	letters, err := c.StoredMalformed(ctx, job)
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("%d dead letters (%v), want 1", len(letters), err)
+	}
+	d := letters[0]
+	if d.Raw != nil || d.RawObject == "" || d.RawSize != int64(len(garbage.Data)) || d.Sequence != ack.Sequence ||
+		d.Subject != garbage.Subject {
+		t.Fatalf("dead letter %+v, want one naming an object of %d bytes", d, len(garbage.Data))
+	}
+	if body, err := c.LetterBody(ctx, d); err != nil || !bytes.Equal(body, garbage.Data) {
+		t.Errorf("letter body: %d bytes (%v), want the event's %d exactly", len(body), err, len(garbage.Data))
+	}
+	if got := objectNames(t, ctx, c); len(got) != 1 {
+		t.Errorf("objects = %q, want one", got)
+	}
+	if n := counted(t, c); n != 1 {
+		t.Errorf("counted %v malformed job events, want 1", n)
+	}
+
+	var l *bus.StoredLetter
+	for sl, err := range c.Letters(ctx, bus.DeadMessages, job, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		l = sl
+	}
+	if err := c.Redrive(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.JetStream().Stream(ctx, "PACE_JOBS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := jobs.GetLastMsgForSubject(ctx, garbage.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Sequence == ack.Sequence || !bytes.Equal(again.Data, garbage.Data) {
+		t.Errorf("redriven event: sequence %d, %d bytes; want a new one, byte for byte", again.Sequence, len(again.Data))
+	}
+	if got := objectNames(t, ctx, c); len(got) != 0 {
+		t.Errorf("objects after the redrive = %q, want none", got)
+	}
+	if _, err := c.Letter(ctx, bus.DeadMessages, l.Seq); !errors.Is(err, bus.ErrLetterNotFound) {
+		t.Errorf("letter after the redrive: err = %v, want ErrLetterNotFound", err)
+	}
 }

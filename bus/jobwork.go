@@ -151,7 +151,8 @@ func (c *Client) ReleaseWork(ctx context.Context, job string) error {
 }
 
 // PurgeJob deletes everything stored about job: its items, results, dead
-// letters, metrics, decisions, logs, events and record.
+// letters (with the bodies they keep in the dead-letter object store),
+// metrics, decisions, logs, events and record.
 func (c *Client) PurgeJob(ctx context.Context, job string) error {
 	if err := c.ReleaseWork(ctx, job); err != nil {
 		return err
@@ -176,5 +177,5 @@ func (c *Client) PurgeJob(ctx context.Context, job string) error {
 	if err := kv.Purge(ctx, job); err != nil {
 		return fmt.Errorf("delete job record %s: %w", job, err)
 	}
-	return nil
+	return c.purgeLetterObjects(ctx, job) // after their letters: none names a missing object
 }

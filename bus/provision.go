@@ -109,8 +109,8 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{jobs, work, results, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
 }
 
-// Provision creates or updates every stream, key-value bucket and static
-// consumer Pace uses. It is idempotent; when an existing object's
+// Provision creates or updates every stream, key-value bucket, object store
+// and static consumer Pace uses. It is idempotent; when an existing object's
 // configuration differs from Pace's it is corrected and the change logged.
 //
 // Replicas are resolved once (see Limits.Replicas) and logged. A stream or
@@ -121,8 +121,9 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 	auto := l.Replicas == 0
 	streams := c.streams(l)
 	buckets := c.buckets(l)
-	have := make(map[string]*jetstream.StreamConfig, len(streams)+len(buckets))
-	for _, name := range slices.Concat(streamNames(streams), bucketStreams(buckets)) {
+	objects := c.objectStores()
+	have := make(map[string]*jetstream.StreamConfig, len(streams)+len(buckets)+len(objects))
+	for _, name := range slices.Concat(streamNames(streams), bucketStreams(buckets), objectStoreStreams(objects)) {
 		cfg, err := c.existing(ctx, name)
 		if err != nil {
 			return fmt.Errorf("provision %s: %w", name, err)
@@ -143,6 +144,13 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 		old := have["KV_"+cfg.Bucket]
 		cfg.Replicas = keepReplicas(auto, replicas, old)
 		if err := c.ensureBucket(ctx, cfg, old); err != nil {
+			return err
+		}
+	}
+	for _, cfg := range objects {
+		old := have["OBJ_"+cfg.Bucket]
+		cfg.Replicas = keepReplicas(auto, replicas, old)
+		if err := c.ensureObjectStore(ctx, cfg, old); err != nil {
 			return err
 		}
 	}

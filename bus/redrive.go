@@ -20,13 +20,16 @@ var ErrHasResult = errors.New("item already has a result")
 // Redrive publishes the message of letter l (as Letters or Letter returned
 // it) again, to be worked on anew, then removes the letter: a letter is
 // redriven once, and an item counts as dead only while it has a letter.
-// A malformed message goes back as it was kept (Raw and Header, to
-// Subject), presumably after fixing what made it unreadable; an item that
-// used up its deliveries goes back as the same item (id and payload) on its
-// job's queue, which must still be running (ErrJobFinished otherwise).
+// A malformed message goes back as it was kept (Raw, or the object
+// RawObject names, and Header, to Subject), presumably after fixing what
+// made it unreadable; an item that used up its deliveries goes back as the
+// same item (id and payload) on its job's queue, which must still be
+// running (ErrJobFinished otherwise).
 //
 // The letter is removed only once the server has acknowledged the message,
-// so nothing is lost. The message's Nats-Msg-Id names the letter (the dead
+// so nothing is lost; then the object keeping its body, if any (a redrive
+// that finds the letter gone deletes l's object, should an earlier one
+// have failed to). The message's Nats-Msg-Id names the letter (the dead
 // message's own id is left out: JetStream would discard the message as its
 // duplicate), so that redriving a letter again after its removal failed
 // sends nothing more within the stream's 2-minute de-duplication window; an
@@ -38,6 +41,12 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 		return err
 	}
 	cur, err := c.Letter(ctx, l.Store, l.Seq)
+	if errors.Is(err, ErrLetterNotFound) && l.DeadLetter != nil && l.RawObject != "" {
+		// Gone, perhaps by a redrive that failed to delete its body after.
+		if derr := c.deleteLetterObject(ctx, l.DeadLetter); derr != nil {
+			return errors.Join(err, derr)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -47,8 +56,12 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 	}
 	var msg *nats.Msg
 	switch {
-	case d.Reason == schemas.Malformed && d.Raw != nil && d.Subject != "":
-		msg = &nats.Msg{Subject: d.Subject, Data: d.Raw, Header: nats.Header{}}
+	case d.Reason == schemas.Malformed && (d.Raw != nil || d.RawObject != "") && d.Subject != "":
+		body, err := c.LetterBody(ctx, d)
+		if err != nil {
+			return err
+		}
+		msg = &nats.Msg{Subject: d.Subject, Data: body, Header: nats.Header{}}
 		for k, v := range d.Header {
 			msg.Header[k] = slices.Clone(v)
 		}
@@ -65,7 +78,7 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 			return err
 		}
 		if done {
-			if err := removeLetter(ctx, stream, l.Seq); err != nil {
+			if err := c.removeLetter(ctx, stream, l.Seq, d); err != nil {
 				return fmt.Errorf("item %s of %s: %w; %w", d.ItemID, d.Job, ErrHasResult, err)
 			}
 			return fmt.Errorf("item %s of %s: %w", d.ItemID, d.Job, ErrHasResult)
@@ -82,17 +95,22 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("redrive to %s: %w", msg.Subject, err)
 	}
-	if err := removeLetter(ctx, stream, l.Seq); err != nil {
+	if err := c.removeLetter(ctx, stream, l.Seq, d); err != nil {
 		return fmt.Errorf("redriven to %s, but %w (redrive it again to remove it)", msg.Subject, err)
 	}
 	return nil
 }
 
-// removeLetter deletes the letter at seq; one already gone is no error.
-func removeLetter(ctx context.Context, stream jetstream.Stream, seq uint64) error {
+// removeLetter deletes letter d, at seq in stream, then the object that
+// keeps its body, if any: in this order, so that a letter never names a
+// missing object. A letter or object already gone is no error.
+func (c *Client) removeLetter(ctx context.Context, stream jetstream.Stream, seq uint64, d *schemas.DeadLetter) error {
 	err := stream.DeleteMsg(ctx, seq)
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("letter %d not removed from %s: %w", seq, stream.CachedInfo().Config.Name, err)
+	}
+	if err := c.deleteLetterObject(ctx, d); err != nil {
+		return fmt.Errorf("letter %d removed from %s, its body left behind: %w", seq, stream.CachedInfo().Config.Name, err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -239,7 +240,8 @@ func (c *Client) publishDeadLetter(ctx context.Context, d *schemas.DeadLetter, k
 // PublishDeadLetter stores d on subject; key, when not empty, is its
 // Nats-Msg-Id and makes a retried publish a no-op. pace.dead.<job> counts a
 // job's dead items: letters of messages other than work items go to
-// pace.metrics.<job>.dead.
+// pace.metrics.<job>.dead. A Raw too large for the letter is kept in the
+// dead-letter object store, which the stored letter names (RawObject).
 func (c *Client) PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error {
 	_, err := c.publishLetter(ctx, subject, d, key)
 	return err
@@ -247,6 +249,8 @@ func (c *Client) PublishDeadLetter(ctx context.Context, subject string, d *schem
 
 // publishLetter is PublishDeadLetter; it also reports whether the bus
 // dropped the letter as a duplicate of one published with the same key.
+// A malformed message's body too large for the letter goes to the
+// dead-letter object store first (see publishLetterObject).
 func (c *Client) publishLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) (duplicate bool, err error) {
 	msg, err := NewMsg(ctx, subject, d)
 	if err != nil {
@@ -256,6 +260,10 @@ func (c *Client) publishLetter(ctx context.Context, subject string, d *schemas.D
 		msg.Header.Set(schemas.HeaderMsgID, key)
 	}
 	ack, err := c.js.PublishMsg(ctx, msg)
+	if errors.Is(err, nats.ErrMaxPayload) && len(d.Raw) > 0 {
+		// Refused by the client, unsent: keep the body beside the letter.
+		return c.publishLetterObject(ctx, subject, d, key)
+	}
 	if err != nil {
 		return false, fmt.Errorf("publish dead letter for %s: %w", d.Job, err)
 	}

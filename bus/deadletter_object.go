@@ -1,0 +1,166 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// lettersBucket is the object store that keeps the bodies of malformed
+// messages whose dead letters would not fit the bus's max_payload: base64
+// makes a body a third larger, so a message over about 750 KiB cannot be
+// kept in its letter. Each object belongs to one letter, which names it
+// (schemas.DeadLetter.RawObject).
+const lettersBucket = "dead_letters"
+
+// objectStores returns the desired configuration of every object store;
+// Replicas is set by Provision.
+func (c *Client) objectStores() []jetstream.ObjectStoreConfig {
+	return []jetstream.ObjectStoreConfig{{Bucket: c.prefix.Bucket(lettersBucket),
+		Description: "bodies of malformed messages too large for their dead letters", Storage: jetstream.FileStorage}}
+}
+
+// ensureObjectStore is ensureStream for an object store.
+func (c *Client) ensureObjectStore(ctx context.Context, cfg jetstream.ObjectStoreConfig, old *jetstream.StreamConfig) error {
+	if covers(old, &jetstream.StreamConfig{Description: cfg.Description, Storage: cfg.Storage, Replicas: cfg.Replicas,
+		Discard: jetstream.DiscardNew}) {
+		return nil
+	}
+	if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
+		return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
+	}
+	after, err := c.js.Stream(ctx, "OBJ_"+cfg.Bucket)
+	if err != nil {
+		return fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
+	}
+	c.logDrift("object store", cfg.Bucket, old, &after.CachedInfo().Config)
+	return nil
+}
+
+func objectStoreStreams(cfgs []jetstream.ObjectStoreConfig) []string {
+	names := make([]string, len(cfgs))
+	for i, cfg := range cfgs {
+		names[i] = "OBJ_" + cfg.Bucket
+	}
+	return names
+}
+
+// letterObjects binds the dead-letter object store.
+func (c *Client) letterObjects(ctx context.Context) (jetstream.ObjectStore, error) {
+	name := c.prefix.Bucket(lettersBucket)
+	obs, err := c.js.ObjectStore(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("object store %s (was the bus provisioned?): %w", name, err)
+	}
+	return obs, nil
+}
+
+// publishLetterObject publishes d, whose body is too large to travel in
+// it, on subject in two writes: first d.Raw as a new object of the
+// dead-letter object store, then a copy of d that names that object
+// (RawObject, RawSize) in place of Raw. A letter thus never names a
+// missing object; an object without a letter (the second write failed, or
+// the process died between the two) is harmless, and is left behind.
+// Object names are unique: subject, "/" and a NUID, so that an object
+// belongs to one letter only. When the bus drops the letter as a duplicate
+// (key was kept already), the new object is deleted again.
+func (c *Client) publishLetterObject(ctx context.Context, subject string, d *schemas.DeadLetter, key string) (duplicate bool, err error) {
+	obs, err := c.letterObjects(ctx)
+	if err != nil {
+		return false, err
+	}
+	ref := *d
+	ref.Raw, ref.RawObject, ref.RawSize = nil, subject+"/"+nuid.Next(), int64(len(d.Raw))
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: ref.RawObject,
+		Description: "body of a malformed message on " + d.Subject}, bytes.NewReader(d.Raw)); err != nil {
+		return false, fmt.Errorf("keep the %d-byte body of %s's dead letter in %s: %w", len(d.Raw), d.Job, c.prefix.Bucket(lettersBucket), err)
+	}
+	duplicate, err = c.publishLetter(ctx, subject, &ref, key)
+	if duplicate {
+		if err := c.deleteObject(ctx, obs, ref.RawObject); err != nil {
+			c.log.Warn("body of a duplicate dead letter not deleted; left behind", "job", d.Job, "object", ref.RawObject, "err", err)
+		}
+	}
+	return duplicate, err
+}
+
+// deleteObject deletes object name of the dead-letter object store obs; one
+// already gone is no error.
+func (c *Client) deleteObject(ctx context.Context, obs jetstream.ObjectStore, name string) error {
+	if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("delete object %s of %s: %w", name, c.prefix.Bucket(lettersBucket), err)
+	}
+	return nil
+}
+
+// LetterBody returns the message d keeps, byte for byte: a malformed
+// message's body, from Raw or, for one too large to travel in its letter,
+// from the dead-letter object store (RawObject); else the item's payload
+// (reason max_deliveries, and version 1 letters of malformed messages).
+// It fails when the object cannot be read, or is not RawSize bytes long.
+func (c *Client) LetterBody(ctx context.Context, d *schemas.DeadLetter) ([]byte, error) {
+	switch {
+	case d.RawObject != "":
+		obs, err := c.letterObjects(ctx)
+		if err != nil {
+			return nil, err
+		}
+		body, err := obs.GetBytes(ctx, d.RawObject)
+		if err != nil {
+			return nil, fmt.Errorf("body of %s's dead letter, object %s of %s: %w", d.Job, d.RawObject, c.prefix.Bucket(lettersBucket), err)
+		}
+		if int64(len(body)) != d.RawSize {
+			return nil, fmt.Errorf("%w: body of %s's dead letter, object %s of %s: %d bytes, the letter says %d",
+				ErrMalformed, d.Job, d.RawObject, c.prefix.Bucket(lettersBucket), len(body), d.RawSize)
+		}
+		return body, nil
+	case d.Raw != nil:
+		return d.Raw, nil
+	}
+	return []byte(d.Payload), nil
+}
+
+// deleteLetterObject deletes the object letter d names, if any.
+func (c *Client) deleteLetterObject(ctx context.Context, d *schemas.DeadLetter) error {
+	if d.RawObject == "" {
+		return nil
+	}
+	obs, err := c.letterObjects(ctx)
+	if err != nil {
+		return err
+	}
+	return c.deleteObject(ctx, obs, d.RawObject)
+}
+
+// purgeLetterObjects deletes the objects of job's dead letters, once the
+// letters are gone: those whose names start with one of its letter
+// subjects.
+func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
+	obs, err := c.letterObjects(ctx)
+	if err != nil {
+		return err
+	}
+	objects, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", c.prefix.Bucket(lettersBucket), err)
+	}
+	dead, set := c.prefix.Dead(job)+"/", c.prefix.Metrics(job, schemas.DeadMetrics)+"/"
+	for _, o := range objects {
+		if strings.HasPrefix(o.Name, dead) || strings.HasPrefix(o.Name, set) {
+			if err := c.deleteObject(ctx, obs, o.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

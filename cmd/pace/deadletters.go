@@ -107,16 +107,17 @@ func newLetterLine(l *bus.StoredLetter) letterLine {
 	return letterLine{Seq: letterID(l), Size: letterSize(l.DeadLetter), DeadLetter: l.DeadLetter}
 }
 
-// letterBody is the message a letter keeps: an unreadable message's bytes,
-// else the item's payload.
-func letterBody(d *schemas.DeadLetter) []byte {
-	if d.Raw != nil {
-		return d.Raw
+// letterSize is the size of the message a letter keeps (see
+// bus.Client.LetterBody), known without reading it from the object store.
+func letterSize(d *schemas.DeadLetter) int {
+	switch {
+	case d.RawObject != "":
+		return int(d.RawSize)
+	case d.Raw != nil:
+		return len(d.Raw)
 	}
-	return []byte(d.Payload)
+	return len(d.Payload)
 }
-
-func letterSize(d *schemas.DeadLetter) int { return len(letterBody(d)) }
 
 type deadListOptions struct {
 	nats   natsFlags
@@ -134,7 +135,9 @@ first: SEQ (what 'show' and 'redrive' take), job, reason (max_deliveries or
 malformed), size of the kept message in bytes, when Pace gave up on it, and
 the subject it was published to. With --follow it keeps printing new
 letters until interrupted. With -o json each line is a JSON object: the
-dead_letter fields (raw in base64), seq and size.`,
+dead_letter fields (raw in base64, or raw_object and raw_size for a body
+too large for its letter, kept in the dead-letter object store), seq and
+size.`,
 		Example: `  pace dead-letters list
   pace dead-letters list squares -o json | jq -r .last_error
   pace dead-letters list --follow`,

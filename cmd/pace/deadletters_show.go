@@ -33,7 +33,9 @@ job, item, reason, deliveries, last error, subject, headers, and the kept
 message: as text when it is printable UTF-8, else as a hex dump, so that no
 byte reaches the terminal unescaped. --raw writes the message's exact bytes
 to standard output instead (an item's payload, or an unreadable message's
-body); -o json prints the letter with its body in base64 (raw).`,
+body); -o json prints the letter with its body in base64 (raw). A body
+too large to travel in its letter is read from the dead-letter object store
+(the letter's raw_object).`,
 		Example: `  pace dead-letters show 12
   pace dead-letters show metrics:40 --raw > message.bin
   pace dead-letters show 12 -o json | jq -r .raw | base64 -d | xxd`,
@@ -63,15 +65,25 @@ func (o *deadShowOptions) run(ctx context.Context, a *app, id string) error {
 	if err != nil {
 		return err
 	}
+	body, err := c.LetterBody(ctx, l.DeadLetter)
+	if err != nil {
+		return signalled(ctx, fmt.Errorf("SEQ %s: %w", id, err))
+	}
 	switch {
 	case o.raw:
-		_, err = a.stdout.Write(letterBody(l.DeadLetter))
+		_, err = a.stdout.Write(body)
 		return err
 	case o.output == "json":
-		_, err = printStructured(a.stdout, "json", newLetterLine(l))
+		line := newLetterLine(l)
+		if l.RawObject != "" {
+			withBody := *l.DeadLetter
+			withBody.Raw = body
+			line.DeadLetter = &withBody
+		}
+		_, err = printStructured(a.stdout, "json", line)
 		return err
 	}
-	return printLetter(a.stdout, l)
+	return printLetter(a.stdout, l, body)
 }
 
 // findLetter reads the letter SEQ id, an input error when there is none.
@@ -86,7 +98,8 @@ func findLetter(ctx context.Context, c *bus.Client, id string, store bus.LetterS
 	return l, nil
 }
 
-func printLetter(w io.Writer, l *bus.StoredLetter) error {
+// printLetter prints letter l and body, the message it keeps.
+func printLetter(w io.Writer, l *bus.StoredLetter, body []byte) error {
 	field := func(name, value string) {
 		if value != "" {
 			fmt.Fprintf(w, "%-12s %s\n", name+":", safeText(value))
@@ -113,7 +126,7 @@ func printLetter(w io.Writer, l *bus.StoredLetter) error {
 	for _, k := range keys {
 		field("header", k+": "+strings.Join(l.Header[k], ", "))
 	}
-	body := letterBody(l.DeadLetter)
+	field("body object", l.RawObject)
 	if printable(body) {
 		_, err := fmt.Fprintf(w, "message (%d bytes, text):\n%s\n", len(body), body)
 		return err

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -120,6 +121,63 @@ func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
 		if code != exitRejected || !strings.Contains(errOut, "SEQ "+id) || !strings.Contains(errOut, "no dead letter") {
 			t.Errorf("show %s: exit %d, %q; want %d naming it", id, code, errOut, exitRejected)
 		}
+	}
+}
+
+// TestDeadLetterLargeBodyRoundTrip keeps a malformed message too large for
+// its letter, as a stage does: the body goes to the dead-letter object
+// store, list gives its size, show --raw prints its exact bytes (and -o
+// json its base64), and redrive sends it back and removes the object.
+func TestDeadLetterLargeBodyRoundTrip(t *testing.T) {
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	url := s.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const job = "bulky"
+	body := bytes.Repeat([]byte{0xff, 0x00, 0x1b, 'x'}, 900<<10/4) // base64 would not fit 1 MiB
+	subject := c.Prefix().Metrics(job, schemas.ProgressMetrics)
+	d := bus.MalformedLetter(job, subject, body, nats.Header{"X-Case": {"large"}}, errors.New("unreadable"), time.Now())
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
+		t.Fatal(err)
+	}
+	letters := listLetters(t, url, job)
+	if len(letters) != 1 || letters[0].Size != len(body) || letters[0].Raw != nil || letters[0].RawObject == "" {
+		t.Fatalf("list = %+v, want one letter of %d bytes naming its object", letters, len(body))
+	}
+	seq := letters[0].Seq
+
+	if raw := deadLetters(t, url, exitOK, "show", seq, "--raw"); raw != string(body) {
+		t.Errorf("show --raw printed %d bytes, want the %d of the body exactly", len(raw), len(body))
+	}
+	if text := deadLetters(t, url, exitOK, "show", seq); !strings.Contains(text, "body object: "+letters[0].RawObject) ||
+		!strings.Contains(text, "ff 00 1b 78") || strings.ContainsRune(text, 0x1b) {
+		t.Errorf("show lacks the object or a safe hex dump:\n%.400s", text)
+	}
+	var shown schemas.DeadLetter
+	if err := json.Unmarshal([]byte(deadLetters(t, url, exitOK, "show", seq, "-o", "json")), &shown); err != nil ||
+		!bytes.Equal(shown.Raw, body) {
+		t.Errorf("show -o json: %d bytes of raw (%v), want the body", len(shown.Raw), err)
+	}
+
+	if out := deadLetters(t, url, exitOK, "redrive", seq); !strings.Contains(out, "redriven 1 of 1") {
+		t.Fatalf("redrive said %q", out)
+	}
+	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream("METRICS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil || !bytes.Equal(again.Data, body) || again.Header.Get("X-Case") != "large" {
+		t.Fatalf("redriven message on %s: %v; want the body byte for byte", subject, err)
+	}
+	obs, err := c.JetStream().ObjectStore(ctx, "pace_dead_letters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.GetInfo(ctx, letters[0].RawObject); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Errorf("the letter's object after the redrive: err = %v, want ErrObjectNotFound", err)
 	}
 }
 

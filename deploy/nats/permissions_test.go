@@ -1,6 +1,7 @@
 package nats_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -432,5 +433,106 @@ func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
 	}
 	for _, u := range []string{"collector", "processor", "sink", "controller", "actuator", "worker", "client"} {
 		checkDenied(t, url, u, []string{subject}, []string{subject})
+	}
+}
+
+// TestDeadLetteringUsersKeepLargeBodies has every user that dead-letters
+// keep a malformed message too large for its letter, as its stage does:
+// the body in the dead-letter object store, then the letter naming it,
+// twice with one key (a retry: the second object is deleted, chunks and
+// all). pace-admin, as `pace dead-letters` connects, reads each body and
+// redrives each letter, which deletes its object. pace-client may neither
+// write letters nor touch the object store; an SDK reader meeting an
+// undecodable job event goes on without keeping it.
+func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := authServer(t)
+	p := schemas.DefaultPrefix
+	const job = "bulky"
+	admin := connect(t, ctx, url, "admin")
+	if err := admin.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 900<<10) // fits max_payload; in base64 it would not
+	for i := range body {
+		body[i] = byte(i*7) | 0x80
+	}
+	origin := p.Metrics(job, schemas.RawMetrics)
+	writers := map[string][]string{
+		"manager": {p.Dead(job), p.Metrics(job, schemas.DeadMetrics)}, "worker": {p.Dead(job)},
+		"collector": {p.Metrics(job, schemas.DeadMetrics)}, "processor": {p.Metrics(job, schemas.DeadMetrics)},
+		"sink": {p.Metrics(job, schemas.DeadMetrics)}, "actuator": {p.Metrics(job, schemas.DeadMetrics)},
+		"visualizer": {p.Metrics(job, schemas.DeadMetrics)},
+	}
+	kept := 0
+	for user, subjects := range writers {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		c := connect(t, ctx, url, user)
+		for _, subject := range subjects {
+			d := bus.MalformedLetter(job, origin, body, nats.Header{"X-User": {user}}, errors.New("test"), time.Now())
+			for range 2 {
+				if err := c.PublishDeadLetter(ctx, subject, d, user+"/"+subject); err != nil {
+					t.Errorf("pace-%s keeping a large body on %s: %v", user, subject, err)
+				}
+			}
+			kept++
+		}
+	}
+
+	obs, err := admin.JetStream().ObjectStore(ctx, "pace_dead_letters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objects, err := obs.List(ctx); err != nil || len(objects) != kept {
+		t.Errorf("%d objects (%v), want %d: one per letter", len(objects), err, kept)
+	}
+	st, err := obs.Status(ctx)
+	if limit := uint64(kept*len(body) + len(body)/2); err != nil || st.Size() >= limit {
+		t.Fatalf("object store holds %d bytes (%v), want under %d: the duplicates' chunks purged", st.Size(), err, limit)
+	}
+	var letters []*bus.StoredLetter
+	for _, store := range []bus.LetterStore{bus.DeadItems, bus.DeadMessages} {
+		for l, err := range admin.Letters(ctx, store, job, false) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			letters = append(letters, l)
+		}
+	}
+	if len(letters) != kept {
+		t.Errorf("%d letters, want %d", len(letters), kept)
+	}
+	for _, l := range letters {
+		if got, err := admin.LetterBody(ctx, l.DeadLetter); err != nil || !bytes.Equal(got, body) {
+			t.Errorf("body of %s's letter: %d bytes (%v), want %d", l.Header["X-User"], len(got), err, len(body))
+		}
+		if err := admin.Redrive(ctx, l); err != nil {
+			t.Errorf("redrive %s's letter: %v", l.Header["X-User"], err)
+		}
+	}
+	if objects, err := obs.List(ctx); !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Errorf("after the redrives: %d objects (%v), want none", len(objects), err)
+	}
+
+	// pace-client reads job events past an undecodable one, and keeps no letter.
+	garbled := nats.NewMsg(p.Jobs(job, schemas.EventScaled))
+	garbled.Data = []byte{0xff, '{'}
+	if _, err := admin.JetStream().PublishMsg(ctx, garbled); err != nil {
+		t.Fatal(err)
+	}
+	client := connect(t, ctx, url, "client")
+	if err := readJobEvents(ctx, client, job); err != nil {
+		t.Errorf("pace-client reads job events: %v", err)
+	}
+	if letters, err := admin.StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
+		t.Errorf("letters after pace-client's read: %d (%v), want none", len(letters), err)
+	}
+	checkDenied(t, url, "client", []string{p.Metrics(job, schemas.DeadMetrics), "$O.pace_dead_letters.C.x",
+		"$O.pace_dead_letters.M.x", "$JS.API.DIRECT.GET.OBJ_pace_dead_letters.x",
+		"$JS.API.CONSUMER.CREATE.OBJ_pace_dead_letters", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters"}, nil)
+	for _, u := range []string{"controller", "gate"} {
+		checkDenied(t, url, u, []string{"$O.pace_dead_letters.C.x", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters"}, nil)
 	}
 }

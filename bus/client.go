@@ -42,6 +42,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	}
 	log := o.log
 	shown := RedactURLs(url)
+	malformed := newMalformedEvents()
 	nopts := append([]nats.Option{
 		nats.Name(o.name),
 		nats.MaxReconnects(-1),
@@ -55,6 +56,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		// Permission violations and slow-consumer reports arrive here, not
 		// at the call that caused them; the subject is in err.
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				malformed.refused(err)
+			}
 			if sub != nil {
 				log.Warn("nats error", "subject", sub.Subject, "err", err)
 				return
@@ -84,7 +88,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		}
 		return nil, fmt.Errorf("connect to nats %s: %w", shown, err)
 	}
-	c, err := newClient(nc, o)
+	c, err := newClient(nc, o, malformed)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -98,16 +102,16 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClient(nc, o)
+	return newClient(nc, o, newMalformedEvents())
 }
 
-func newClient(nc *nats.Conn, o *options) (*Client, error) {
+func newClient(nc *nats.Conn, o *options, malformed *malformedEvents) (*Client, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	js = sizedPublisher{JetStream: js, nc: nc}
-	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now, malformed: newMalformedEvents()}, nil
+	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now, malformed: malformed}, nil
 }
 
 // sizedPublisher names the sizes when a publish is refused for exceeding

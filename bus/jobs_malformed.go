@@ -3,7 +3,9 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +40,45 @@ type malformedEvents struct {
 	turn  chan struct{}
 	kept  map[uint64]bool      // PACE_JOBS sequences known to have a dead letter
 	retry map[uint64]time.Time // sequences that failed to be set aside: when to try again
+
+	mu      sync.Mutex              // guards attempt
+	attempt context.CancelCauseFunc // ends the running attempt; nil between attempts
+}
+
+// refused ends the running attempt to set an event aside, if any, with
+// cause: the server refused a request of this connection (a permission
+// violation), most likely one of the attempt's, which would otherwise wait
+// for its timeout. A user the bus does not allow to keep job events
+// (pace-client) thus skips them at once. Another request's refusal ends
+// the attempt too, which is then tried again later. Safe for concurrent use.
+func (m *malformedEvents) refused(cause error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.attempt != nil {
+		m.attempt(cause)
+	}
+}
+
+// start returns ctx, ended by refused until end is called.
+func (m *malformedEvents) start(ctx context.Context) (_ context.Context, end func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	m.mu.Lock()
+	m.attempt = cancel
+	m.mu.Unlock()
+	return ctx, func() {
+		m.mu.Lock()
+		m.attempt = nil
+		m.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// attemptError is err, with why the attempt's ctx ended when it did.
+func attemptError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 func newMalformedEvents() *malformedEvents {
@@ -71,8 +112,10 @@ func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.
 // process or another, is not written again, and only a new letter is
 // counted. The event stays in its stream, and msg is neither acknowledged
 // nor terminated (the caller's). If no letter can be stored within 5
-// seconds (the bus is recovering, or does not allow this user to), the
-// event is skipped, and a read a minute later or more tries again.
+// seconds (the bus is recovering), or the bus refuses it (a user without
+// the permissions, such as pace-client: at once, when the client was made
+// by Connect), the event is skipped, and a read a minute later or more
+// tries again.
 func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error) {
 	log := c.log.With("stage", jobEventsStage, "subject", msg.Subject(), "err", cause)
 	md, err := msg.Metadata()
@@ -94,8 +137,11 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	}
 	ctx, cancel := context.WithTimeout(ctx, setAsideTimeout)
 	defer cancel()
+	ctx, end := m.start(ctx)
+	defer end()
 	kept, err := c.hasMalformedLetter(ctx, subjectJob(msg.Subject()), msg.Subject(), seq)
 	if err != nil {
+		err = attemptError(ctx, err)
 		m.retry[seq] = c.now().Add(setAsideRetry) // and not at every read meanwhile
 		log.Warn("undecodable job event skipped; its dead letters could not be read, will retry",
 			"dead_letter_err", err, "retry_after", setAsideRetry)
@@ -122,7 +168,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	default:
 		m.retry[seq] = c.now().Add(setAsideRetry)
 		log.Warn("undecodable job event skipped; not dead-lettered yet, will retry",
-			"dead_letter_err", err, "retry_after", setAsideRetry)
+			"dead_letter_err", attemptError(ctx, err), "retry_after", setAsideRetry)
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -522,12 +524,21 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 	if _, err := admin.JetStream().PublishMsg(ctx, garbled); err != nil {
 		t.Fatal(err)
 	}
-	client := connect(t, ctx, url, "client")
+	logged := &deadLetterErrs{}
+	client, err := bus.Connect(ctx, url, bus.WithLogger(slog.New(logged)), bus.WithUserPassword("pace-client", password("client")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Close(ctx) }()
 	if err := readJobEvents(ctx, client, job); err != nil {
 		t.Errorf("pace-client reads job events: %v", err)
 	}
 	if letters, err := admin.StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
 		t.Errorf("letters after pace-client's read: %d (%v), want none", len(letters), err)
+	}
+	// It gave up on the refusal, not after waiting for its timeout.
+	if errs := logged.all(); len(errs) != 1 || !errors.Is(errs[0], nats.ErrPermissionViolation) {
+		t.Errorf("pace-client's set-aside errors = %v, want one permission violation", errs)
 	}
 	checkDenied(t, url, "client", []string{p.Metrics(job, schemas.DeadMetrics), "$O.pace_dead_letters.C.x",
 		"$O.pace_dead_letters.M.x", "$JS.API.DIRECT.GET.OBJ_pace_dead_letters.x",
@@ -535,4 +546,33 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 	for _, u := range []string{"controller", "gate"} {
 		checkDenied(t, url, u, []string{"$O.pace_dead_letters.C.x", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters"}, nil)
 	}
+}
+
+// deadLetterErrs is a slog handler keeping the dead_letter_err attributes
+// of the records logged.
+type deadLetterErrs struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (h *deadLetterErrs) Enabled(context.Context, slog.Level) bool { return true }
+func (h *deadLetterErrs) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *deadLetterErrs) WithGroup(string) slog.Handler            { return h }
+
+func (h *deadLetterErrs) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "dead_letter_err" {
+			h.mu.Lock()
+			h.errs = append(h.errs, err)
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *deadLetterErrs) all() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.errs)
 }

@@ -11,10 +11,11 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 )
 
-// provisionedStreams are the streams and buckets Provision makes.
+// provisionedStreams are the streams, buckets and object stores Provision makes.
 var provisionedStreams = []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_DEAD", "PACE_METRICS",
 	"PACE_DECISIONS", "PACE_K8S", "PACE_K8S_OUTCOMES", "PACE_ADMISSION", "PACE_LOGS", "PACE_ADVISORIES",
-	"KV_pace_jobs", "KV_pace_failures", "KV_pace_workers", "KV_pace_flowcontrol", "KV_pace_leases"}
+	"KV_pace_jobs", "KV_pace_failures", "KV_pace_workers", "KV_pace_flowcontrol", "KV_pace_leases",
+	"OBJ_pace_dead_letters"}
 
 // checkReplicas fails unless every provisioned stream is configured with
 // want replicas and, in time, placed on that many servers.

@@ -118,7 +118,8 @@ type maxDeliveriesAdvisory struct {
 // to pace.dead.<job>, with the reason and the last error a worker reported,
 // until ctx ends. An item is deleted from the work stream only once its
 // letter (and the body of a malformed one too large for it, kept in the
-// dead-letter object store) is stored; until then it is tried again. The server announces such items with an advisory that the
+// dead-letter object store) is stored; until then it is tried again. Every
+// hour it also deletes the objects no letter names (SweepLetterObjects). The server announces such items with an advisory that the
 // advisories stream keeps, so none is missed while this loop is down. One
 // instance per installation is enough; more are safe.
 func (c *Client) DeadLetters(ctx context.Context) error {
@@ -135,7 +136,12 @@ func (c *Client) DeadLetters(ctx context.Context) error {
 		return fmt.Errorf("failures bucket: %w", err)
 	}
 	pause := newPause(100*time.Millisecond, 5*time.Second)
+	nextSweep := c.now()
 	for ctx.Err() == nil {
+		if !c.now().Before(nextSweep) {
+			c.sweepLetterObjects(ctx)
+			nextSweep = c.now().Add(letterObjectSweep)
+		}
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		batch, err := cons.Fetch(64, jetstream.FetchContext(fctx))
 		if err == nil {

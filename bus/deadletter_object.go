@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -19,6 +21,10 @@ import (
 // kept in its letter. Each object belongs to one letter, which names it
 // (schemas.DeadLetter.RawObject).
 const lettersBucket = "dead_letters"
+
+// letterObjectSweep is how often DeadLetters deletes the objects no letter
+// names, and how old those must be.
+const letterObjectSweep = time.Hour
 
 // objectStores returns the desired configuration of every object store;
 // Replicas is set by Provision.
@@ -163,4 +169,63 @@ func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
 		}
 	}
 	return nil
+}
+
+// SweepLetterObjects deletes the objects of the dead-letter object store
+// that no stored letter names, and returns how many it deleted. Such an
+// object is harmless but takes room: the letter was never stored (the
+// process died, or the bus failed, between the object and the letter),
+// it expired with PACE_METRICS's max age, or deleting the object after
+// its letter failed. Objects younger than grace are left alone, their
+// letters possibly on their way. The letters are read only when some
+// object is old enough. DeadLetters sweeps every hour, with a grace of an
+// hour.
+func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (int, error) {
+	obs, err := c.letterObjects(ctx)
+	if err != nil {
+		return 0, err
+	}
+	objects, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", c.prefix.Bucket(lettersBucket), err)
+	}
+	objects = slices.DeleteFunc(objects, func(o *jetstream.ObjectInfo) bool { return c.now().Sub(o.ModTime) < grace })
+	if len(objects) == 0 {
+		return 0, nil
+	}
+	named := map[string]bool{}
+	for _, store := range []LetterStore{DeadItems, DeadMessages} {
+		for l, err := range c.Letters(ctx, store, "*", false) {
+			if err != nil {
+				return 0, err
+			}
+			named[l.RawObject] = true
+		}
+	}
+	deleted := 0
+	for _, o := range objects {
+		if named[o.Name] {
+			continue
+		}
+		if err := c.deleteObject(ctx, obs, o.Name); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+// sweepLetterObjects is SweepLetterObjects as DeadLetters runs it: logged,
+// and tried again at the next sweep when it fails.
+func (c *Client) sweepLetterObjects(ctx context.Context) {
+	n, err := c.SweepLetterObjects(ctx, letterObjectSweep)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.log.Warn("dead-letter objects not swept, will retry", "err", err, "retry_after", letterObjectSweep)
+	case n > 0:
+		c.log.Info("dead-letter objects without letters deleted", "objects", n)
+	}
 }

@@ -260,3 +260,36 @@ func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
 		t.Errorf("objects after purging the job = %q, want none", got)
 	}
 }
+
+// TestSweepLetterObjects leaves an object no letter names, as a crash
+// between the object and its letter would: the sweep deletes it once it
+// is old enough, and keeps the object a letter names.
+func TestSweepLetterObjects(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "swept"
+	d := bus.MalformedLetter(job, c.Prefix().Work(job), hugeBody(t), nil, errors.New("unreadable"), time.Now())
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), d, ""); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := c.JetStream().ObjectStore(ctx, lettersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, c.Prefix().Dead(job)+"/orphan", []byte("no letter")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.SweepLetterObjects(ctx, time.Hour); err != nil || n != 0 {
+		t.Errorf("sweep with an hour's grace deleted %d (%v), want 0: both objects are new", n, err)
+	}
+	if n, err := c.SweepLetterObjects(ctx, 0); err != nil || n != 1 {
+		t.Errorf("sweep deleted %d (%v), want 1", n, err)
+	}
+	dead, err := c.StoredDeadLetters(ctx, job)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("letters = %d (%v), want 1", len(dead), err)
+	}
+	if got := objectNames(t, ctx, c); len(got) != 1 || got[0] != dead[0].RawObject {
+		t.Errorf("objects after the sweep = %q, want the letter's %q", got, dead[0].RawObject)
+	}
+}

@@ -1,8 +1,8 @@
 // Package bus moves Pace's messages over NATS JetStream.
 //
 // It starts an embedded NATS server or connects to an external one
-// ([StartServer], [Connect]), provisions every stream, consumer and key-value
-// bucket idempotently ([Client.Provision]), carries schema, correlation and
+// ([StartServer], [Connect]), provisions every stream, consumer, key-value
+// bucket and object store idempotently ([Client.Provision]), carries schema, correlation and
 // trace metadata in headers ([Publish], [Decode]), and offers the client SDK
 // that users embed: [Client.PushItems], [Client.Worker] and [Client.Results].
 //
@@ -15,5 +15,7 @@
 //   - each item has exactly one result: the result subject holds one message
 //     per item and the server refuses a second one;
 //   - after the job's maximum deliveries an item is moved to the dead-letter
-//     subject with the reason and the last error; malformed messages too.
+//     subject with the reason and the last error; malformed messages too,
+//     byte for byte (a body too large for its letter in the dead-letter
+//     object store, written before the letter: [Client.LetterBody]).
 package bus

@@ -73,7 +73,8 @@ func (c *Client) letterObjects(ctx context.Context) (jetstream.ObjectStore, erro
 // dead-letter object store, then a copy of d that names that object
 // (RawObject, RawSize) in place of Raw. A letter thus never names a
 // missing object; an object without a letter (the second write failed, or
-// the process died between the two) is harmless, and is left behind.
+// the process died between the two) is harmless, and SweepLetterObjects
+// deletes it later.
 // Object names are unique: subject, "/" and a NUID, so that an object
 // belongs to one letter only. When the bus drops the letter as a duplicate
 // (key was kept already), the new object is deleted again.

@@ -261,6 +261,12 @@ func (c *Client) letterSubject(store LetterStore, job string) (family, subject s
 // the last stored letter; with follow it waits for new ones until ctx ends.
 // A message that is not a readable dead letter is logged and skipped.
 func (c *Client) Letters(ctx context.Context, store LetterStore, job string, follow bool) iter.Seq2[*StoredLetter, error] {
+	return c.letters(ctx, store, job, follow, false)
+}
+
+// letters is Letters; when strict, a message that is not a readable dead
+// letter ends the iteration with an error wrapping ErrMalformed instead.
+func (c *Client) letters(ctx context.Context, store LetterStore, job string, follow, strict bool) iter.Seq2[*StoredLetter, error] {
 	return func(yield func(*StoredLetter, error) bool) {
 		family, filter, err := c.letterSubject(store, job)
 		if err != nil {
@@ -278,6 +284,10 @@ func (c *Client) Letters(ctx context.Context, store LetterStore, job string, fol
 				return
 			}
 			d, err := Decode[schemas.DeadLetter](msg.Data(), msg.Headers())
+			if err != nil && strict {
+				yield(nil, fmt.Errorf("%s sequence %d: %w", filter, md.Sequence.Stream, err))
+				return
+			}
 			if err != nil {
 				c.log.Warn("undecodable dead letter skipped", "subject", msg.Subject(), "seq", md.Sequence.Stream, "err", err)
 				continue

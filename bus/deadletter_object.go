@@ -179,8 +179,10 @@ func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
 // it expired with PACE_METRICS's max age, or deleting the object after
 // its letter failed. Objects younger than grace are left alone, their
 // letters possibly on their way. The letters are read only when some
-// object is old enough. DeadLetters sweeps every hour, with a grace of an
-// hour.
+// object is old enough. A message among the letters that cannot be read
+// (a newer version's letter, which may name an object, or junk) stops the
+// sweep before it deletes anything, with an error wrapping ErrMalformed.
+// DeadLetters sweeps every hour, with a grace of an hour.
 func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (int, error) {
 	obs, err := c.letterObjects(ctx)
 	if err != nil {
@@ -199,9 +201,9 @@ func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (i
 	}
 	named := map[string]bool{}
 	for _, store := range []LetterStore{DeadItems, DeadMessages} {
-		for l, err := range c.Letters(ctx, store, "*", false) {
+		for l, err := range c.letters(ctx, store, "*", false, true) {
 			if err != nil {
-				return 0, err
+				return 0, fmt.Errorf("sweep %s: %w", c.prefix.Bucket(lettersBucket), err)
 			}
 			named[l.RawObject] = true
 		}

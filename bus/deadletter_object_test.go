@@ -292,4 +292,23 @@ func TestSweepLetterObjects(t *testing.T) {
 	if got := objectNames(t, ctx, c); len(got) != 1 || got[0] != dead[0].RawObject {
 		t.Errorf("objects after the sweep = %q, want the letter's %q", got, dead[0].RawObject)
 	}
+
+	// A letter this build cannot read (a newer version's) may name an
+	// object: nothing is swept while it is stored.
+	if _, err := obs.PutBytes(ctx, c.Prefix().Dead(job)+"/another", []byte("no letter")); err != nil {
+		t.Fatal(err)
+	}
+	newer := nats.NewMsg(c.Prefix().Dead(job))
+	newer.Data = []byte(`{"job": "swept", "reason": "malformed", "raw_object_v9": "x"}`)
+	newer.Header.Set(schemas.HeaderSchema, "dead_letter")
+	newer.Header.Set(schemas.HeaderSchemaVersion, "9")
+	if _, err := c.JetStream().PublishMsg(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.SweepLetterObjects(ctx, 0); !errors.Is(err, bus.ErrMalformed) || n != 0 {
+		t.Errorf("sweep beside a newer letter deleted %d (%v), want 0 and ErrMalformed", n, err)
+	}
+	if got := objectNames(t, ctx, c); len(got) != 2 {
+		t.Errorf("objects after the refused sweep = %q, want both", got)
+	}
 }

@@ -29,6 +29,12 @@ type Nodes struct {
 func Cluster(t testing.TB, n int) *Nodes {
 	t.Helper()
 	c := &Nodes{t: t, opts: make([]*server.Options, n), srvs: make([]*server.Server, n)}
+	// The stores are made first so that the servers stop before their
+	// directories are removed (cleanups run last-registered first).
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
 	t.Cleanup(func() {
 		for i := range n {
 			c.Stop(i)
@@ -38,7 +44,7 @@ func Cluster(t testing.TB, n int) *Nodes {
 	for i := range n {
 		o := &server.Options{
 			ServerName: fmt.Sprintf("nats-%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			JetStream: true, StoreDir: t.TempDir(),
+			JetStream: true, StoreDir: dirs[i],
 			JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 1 << 30,
 			JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 			Cluster:         server.ClusterOpts{Name: "pace", Host: "127.0.0.1", Port: server.RANDOM_PORT},

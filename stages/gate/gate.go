@@ -10,7 +10,9 @@
 //
 // An Actuator that does not answer within Config.OutcomeTimeout has its
 // request's seats released and a failed outcome reported; its late answer
-// is dropped.
+// is dropped. A request that cannot be read is counted
+// (pace_gate_malformed_total) and kept as a dead letter, byte for byte
+// (bus.Client.SetAside), and the gate goes on with the next one.
 package gate
 
 import (
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/bus"
@@ -84,12 +87,13 @@ func (c Config) Validate() field.ErrorList {
 
 // Stage is the bus gate stage.
 type Stage struct {
-	c    *bus.Client
-	gate *apf.Gate
-	act  Actuator
-	cfg  Config
-	log  *slog.Logger
-	now  func() time.Time
+	c         *bus.Client
+	gate      *apf.Gate
+	act       Actuator
+	cfg       Config
+	log       *slog.Logger
+	now       func() time.Time
+	malformed prometheus.Counter
 }
 
 // New returns the stage; cfg is defaulted and validated.
@@ -98,8 +102,14 @@ func New(c *bus.Client, gate *apf.Gate, act Actuator, cfg Config, log *slog.Logg
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	return &Stage{c: c, gate: gate, act: act, cfg: cfg, log: log.With("stage", "gate"), now: time.Now}, nil
+	return &Stage{c: c, gate: gate, act: act, cfg: cfg, log: log.With("stage", "gate"), now: time.Now,
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_gate_malformed_total",
+			Help: "Infrastructure requests the gate could not read, dead-lettered on pace.metrics.<job>.dead."}),
+	}, nil
 }
+
+// Metrics returns the stage's Prometheus metrics: pace_gate_malformed_total.
+func (s *Stage) Metrics() prometheus.Collector { return s.malformed }
 
 // Run consumes requests until ctx ends, then waits for the requests in
 // flight and returns nil.
@@ -137,8 +147,10 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 	ctx = bus.MessageContext(ctx, m.Headers())
 	req, err := bus.Decode[schemas.KubeRequest](m.Data(), m.Headers())
 	if err != nil {
-		s.log.Error("malformed kube request dropped", "err", err)
-		_ = m.Term()
+		// Kept byte for byte: on the work-queue stream PACE_K8S, settling
+		// the request deletes it.
+		s.malformed.Inc()
+		s.c.SetAside(ctx, "gate", m, err)
 		return
 	}
 	log := s.log.With("request_id", req.ID, "job", req.Job)

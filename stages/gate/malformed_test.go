@@ -1,0 +1,100 @@
+package gate_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/gate"
+)
+
+// TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted publishes bytes
+// that are no kube request on the work-queue stream PACE_K8S, then a
+// request: the first is counted and kept as one dead letter holding its
+// exact bytes (settling it deletes it from the stream), and the gate admits
+// and executes the second.
+func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	rec := record(t, c)
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := gate.ActuatorFunc(func(_ context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
+	})
+	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, st.Run)
+
+	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
+	if _, err := c.JetStream().Publish(ctx, c.Prefix().KubeRequests(), garbage); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "after-garbage", "alice")
+
+	bustest.Eventually(t, 20*time.Second, "the request after the garbage dispatched and executed", func() bool {
+		o, ok := rec.outcome("after-garbage")
+		return ok && o.Status == schemas.Applied && len(rec.eventsFor("after-garbage")) > 0
+	})
+	if evs := rec.eventsFor("after-garbage"); len(evs) != 1 || evs[0].Outcome != schemas.Dispatched {
+		t.Errorf("admission events %+v, want one dispatch", evs)
+	}
+	// The subject names no job: the letter is found among every job's.
+	var letters []*bus.StoredLetter
+	bustest.Eventually(t, 10*time.Second, "the unreadable request's dead letter", func() bool {
+		letters = requestLetters(t, ctx, c)
+		return len(letters) > 0
+	})
+	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Reason != schemas.Malformed {
+		t.Errorf("dead letters %+v, want one malformed letter holding %q", letters, garbage)
+	}
+	if got := count(t, st.Metrics()); got != 1 {
+		t.Errorf("pace_gate_malformed_total = %v, want 1", got)
+	}
+	bustest.Eventually(t, 10*time.Second, "both requests settled, PACE_K8S empty", func() bool {
+		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	})
+}
+
+// requestLetters returns the stored dead letters of messages from
+// pace.k8s.requests.
+func requestLetters(t *testing.T, ctx context.Context, c *bus.Client) []*bus.StoredLetter {
+	t.Helper()
+	var out []*bus.StoredLetter
+	for l, err := range c.Letters(ctx, bus.DeadMessages, "*", false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Subject == c.Prefix().KubeRequests() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// count is the value of counter m.
+func count(t *testing.T, m prometheus.Collector) float64 {
+	t.Helper()
+	var v dto.Metric
+	if err := m.(prometheus.Metric).Write(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v.GetCounter().GetValue()
+}

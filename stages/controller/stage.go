@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/bus"
@@ -74,14 +75,17 @@ type jobController struct {
 // Stage consumes pace.metrics.<job>.progress, runs each job's controller
 // plugin and publishes its decisions on pace.decisions.<job>. Each job's
 // controller state is saved in a KV bucket after every decision, so a
-// restarted stage resumes where it stopped. Create it with New.
+// restarted stage resumes where it stopped. Progress it cannot read is
+// counted (pace_controller_malformed_total) and kept as a dead letter.
+// Create it with New.
 type Stage struct {
-	c   *bus.Client
-	js  jetstream.JetStream
-	cfg Config
-	reg plugin.Registry
-	log *slog.Logger
-	kv  jetstream.KeyValue
+	c         *bus.Client
+	js        jetstream.JetStream
+	cfg       Config
+	reg       plugin.Registry
+	log       *slog.Logger
+	kv        jetstream.KeyValue
+	malformed prometheus.Counter
 
 	jobs map[string]*jobController // only the Run goroutine (or Process's caller) touches it
 }
@@ -99,8 +103,13 @@ func New(c *bus.Client, cfg Config, reg plugin.Registry, log *slog.Logger) (*Sta
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Stage{c: c, js: c.JetStream(), cfg: cfg, reg: reg, log: log.With("stage", "controller"),
+		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_controller_malformed_total",
+			Help: "Progress messages the controller could not read, dead-lettered on pace.metrics.<job>.dead."}),
 		jobs: map[string]*jobController{}}, nil
 }
+
+// Metrics returns the stage's Prometheus metrics: pace_controller_malformed_total.
+func (s *Stage) Metrics() prometheus.Collector { return s.malformed }
 
 // bucket opens (creating if needed) the state bucket.
 func (s *Stage) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -269,15 +278,17 @@ func (s *Stage) Run(ctx context.Context) error {
 }
 
 // handle decides on one progress message, publishes the decision, then
-// saves the controller's state. A message that cannot be read is terminated.
+// saves the controller's state. A message that cannot be read is counted
+// and set aside as a dead letter on pace.metrics.<job>.dead (see
+// bus.Client.SetAside).
 // When deciding, publishing or saving fails, the job's controller is dropped
 // from memory (it is rebuilt from the last saved state) and the message is
 // retried; the decision's message id makes a republished decision a duplicate.
 func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
 	p, err := bus.Decode[schemas.Progress](msg.Data(), msg.Headers())
 	if err != nil {
-		s.log.Warn("malformed progress dropped", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		s.malformed.Inc()
+		s.c.SetAside(ctx, "controller", msg, err)
 		return
 	}
 	log := s.log.With("job", p.Job)

@@ -1,0 +1,73 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller"
+)
+
+// TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn publishes
+// bytes that are no progress on a job's progress subject, then progress of
+// a late job: the first is counted and kept as one dead letter holding its
+// exact bytes, and the controller decides on the second.
+func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "garbled"
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming,
+		Replicas:   schemas.Replicas{Min: 1, Max: 10, Initial: 1},
+		Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"actuation_size": 2}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	decisions, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decisions.Unsubscribe() })
+	st, err := controller.New(c, controller.Config{}, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, st.Run)
+	// Its consumer delivers new progress only: wait until it exists.
+	bustest.Eventually(t, 20*time.Second, "the controller's consumer", func() bool {
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), controller.DefaultDurable)
+		return err == nil
+	})
+
+	subject := c.Prefix().Metrics(job, schemas.ProgressMetrics)
+	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
+	if _, err := c.JetStream().Publish(ctx, subject, garbage); err != nil {
+		t.Fatal(err)
+	}
+	publishProgress(t, c, &schemas.Progress{Job: job, At: time.Now(), Error: -2, Replicas: 1, Total: 100})
+
+	if d := nextDecision(t, decisions); d.Job != job || d.Replicas != 3 {
+		t.Errorf("decision %+v, want %s scaled to 3", d, job)
+	}
+	var letters []*schemas.DeadLetter
+	bustest.Eventually(t, 10*time.Second, "the unreadable progress's dead letter", func() bool {
+		letters, err = c.StoredMalformed(ctx, job)
+		return err == nil && len(letters) > 0
+	})
+	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Subject != subject {
+		t.Errorf("dead letters %+v, want one holding %q from %s", letters, garbage, subject)
+	}
+	var m dto.Metric
+	if err := st.Metrics().(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("pace_controller_malformed_total = %v, want 1", got)
+	}
+}

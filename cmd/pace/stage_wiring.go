@@ -309,7 +309,7 @@ func wireController(_ context.Context, w *wiring) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		return ctl.Run, nil, nil
+		return ctl.Run, ctl.Metrics(), nil
 	})
 }
 
@@ -353,12 +353,12 @@ func wireGate(ctx context.Context, w *wiring) error {
 		}
 		run := group(append(loops, gs.Run)...)
 		if cf.actuator != "local" {
-			return run, nil, nil
+			return run, gs.Metrics(), nil
 		}
 		return func(ctx context.Context) error {
 			restoreLocal(ctx, w.c, exec, w.log)
 			return run(ctx)
-		}, nil, nil
+		}, gs.Metrics(), nil
 	})
 }
 

@@ -94,7 +94,7 @@ func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, 
 // within the stream's duplicate window the bus keeps one letter per key;
 // duplicate reports a letter it dropped as such.
 func (c *Client) keepMalformed(ctx context.Context, stage string, msg jetstream.Msg, cause error) (d *schemas.DeadLetter, duplicate bool, err error) {
-	job := subjectJob(msg.Subject())
+	job := c.prefix.SubjectJob(msg.Subject())
 	d = MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
 	key := "" // without a stream sequence, no de-duplication
 	if md, err := msg.Metadata(); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -139,7 +138,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	defer cancel()
 	ctx, end := m.start(ctx)
 	defer end()
-	kept, err := c.hasMalformedLetter(ctx, subjectJob(msg.Subject()), msg.Subject(), seq)
+	kept, err := c.hasMalformedLetter(ctx, c.prefix.SubjectJob(msg.Subject()), msg.Subject(), seq)
 	if err != nil {
 		err = attemptError(ctx, err)
 		m.retry[seq] = c.now().Add(setAsideRetry) // and not at every read meanwhile
@@ -184,13 +183,4 @@ func (c *Client) hasMalformedLetter(ctx context.Context, job, subject string, se
 		}
 	}
 	return false, nil
-}
-
-// subjectJob is the job a message's subject names (its third token), or
-// "unknown" when it names none.
-func subjectJob(subject string) string {
-	if tokens := strings.Split(subject, "."); len(tokens) > 2 && schemas.ValidToken(tokens[2]) {
-		return tokens[2]
-	}
-	return "unknown"
 }

@@ -162,6 +162,34 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// TestSubjectJob reads the job from every job-keyed subject, and "unknown"
+// from the others and from another installation's subjects.
+func TestSubjectJob(t *testing.T) {
+	p := schemas.DefaultPrefix
+	tests := map[string]string{
+		p.Work("j1"):                             "j1",
+		p.Results("j1", "i1"):                    "j1",
+		p.Dead("j1"):                             "j1",
+		p.Jobs("j1", schemas.EventStarted):       "j1",
+		p.Metrics("j1", schemas.ProgressMetrics): "j1",
+		p.Decisions("j1"):                        "j1",
+		p.Logs("j1"):                             "j1",
+		p.KubeRequests():                         "unknown",
+		p.KubeOutcomes():                         "unknown",
+		p.Admission("workload-low", "fs"):        "unknown",
+		p.Submit():                               "unknown",
+		p.Control("stop"):                        "unknown",
+		"other.work.j1":                          "unknown",
+		"pace.work":                              "unknown",
+		"pace.work.not valid":                    "unknown",
+	}
+	for subject, want := range tests {
+		if got := p.SubjectJob(subject); got != want {
+			t.Errorf("SubjectJob(%q) = %q, want %q", subject, got, want)
+		}
+	}
+}
+
 func TestDeadlineJSON(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {

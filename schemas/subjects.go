@@ -1,6 +1,9 @@
 package schemas
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // DefaultPrefix is the subject prefix used unless configured otherwise.
 const DefaultPrefix Prefix = "pace"
@@ -76,6 +79,21 @@ func (p Prefix) Admission(level, schema string) string { return p.join("admissio
 
 // Logs is the subject of a job's log lines.
 func (p Prefix) Logs(job string) string { return p.join("logs", job) }
+
+// jobFamilies are the subject families (the token after the prefix)
+// whose next token is a job.
+var jobFamilies = []string{"jobs", "work", "results", "dead", "metrics", "decisions", "logs"}
+
+// SubjectJob is the job a subject of p names, such as <job> in
+// pace.work.<job>, or "unknown" when it names none (pace.k8s.requests,
+// another prefix's subjects).
+func (p Prefix) SubjectJob(subject string) string {
+	tokens := strings.Split(subject, ".")
+	if len(tokens) > 2 && tokens[0] == string(p) && slices.Contains(jobFamilies, tokens[1]) && ValidToken(tokens[2]) {
+		return tokens[2]
+	}
+	return "unknown"
+}
 
 // Stream returns the name of the stream holding one family of subjects,
 // e.g. Stream("WORK") = "PACE_WORK".

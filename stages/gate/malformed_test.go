@@ -55,14 +55,14 @@ func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 	if evs := rec.eventsFor("after-garbage"); len(evs) != 1 || evs[0].Outcome != schemas.Dispatched {
 		t.Errorf("admission events %+v, want one dispatch", evs)
 	}
-	// The subject names no job: the letter is found among every job's.
+	// The subject names no job: the letter is filed under job "unknown".
 	var letters []*bus.StoredLetter
 	bustest.Eventually(t, 10*time.Second, "the unreadable request's dead letter", func() bool {
 		letters = requestLetters(t, ctx, c)
 		return len(letters) > 0
 	})
-	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Reason != schemas.Malformed {
-		t.Errorf("dead letters %+v, want one malformed letter holding %q", letters, garbage)
+	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Reason != schemas.Malformed || letters[0].Job != "unknown" {
+		t.Errorf("dead letters %+v, want one malformed letter of job unknown holding %q", letters, garbage)
 	}
 	if got := count(t, st.Metrics()); got != 1 {
 		t.Errorf("pace_gate_malformed_total = %v, want 1", got)

@@ -198,8 +198,7 @@ func (c *Client) UpdateJob(ctx context.Context, job string, fn func(*schemas.Job
 		} else {
 			_, err = kv.Update(ctx, job, data, rev)
 		}
-		var apiErr *jetstream.APIError
-		if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+		if Conflict(err) {
 			continue // a concurrent writer won; apply fn to its record
 		}
 		if err != nil {

@@ -164,7 +164,7 @@ func (c *Client) DeclareJob(ctx context.Context, job string, spec schemas.JobSpe
 		} else {
 			_, err = kv.Update(ctx, job, data, rev)
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if Conflict(err) {
 			continue // a concurrent writer won; apply the spec on top of its record
 		}
 		if err != nil {
@@ -220,9 +220,8 @@ func (c *Client) PublishResult(ctx context.Context, r *schemas.Result) error {
 	}
 	msg.Header.Set(schemas.HeaderMsgID, r.Job+"/"+r.ItemID)
 	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0))
-	var apiErr *jetstream.APIError
 	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+	case Conflict(err):
 		return ErrDuplicateResult
 	case err != nil:
 		return fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)

@@ -108,12 +108,11 @@ func (s *ConfigStore) Maintain(ctx context.Context) (int, error) {
 		case policy.OpDelete:
 			err = s.kv.Delete(ctx, key, jetstream.LastRevision(revs[key]))
 		}
-		var apiErr *jetstream.APIError
 		switch {
 		case err == nil:
 			n++
 			s.log.Info("flowcontrol object maintained", "op", string(ch.Op), "key", key)
-		case errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence):
+		case bus.Conflict(err):
 			s.log.Debug("flowcontrol object changed concurrently", "key", key) // the next round reconciles
 		default:
 			return n, fmt.Errorf("%s %s: %w", ch.Op, key, err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller"
 )
@@ -256,8 +257,11 @@ func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, c
 	} else {
 		_, err = kv.Update(ctx, name, data, rev)
 	}
-	if err != nil {
+	switch {
+	case bus.Conflict(err):
 		return nil, apiError(http.StatusConflict, "cluster %q changed meanwhile: %v", name, err)
+	case err != nil:
+		return nil, fmt.Errorf("save cluster %q: %w", name, err)
 	}
 	m.log.Info("cluster updated", "cluster", name, "by", u.Name) // never the config itself
 	return c, nil

@@ -61,19 +61,22 @@ func (c *Client) recordFailure(ctx context.Context, job, item string, cause erro
 // the message as a dead letter (reason malformed, the message byte for
 // byte) on pace.metrics.<job>.dead, the job read from the message's
 // subject ("unknown" when it names none), then terminates it, so that the
-// stage goes on with the next one. Counting is the caller's. A body too
-// large to travel in its letter is kept in the dead-letter object store,
-// which the letter names. Only once the letter is stored is the message
-// terminated: if the letter or its body cannot be stored, the message is
-// asked for again a second later, so nothing is dropped silently.
+// stage goes on with the next one. Counting is the caller's; stage names
+// it in the logs. A stored message that several stages set aside gets one
+// letter (within PACE_METRICS's duplicate window). A body too large to
+// travel in its letter is kept in the dead-letter object store, which the
+// letter names. Only once the letter is stored is the message terminated:
+// if the letter or its body cannot be stored, the message is asked for
+// again a second later, so nothing is dropped silently.
 //
 // A letter that cannot fit max_payload even without the body (headers
 // near max_payload themselves) can never be stored; the message is then
-// terminated and logged as an error with its stream sequence. It stays in
-// its stream while that keeps it: SetAside's callers read limits streams
-// (on a work-queue stream, terminating a message deletes it).
+// terminated and logged as an error with its stream sequence. On a limits
+// stream (the processor's, sinks', actuator's and controller's) it stays
+// while the stream keeps it; on a work-queue stream (the gate's PACE_K8S)
+// terminating deletes it, and the error log is all that is left of it.
 func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, cause error) {
-	d, _, err := c.keepMalformed(ctx, stage, msg, cause)
+	d, _, err := c.keepMalformed(ctx, msg, cause)
 	log := c.log.With("stage", stage, "job", d.Job, "subject", msg.Subject(), "seq", d.Sequence, "err", cause)
 	switch {
 	case err == nil:
@@ -90,16 +93,17 @@ func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, 
 
 // keepMalformed publishes the dead letter of msg, which could not be read
 // for cause, on pace.metrics.<job>.dead, the job read from msg's subject.
-// Its Nats-Msg-Id is keyed by stage and msg's stream and sequence, so that
-// within the stream's duplicate window the bus keeps one letter per key;
-// duplicate reports a letter it dropped as such.
-func (c *Client) keepMalformed(ctx context.Context, stage string, msg jetstream.Msg, cause error) (d *schemas.DeadLetter, duplicate bool, err error) {
+// Its Nats-Msg-Id is keyed by msg's stream and sequence alone, so that
+// within the stream's duplicate window the bus keeps one letter per stored
+// message, however many stages (or retries) set it aside; duplicate
+// reports a letter it dropped as such.
+func (c *Client) keepMalformed(ctx context.Context, msg jetstream.Msg, cause error) (d *schemas.DeadLetter, duplicate bool, err error) {
 	job := c.prefix.SubjectJob(msg.Subject())
 	d = MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
 	key := "" // without a stream sequence, no de-duplication
 	if md, err := msg.Metadata(); err == nil {
 		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
-		key = fmt.Sprintf("%s/%s/%d", stage, md.Stream, md.Sequence.Stream)
+		key = fmt.Sprintf("malformed/%s/%d", md.Stream, md.Sequence.Stream)
 	}
 	duplicate, err = c.publishLetter(MessageContext(ctx, msg.Headers()), c.prefix.Metrics(job, schemas.DeadMetrics), d, key)
 	return d, duplicate, err
@@ -119,9 +123,10 @@ type maxDeliveriesAdvisory struct {
 // until ctx ends. An item is deleted from the work stream only once its
 // letter (and the body of a malformed one too large for it, kept in the
 // dead-letter object store) is stored; until then it is tried again. Every
-// hour it also deletes the objects no letter names (SweepLetterObjects). The server announces such items with an advisory that the
-// advisories stream keeps, so none is missed while this loop is down. One
-// instance per installation is enough; more are safe.
+// hour it also deletes the objects no letter names (SweepLetterObjects).
+// The server announces such items with an advisory that the advisories
+// stream keeps, so none is missed while this loop is down. One instance
+// per installation is enough; more are safe.
 func (c *Client) DeadLetters(ctx context.Context) error {
 	cons, err := c.js.Consumer(ctx, c.prefix.Stream(advisoriesFamily), deadLetterConsumer)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -297,5 +298,33 @@ func TestLettersAndLetter(t *testing.T) {
 	publish(c.Prefix().Dead("b"), &schemas.DeadLetter{Job: "b", ItemID: "i3", Reason: schemas.MaxDeliveries, Payload: "r", At: at})
 	if id := <-got; id != "i3" {
 		t.Errorf("followed letter = %s, want i3", id)
+	}
+}
+
+// TestTwoStagesSetAsideAMessageOnce has two stages (the controller and a
+// sink both read progress) set aside the same unreadable message: it gets
+// one letter, so that a redrive sends it back once.
+func TestTwoStagesSetAsideAMessageOnce(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "shared"
+	subject := c.Prefix().Metrics(job, schemas.ProgressMetrics)
+	if _, err := c.JetStream().Publish(ctx, subject, []byte("not progress")); err != nil {
+		t.Fatal(err)
+	}
+	for _, stage := range []string{"controller", "sink"} {
+		cons, err := c.JetStream().CreateConsumer(ctx, "PACE_METRICS", jetstream.ConsumerConfig{Durable: stage,
+			FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetAside(ctx, stage, msg, errors.New("unreadable progress"))
+	}
+	if dead, err := c.StoredMalformed(ctx, job); err != nil || len(dead) != 1 {
+		t.Errorf("letters = %d (%v), want 1: one message, however many stages set it aside", len(dead), err)
 	}
 }

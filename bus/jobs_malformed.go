@@ -23,8 +23,7 @@ const setAsideTimeout = 5 * time.Second
 // event aside, before it tries again for that event.
 const setAsideRetry = time.Minute
 
-// jobEventsStage names the job-event readers in the Nats-Msg-Id of the
-// dead letters they write, and in their logs.
+// jobEventsStage names the job-event readers in their logs.
 const jobEventsStage = "job-events"
 
 // malformedEvents is what a client knows of the job events it could not
@@ -150,7 +149,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 		m.keep(seq)
 		return
 	}
-	_, duplicate, err := c.keepMalformed(ctx, jobEventsStage, msg, cause)
+	_, duplicate, err := c.keepMalformed(ctx, msg, cause)
 	switch {
 	case err == nil:
 		m.keep(seq)

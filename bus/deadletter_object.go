@@ -3,6 +3,8 @@ package bus
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -69,33 +71,39 @@ func (c *Client) letterObjects(ctx context.Context) (jetstream.ObjectStore, erro
 }
 
 // publishLetterObject publishes d, whose body is too large to travel in
-// it, on subject in two writes: first d.Raw as a new object of the
+// it, on subject in two writes: first d.Raw as an object of the
 // dead-letter object store, then a copy of d that names that object
 // (RawObject, RawSize) in place of Raw. A letter thus never names a
 // missing object; an object without a letter (the second write failed, or
 // the process died between the two) is harmless, and SweepLetterObjects
 // deletes it later.
-// Object names are unique: subject, "/" and a NUID, so that an object
-// belongs to one letter only. When the bus drops the letter as a duplicate
-// (key was kept already), the new object is deleted again.
+// With a key, the object is subject, "/" and the SHA-256 of key in hex:
+// every retry of the letter writes the same object again, in place, and
+// when the bus drops the letter as a duplicate, the object is the one the
+// kept letter names. Without a key, it is subject, "/" and a NUID, an
+// object of the letter's own.
 func (c *Client) publishLetterObject(ctx context.Context, subject string, d *schemas.DeadLetter, key string) (duplicate bool, err error) {
 	obs, err := c.letterObjects(ctx)
 	if err != nil {
 		return false, err
 	}
 	ref := *d
-	ref.Raw, ref.RawObject, ref.RawSize = nil, subject+"/"+nuid.Next(), int64(len(d.Raw))
+	ref.Raw, ref.RawObject, ref.RawSize = nil, letterObjectName(subject, key), int64(len(d.Raw))
 	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: ref.RawObject,
 		Description: "body of a malformed message on " + d.Subject}, bytes.NewReader(d.Raw)); err != nil {
 		return false, fmt.Errorf("keep the %d-byte body of %s's dead letter in %s: %w", len(d.Raw), d.Job, c.prefix.Bucket(lettersBucket), err)
 	}
-	duplicate, err = c.publishLetter(ctx, subject, &ref, key)
-	if duplicate {
-		if err := c.deleteObject(ctx, obs, ref.RawObject); err != nil {
-			c.log.Warn("body of a duplicate dead letter not deleted; left behind", "job", d.Job, "object", ref.RawObject, "err", err)
-		}
+	return c.publishLetter(ctx, subject, &ref, key)
+}
+
+// letterObjectName names the object of the letter published on subject
+// with key (see publishLetterObject).
+func letterObjectName(subject, key string) string {
+	if key == "" {
+		return subject + "/" + nuid.Next()
 	}
-	return duplicate, err
+	sum := sha256.Sum256([]byte(key))
+	return subject + "/" + hex.EncodeToString(sum[:])
 }
 
 // deleteObject deletes object name of the dead-letter object store obs; one

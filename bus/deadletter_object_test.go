@@ -312,3 +312,38 @@ func TestSweepLetterObjects(t *testing.T) {
 		t.Errorf("objects after the refused sweep = %q, want both", got)
 	}
 }
+
+// TestRetriedLetterRewritesItsObject fails a letter's write after its
+// object's, twice, as a bus without PACE_DEAD would, then retries once
+// the stream is back: the retries wrote the same object again, so exactly
+// one is left, the one the letter names.
+func TestRetriedLetterRewritesItsObject(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "retried"
+	d := bus.MalformedLetter(job, c.Prefix().Work(job), hugeBody(t), nil, errors.New("unreadable"), time.Now())
+	if err := c.JetStream().DeleteStream(ctx, "PACE_DEAD"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), d, job+"/seq/7"); err == nil {
+			t.Fatal("letter published without its stream")
+		}
+	}
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), d, job+"/seq/7"); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := c.StoredDeadLetters(ctx, job)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("letters = %d (%v), want 1", len(dead), err)
+	}
+	if got := objectNames(t, ctx, c); len(got) != 1 || got[0] != dead[0].RawObject {
+		t.Errorf("objects = %q, want only the letter's %q", got, dead[0].RawObject)
+	}
+	if body, err := c.LetterBody(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
+		t.Errorf("letter body: %d bytes (%v), want the message's %d", len(body), err, len(d.Raw))
+	}
+}

@@ -266,12 +266,15 @@ func (c *Client) letterSubject(store LetterStore, job string) (family, subject s
 // the last stored letter; with follow it waits for new ones until ctx ends.
 // A message that is not a readable dead letter is logged and skipped.
 func (c *Client) Letters(ctx context.Context, store LetterStore, job string, follow bool) iter.Seq2[*StoredLetter, error] {
-	return c.letters(ctx, store, job, follow, false)
+	return c.letters(ctx, store, job, follow, func(subject string, seq uint64, err error) {
+		c.log.Warn("undecodable dead letter skipped", "subject", subject, "seq", seq, "err", err)
+	})
 }
 
-// letters is Letters; when strict, a message that is not a readable dead
-// letter ends the iteration with an error wrapping ErrMalformed instead.
-func (c *Client) letters(ctx context.Context, store LetterStore, job string, follow, strict bool) iter.Seq2[*StoredLetter, error] {
+// letters is Letters; a message that is not a readable dead letter is
+// passed to unreadable, with its subject and sequence, and skipped.
+func (c *Client) letters(ctx context.Context, store LetterStore, job string, follow bool,
+	unreadable func(subject string, seq uint64, err error)) iter.Seq2[*StoredLetter, error] {
 	return func(yield func(*StoredLetter, error) bool) {
 		family, filter, err := c.letterSubject(store, job)
 		if err != nil {
@@ -289,12 +292,8 @@ func (c *Client) letters(ctx context.Context, store LetterStore, job string, fol
 				return
 			}
 			d, err := Decode[schemas.DeadLetter](msg.Data(), msg.Headers())
-			if err != nil && strict {
-				yield(nil, fmt.Errorf("%s sequence %d: %w", filter, md.Sequence.Stream, err))
-				return
-			}
 			if err != nil {
-				c.log.Warn("undecodable dead letter skipped", "subject", msg.Subject(), "seq", md.Sequence.Stream, "err", err)
+				unreadable(msg.Subject(), md.Sequence.Stream, err)
 				continue
 			}
 			if !yield(&StoredLetter{DeadLetter: d, Store: store, Seq: md.Sequence.Stream}, nil) {

@@ -187,10 +187,12 @@ func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
 // it expired with PACE_METRICS's max age, or deleting the object after
 // its letter failed. Objects younger than grace are left alone, their
 // letters possibly on their way. The letters are read only when some
-// object is old enough. A message among the letters that cannot be read
-// (a newer version's letter, which may name an object, or junk) stops the
-// sweep before it deletes anything, with an error wrapping ErrMalformed.
-// DeadLetters sweeps every hour, with a grace of an hour.
+// object is old enough. A stored message among the letters that cannot be
+// read (a newer version's letter, which may name an object, or junk)
+// spares the objects under its subject ("<subject>/...", where its object
+// would be) and no others; the sweep then also returns an error wrapping
+// ErrMalformed that names it. DeadLetters sweeps every hour, with a grace
+// of an hour.
 func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (int, error) {
 	obs, err := c.letterObjects(ctx)
 	if err != nil {
@@ -208,8 +210,15 @@ func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (i
 		return 0, nil
 	}
 	named := map[string]bool{}
+	var spared []string // subjects of unreadable letters, each with a trailing "/"
+	var unreadable []error
 	for _, store := range []LetterStore{DeadItems, DeadMessages} {
-		for l, err := range c.letters(ctx, store, "*", false, true) {
+		skip := func(subject string, seq uint64, err error) {
+			spared = append(spared, subject+"/")
+			unreadable = append(unreadable, fmt.Errorf("%s letter %d on %s (objects %s* spared): %w",
+				store, seq, subject, subject+"/", err))
+		}
+		for l, err := range c.letters(ctx, store, "*", false, skip) {
 			if err != nil {
 				return 0, fmt.Errorf("sweep %s: %w", c.prefix.Bucket(lettersBucket), err)
 			}
@@ -218,13 +227,16 @@ func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (i
 	}
 	deleted := 0
 	for _, o := range objects {
-		if named[o.Name] {
+		if named[o.Name] || slices.ContainsFunc(spared, func(p string) bool { return strings.HasPrefix(o.Name, p) }) {
 			continue
 		}
 		if err := c.deleteObject(ctx, obs, o.Name); err != nil {
 			return deleted, err
 		}
 		deleted++
+	}
+	if len(unreadable) > 0 {
+		return deleted, fmt.Errorf("sweep %s: %w", c.prefix.Bucket(lettersBucket), errors.Join(unreadable...))
 	}
 	return deleted, nil
 }
@@ -233,10 +245,10 @@ func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (i
 // and tried again at the next sweep when it fails.
 func (c *Client) sweepLetterObjects(ctx context.Context) {
 	n, err := c.SweepLetterObjects(ctx, letterObjectSweep)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		c.log.Warn("dead-letter objects not swept, will retry", "err", err, "retry_after", letterObjectSweep)
-	case n > 0:
+	if n > 0 {
 		c.log.Info("dead-letter objects without letters deleted", "objects", n)
+	}
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("dead-letter objects not all swept, will retry", "err", err, "retry_after", letterObjectSweep)
 	}
 }

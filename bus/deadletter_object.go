@@ -28,6 +28,10 @@ const lettersBucket = "dead_letters"
 // names, and how old those must be.
 const letterObjectSweep = time.Hour
 
+// letterObjectTimeout bounds writing an object of the dead-letter object
+// store, whatever the caller's context (see putLetterObject).
+const letterObjectTimeout = 10 * time.Second
+
 // objectStores returns the desired configuration of every object store;
 // Replicas is set by Provision.
 func (c *Client) objectStores() []jetstream.ObjectStoreConfig {
@@ -89,11 +93,27 @@ func (c *Client) publishLetterObject(ctx context.Context, subject string, d *sch
 	}
 	ref := *d
 	ref.Raw, ref.RawObject, ref.RawSize = nil, letterObjectName(subject, key), int64(len(d.Raw))
-	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: ref.RawObject,
-		Description: "body of a malformed message on " + d.Subject}, bytes.NewReader(d.Raw)); err != nil {
+	if err := c.putLetterObject(ctx, obs, ref.RawObject, d); err != nil {
 		return false, fmt.Errorf("keep the %d-byte body of %s's dead letter in %s: %w", len(d.Raw), d.Job, c.prefix.Bucket(lettersBucket), err)
 	}
 	return c.publishLetter(ctx, subject, &ref, key)
+}
+
+// putLetterObject writes d.Raw as object name of obs. Once started, the
+// write is not cut short by ctx, only by letterObjectTimeout: nats.go
+// writes an object in chunks and, when a write fails, purges the chunks
+// written under the same context, so a write ended by its context leaves
+// chunks that belong to no object, which List does not show and the sweep
+// cannot delete.
+func (c *Client) putLetterObject(ctx context.Context, obs jetstream.ObjectStore, name string, d *schemas.DeadLetter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), letterObjectTimeout)
+	defer cancel()
+	_, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "body of a malformed message on " + d.Subject},
+		bytes.NewReader(d.Raw))
+	return err
 }
 
 // letterObjectName names the object of the letter published on subject

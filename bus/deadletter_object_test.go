@@ -355,3 +355,42 @@ func TestRetriedLetterRewritesItsObject(t *testing.T) {
 		t.Errorf("letter body: %d bytes (%v), want the message's %d", len(body), err, len(d.Raw))
 	}
 }
+
+// TestCancelledLetterLeavesNoStrayChunks cancels a letter's context while
+// its object is being written, as a refusal or a leader's term ending
+// would: the object is written to its end (or not at all), so every
+// message of the object store belongs to an object List shows, and the
+// sweep can free it. A write cut short by its context left chunks behind
+// that belong to no object.
+func TestCancelledLetterLeavesNoStrayChunks(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	const job = "cut"
+	body := bytes.Repeat(hugeBody(t), 9) // 64 chunks: still being written when the first arrives
+	d := bus.MalformedLetter(job, c.Prefix().Work(job), body, nil, errors.New("unreadable"), time.Now())
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, err := c.Conn().Subscribe("$O."+lettersBucket+".C.>", func(*nats.Msg) { cancel() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.PublishDeadLetter(pctx, c.Prefix().Dead(job), d, job+"/seq/1"); err == nil {
+		t.Fatal("letter published under a cancelled context")
+	}
+	obs, err := c.JetStream().ObjectStore(ctx, lettersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Fatal(err)
+	}
+	want := uint64(0) // each object's chunks and its meta message
+	for _, o := range objects {
+		want += uint64(o.Chunks) + 1
+	}
+	if got := streamMsgs(t, ctx, c, "OBJ_"+lettersBucket); got != want {
+		t.Errorf("object store holds %d messages, its %d objects %d: %d stray chunks", got, len(objects), want, got-want)
+	}
+}

@@ -113,7 +113,9 @@ func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.
 // seconds (the bus is recovering), or the bus refuses it (a user without
 // the permissions, such as pace-client: at once, when the client was made
 // by Connect), the event is skipped, and a read a minute later or more
-// tries again.
+// tries again. Only the object of a large body, once its write has
+// started, is written to its end (up to 10 more seconds), whatever ends
+// the attempt, so that it leaves no partial chunks behind.
 func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error) {
 	log := c.log.With("stage", jobEventsStage, "subject", msg.Subject(), "err", cause)
 	md, err := msg.Metadata()

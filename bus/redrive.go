@@ -101,6 +101,29 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 	return nil
 }
 
+// DeleteLetter deletes the dead letter at sequence seq of store's stream,
+// then the object that keeps its body, if any: an operator's way to drop a
+// letter that is not to be redriven, such as one whose object is missing.
+// A stored message that is not a readable dead letter (a newer version's,
+// or junk) is deleted too; the object it may name is left to
+// SweepLetterObjects. A sequence that holds no letter returns
+// ErrLetterNotFound.
+func (c *Client) DeleteLetter(ctx context.Context, store LetterStore, seq uint64) error {
+	stream, _, err := c.letterStream(ctx, store)
+	if err != nil {
+		return err
+	}
+	d := &schemas.DeadLetter{} // an unreadable letter's: names no object
+	l, err := c.Letter(ctx, store, seq)
+	switch {
+	case err == nil:
+		d = l.DeadLetter
+	case !errors.Is(err, ErrMalformed):
+		return err
+	}
+	return c.removeLetter(ctx, stream, seq, d)
+}
+
 // removeLetter deletes letter d, at seq in stream, then the object that
 // keeps its body, if any: in this order, so that a letter never names a
 // missing object. A letter or object already gone is no error.

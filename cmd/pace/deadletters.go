@@ -21,7 +21,7 @@ import (
 func newDeadLettersCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dead-letters",
-		Short: "List, show and redrive dead letters",
+		Short: "List, show, redrive and delete dead letters",
 		Long: `Dead-letters works with the messages Pace gave up on: work items that used
 up their deliveries, and messages a worker or a stage could not read, each
 kept with why it failed and, for an unreadable one, its bytes exactly.
@@ -29,17 +29,19 @@ kept with why it failed and, for an unreadable one, its bytes exactly.
 A letter is named by its SEQ, its sequence in the stream that keeps it: a
 number such as 12 for a job's dead items (pace.dead.<job>), metrics:40 for a
 message a stage set aside (pace.metrics.<job>.dead). 'list' prints them,
-'show' prints one, and 'redrive' sends letters' messages again. The commands
-talk to NATS, like 'pace results': redriving publishes on the bus.`,
+'show' prints one, 'redrive' sends letters' messages again, and 'delete'
+drops a letter without sending its message. The commands talk to NATS, like
+'pace results': redriving publishes on the bus.`,
 		Example: `  pace dead-letters list
   pace dead-letters show 12
-  pace dead-letters redrive 12 metrics:40`,
+  pace dead-letters redrive 12 metrics:40
+  pace dead-letters delete metrics:41`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError("%s needs a subcommand: list, show or redrive", cmd.CommandPath())
+			return usageError("%s needs a subcommand: list, show, redrive or delete", cmd.CommandPath())
 		},
 	}
-	cmd.AddCommand(newDeadLettersListCmd(a), newDeadLettersShowCmd(a), newDeadLettersRedriveCmd(a))
+	cmd.AddCommand(newDeadLettersListCmd(a), newDeadLettersShowCmd(a), newDeadLettersRedriveCmd(a), newDeadLettersDeleteCmd(a))
 	return cmd
 }
 
@@ -96,10 +98,12 @@ func storedLetters(ctx context.Context, c *bus.Client, job string) ([]*bus.Store
 }
 
 // letterLine is the stable -o json form of a dead letter: the dead_letter
-// fields, its SEQ and the size of the message it keeps.
+// fields, its SEQ and the size of the message it keeps; for 'show', why
+// that message could not be read, if it could not.
 type letterLine struct {
-	Seq  string `json:"seq"`
-	Size int    `json:"size"`
+	Seq       string `json:"seq"`
+	Size      int    `json:"size"`
+	BodyError string `json:"body_error,omitempty"`
 	*schemas.DeadLetter
 }
 

@@ -35,7 +35,10 @@ byte reaches the terminal unescaped. --raw writes the message's exact bytes
 to standard output instead (an item's payload, or an unreadable message's
 body); -o json prints the letter with its body in base64 (raw). A body
 too large to travel in its letter is read from the dead-letter object store
-(the letter's raw_object).`,
+(the letter's raw_object). Should that object be missing, show still prints
+the letter and says why its message is unavailable (with --raw it fails;
+-o json sets body_error); 'pace dead-letters delete SEQ' drops such a
+letter.`,
 		Example: `  pace dead-letters show 12
   pace dead-letters show metrics:40 --raw > message.bin
   pace dead-letters show 12 -o json | jq -r .raw | base64 -d | xxd`,
@@ -65,17 +68,21 @@ func (o *deadShowOptions) run(ctx context.Context, a *app, id string) error {
 	if err != nil {
 		return err
 	}
-	body, err := c.LetterBody(ctx, l.DeadLetter)
-	if err != nil {
-		return signalled(ctx, fmt.Errorf("SEQ %s: %w", id, err))
+	body, bodyErr := c.LetterBody(ctx, l.DeadLetter)
+	if bodyErr != nil && ctx.Err() != nil {
+		return signalled(ctx, fmt.Errorf("SEQ %s: %w", id, bodyErr))
 	}
 	switch {
+	case o.raw && bodyErr != nil:
+		return fmt.Errorf("SEQ %s: message unavailable: %w (%s)", id, bodyErr, deleteHint(id))
 	case o.raw:
 		_, err = a.stdout.Write(body)
 		return err
 	case o.output == "json":
 		line := newLetterLine(l)
-		if l.RawObject != "" {
+		if bodyErr != nil {
+			line.BodyError = bodyErr.Error()
+		} else if l.RawObject != "" {
 			withBody := *l.DeadLetter
 			withBody.Raw = body
 			line.DeadLetter = &withBody
@@ -83,23 +90,35 @@ func (o *deadShowOptions) run(ctx context.Context, a *app, id string) error {
 		_, err = printStructured(a.stdout, "json", line)
 		return err
 	}
-	return printLetter(a.stdout, l, body)
+	return printLetter(a.stdout, l, body, bodyErr)
+}
+
+// deleteHint tells how to drop letter id, whose message is unavailable.
+func deleteHint(id string) string {
+	return "'pace dead-letters delete " + id + "' drops the letter"
 }
 
 // findLetter reads the letter SEQ id, an input error when there is none.
 func findLetter(ctx context.Context, c *bus.Client, id string, store bus.LetterStore, seq uint64) (*bus.StoredLetter, error) {
 	l, err := c.Letter(ctx, store, seq)
-	if errors.Is(err, bus.ErrLetterNotFound) {
-		return nil, rejected(fmt.Errorf("SEQ %s: %w (see pace dead-letters list)", id, err))
-	}
 	if err != nil {
-		return nil, signalled(ctx, err)
+		return nil, letterError(ctx, id, err)
 	}
 	return l, nil
 }
 
-// printLetter prints letter l and body, the message it keeps.
-func printLetter(w io.Writer, l *bus.StoredLetter, body []byte) error {
+// letterError is err, from reading or deleting the letter SEQ id: an input
+// error when there is no such letter.
+func letterError(ctx context.Context, id string, err error) error {
+	if errors.Is(err, bus.ErrLetterNotFound) {
+		return rejected(fmt.Errorf("SEQ %s: %w (see pace dead-letters list)", id, err))
+	}
+	return signalled(ctx, err)
+}
+
+// printLetter prints letter l and body, the message it keeps, or why that
+// is unavailable (bodyErr).
+func printLetter(w io.Writer, l *bus.StoredLetter, body []byte, bodyErr error) error {
 	field := func(name, value string) {
 		if value != "" {
 			fmt.Fprintf(w, "%-12s %s\n", name+":", safeText(value))
@@ -127,6 +146,10 @@ func printLetter(w io.Writer, l *bus.StoredLetter, body []byte) error {
 		field("header", k+": "+strings.Join(l.Header[k], ", "))
 	}
 	field("body object", l.RawObject)
+	if bodyErr != nil {
+		_, err := fmt.Fprintf(w, "message:     unavailable: %s\n             (%s)\n", safeText(bodyErr.Error()), deleteHint(letterID(l)))
+		return err
+	}
 	if printable(body) {
 		_, err := fmt.Fprintf(w, "message (%d bytes, text):\n%s\n", len(body), body)
 		return err

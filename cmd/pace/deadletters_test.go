@@ -324,6 +324,9 @@ func TestDeadLetterUsageErrors(t *testing.T) {
 		{[]string{"redrive", "1", "--all"}, "exactly one of"},
 		{[]string{"redrive", "--job", "a b"}, `--job "a b"`},
 		{[]string{"redrive", "1", "x"}, `SEQ "x"`},
+		{[]string{"delete"}, "missing SEQ"},
+		{[]string{"delete", "1", "2"}, "SEQ"},
+		{[]string{"delete", "dead:x"}, `SEQ "dead:x"`},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			_, errOut, code := runPace(t, append([]string{"dead-letters"}, tc.args...)...)
@@ -332,11 +335,74 @@ func TestDeadLetterUsageErrors(t *testing.T) {
 			}
 		})
 	}
-	for _, sub := range []string{"list", "show", "redrive"} {
+	for _, sub := range []string{"list", "show", "redrive", "delete"} {
 		out, _, code := runPace(t, "dead-letters", sub, "--help")
 		if code != exitOK || !strings.Contains(out, "Examples:") || !strings.Contains(out, "pace dead-letters "+sub) ||
 			!strings.Contains(out, "PACE_NATS_URL") {
 			t.Errorf("dead-letters %s --help: exit %d, no example or env:\n%s", sub, code, out)
 		}
+	}
+}
+
+// TestDeadLetterMissingObject loses the object of a letter's large body:
+// 'show' still prints the letter and says its message is unavailable,
+// 'redrive' fails, and 'delete' drops the letter, as it drops a stored
+// message that is no readable letter at all.
+func TestDeadLetterMissingObject(t *testing.T) {
+	s := bustest.Server(t)
+	c := bustest.Client(t, s)
+	url := s.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const job = "lost"
+	body := bytes.Repeat([]byte{0xff, 'x'}, 900<<10/2)
+	d := bus.MalformedLetter(job, c.Prefix().Metrics(job, schemas.RawMetrics), body, nil, errors.New("unreadable"), time.Now())
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
+		t.Fatal(err)
+	}
+	letters := listLetters(t, url, job)
+	if len(letters) != 1 || letters[0].RawObject == "" {
+		t.Fatalf("list = %+v, want one letter naming its object", letters)
+	}
+	seq := letters[0].Seq
+	obs, err := c.JetStream().ObjectStore(ctx, "pace_dead_letters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Delete(ctx, letters[0].RawObject); err != nil {
+		t.Fatal(err)
+	}
+
+	if text := deadLetters(t, url, exitOK, "show", seq); !strings.Contains(text, "job:         "+job) ||
+		!strings.Contains(text, "body object: "+letters[0].RawObject) || !strings.Contains(text, "unavailable") ||
+		!strings.Contains(text, "pace dead-letters delete "+seq) {
+		t.Errorf("show of a letter without its object:\n%s", text)
+	}
+	var shown letterLine
+	if err := json.Unmarshal([]byte(deadLetters(t, url, exitOK, "show", seq, "-o", "json")), &shown); err != nil ||
+		shown.BodyError == "" || shown.Job != job {
+		t.Errorf("show -o json: %+v (%v), want the letter with body_error", shown, err)
+	}
+	if out, errOut, code := runPace(t, "dead-letters", "show", seq, "--raw", "--nats", url); code != exitFailure ||
+		out != "" || !strings.Contains(errOut, "unavailable") {
+		t.Errorf("show --raw: exit %d, %d bytes, stderr %q; want exit %d and no bytes", code, len(out), errOut, exitFailure)
+	}
+	deadLetters(t, url, exitFailure, "redrive", seq)
+
+	junk := nats.NewMsg(c.Prefix().Metrics(job, schemas.DeadMetrics))
+	junk.Data = []byte("not a letter")
+	ack, err := c.JetStream().PublishMsg(ctx, junk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{seq, fmt.Sprintf("metrics:%d", ack.Sequence)} {
+		if out := deadLetters(t, url, exitOK, "delete", id); out != "deleted "+id+"\n" {
+			t.Errorf("delete %s said %q", id, out)
+		}
+		deadLetters(t, url, exitRejected, "delete", id)
+	}
+	if left := listLetters(t, url, job); len(left) != 0 {
+		t.Errorf("letters after deleting = %+v, want none", left)
 	}
 }

@@ -83,7 +83,8 @@ func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, 
 		log.Warn("unreadable message dead-lettered")
 		_ = msg.Term()
 	case errors.Is(err, nats.ErrMaxPayload):
-		log.Error("unreadable message too large to dead-letter; left in its stream", "dead_letter_err", err)
+		log.Error("unreadable message too large to dead-letter; terminated (a limits stream keeps it, a work-queue stream deletes it)",
+			"dead_letter_err", err)
 		_ = msg.Term()
 	default:
 		log.Warn("unreadable message not dead-lettered yet, will retry", "dead_letter_err", err)

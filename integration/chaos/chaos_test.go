@@ -138,7 +138,7 @@ func TestChaos(t *testing.T) {
 	// The workers the gate runs are SDK workers (this test binary); this one
 	// is `pace worker --exec`, a process per item as users run it.
 	s.cli = s.g.Add("pace-worker", bins.Pace, []string{"worker", s.job, "--nats", s.nats.URL(),
-		"--exec", `read l; echo "$l"`, "-c", "2", "--id", "cli", "--connect-timeout", "0", "--log-format", "json"}).Supervise()
+		"--exec", `read l; echo "$l"`, "-c", "2", "--id", "cli", "--connect-timeout", "0", "--log-format", "json"}).Supervise().DoneOn(3)
 	s.g.Start(s.cli)
 
 	before, restartAt, after := schedule(rng, items)
@@ -159,6 +159,7 @@ func TestChaos(t *testing.T) {
 	if !drained {
 		view = s.waitCompleted(ctx)
 	}
+	s.checkReplicas(ctx) // kills and restarts, the whole system's included, kept every stream replicated
 
 	results := retry(t, ctx, "read the results", func(ctx context.Context) ([]*schemas.Result, error) {
 		return c.StoredResults(ctx, s.job)
@@ -265,17 +266,28 @@ func (s *system) waitAPIs(ctx context.Context, apis ...string) {
 	}
 }
 
-// checkReplicas makes sure the stages provisioned the streams that hold
-// work and results with three replicas: the cluster is really used.
+// checkReplicas makes sure every stream, bucket and object store of the bus
+// has three replicas: the cluster is really used, and no restart (a stage
+// provisioning while the servers recover) scaled one down.
 func (s *system) checkReplicas(ctx context.Context) {
 	s.t.Helper()
-	for _, family := range []string{"WORK", "RESULTS", "JOBS"} {
-		name := s.c.Prefix().Stream(family)
+	names := retry(s.t, ctx, "list the streams", func(ctx context.Context) ([]string, error) {
+		var names []string
+		l := s.c.JetStream().StreamNames(ctx)
+		for name := range l.Name() {
+			names = append(names, name)
+		}
+		return names, l.Err()
+	})
+	if len(names) < 10 {
+		s.t.Fatalf("streams %v: the bus is not provisioned", names)
+	}
+	for _, name := range names {
 		st := retry(s.t, ctx, "stream "+name, func(ctx context.Context) (jetstream.Stream, error) {
 			return s.c.JetStream().Stream(ctx, name)
 		})
 		if r := st.CachedInfo().Config.Replicas; r != 3 {
-			s.t.Fatalf("stream %s has %d replicas, want 3", name, r)
+			s.t.Errorf("stream %s has %d replicas, want 3", name, r)
 		}
 	}
 }

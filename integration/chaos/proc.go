@@ -65,6 +65,7 @@ type Proc struct {
 
 	mu        sync.Mutex // guards the fields below
 	supervise bool
+	doneCode  int // with supervise: an exit with this code (not 0) is the end of p's work
 	cur       *run
 	starts    int
 	crashes   int
@@ -94,6 +95,16 @@ func (p *Proc) Supervise() *Proc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.supervise = true
+	return p
+}
+
+// DoneOn makes an exit with code, which p uses to say its work is over
+// (pace worker's 3: the job is finished), neither a crash nor a reason to
+// restart it.
+func (p *Proc) DoneOn(code int) *Proc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.doneCode = code
 	return p
 }
 
@@ -145,7 +156,8 @@ func (p *Proc) wait(r *run) {
 	err := r.cmd.Wait()
 	p.mu.Lock()
 	p.cpu += r.cmd.ProcessState.UserTime() + r.cmd.ProcessState.SystemTime()
-	crashed := p.supervise && !r.killed
+	done := p.doneCode != 0 && r.cmd.ProcessState.ExitCode() == p.doneCode
+	crashed := p.supervise && !r.killed && !done
 	if crashed {
 		p.crashes++
 	}

@@ -81,18 +81,20 @@ func (c *Client) letterObjects(ctx context.Context) (jetstream.ObjectStore, erro
 // missing object; an object without a letter (the second write failed, or
 // the process died between the two) is harmless, and SweepLetterObjects
 // deletes it later.
-// With a key, the object is subject, "/" and the SHA-256 of key in hex:
-// every retry of the letter writes the same object again, in place, and
-// when the bus drops the letter as a duplicate, the object is the one the
-// kept letter names. Without a key, it is subject, "/" and a NUID, an
-// object of the letter's own.
+// With a key, the object is subject, "/" and the SHA-256 of key and body
+// in hex: every retry of the letter writes the same object again, in
+// place, and when the bus drops the letter as a duplicate, the object is
+// the one the kept letter names. The body is hashed too so that a key
+// used again for another message (its stream was recreated, its sequences
+// start over) names another object, not the older letter's. Without a
+// key, the object is subject, "/" and a NUID, the letter's own.
 func (c *Client) publishLetterObject(ctx context.Context, subject string, d *schemas.DeadLetter, key string) (duplicate bool, err error) {
 	obs, err := c.letterObjects(ctx)
 	if err != nil {
 		return false, err
 	}
 	ref := *d
-	ref.Raw, ref.RawObject, ref.RawSize = nil, letterObjectName(subject, key), int64(len(d.Raw))
+	ref.Raw, ref.RawObject, ref.RawSize = nil, letterObjectName(subject, key, d.Raw), int64(len(d.Raw))
 	if err := c.putLetterObject(ctx, obs, ref.RawObject, d); err != nil {
 		return false, fmt.Errorf("keep the %d-byte body of %s's dead letter in %s: %w", len(d.Raw), d.Job, c.prefix.Bucket(lettersBucket), err)
 	}
@@ -116,14 +118,17 @@ func (c *Client) putLetterObject(ctx context.Context, obs jetstream.ObjectStore,
 	return err
 }
 
-// letterObjectName names the object of the letter published on subject
-// with key (see publishLetterObject).
-func letterObjectName(subject, key string) string {
+// letterObjectName names the object that keeps body for the letter
+// published on subject with key (see publishLetterObject).
+func letterObjectName(subject, key string, body []byte) string {
 	if key == "" {
 		return subject + "/" + nuid.Next()
 	}
-	sum := sha256.Sum256([]byte(key))
-	return subject + "/" + hex.EncodeToString(sum[:])
+	h := sha256.New()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write(body)
+	return subject + "/" + hex.EncodeToString(h.Sum(nil))
 }
 
 // deleteObject deletes object name of the dead-letter object store obs; one

@@ -354,6 +354,17 @@ func TestRetriedLetterRewritesItsObject(t *testing.T) {
 	if body, err := c.LetterBody(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
 		t.Errorf("letter body: %d bytes (%v), want the message's %d", len(body), err, len(d.Raw))
 	}
+
+	// The same key for another message (its stream recreated) names
+	// another object: the kept letter's body is not overwritten.
+	other := *d
+	other.Raw = bytes.Repeat([]byte{0xfe}, len(d.Raw))
+	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), &other, job+"/seq/7"); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := c.LetterBody(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
+		t.Errorf("letter body after another message with its key: %d bytes (%v), want its own", len(body), err)
+	}
 }
 
 // TestCancelledLetterLeavesNoStrayChunks cancels a letter's context while

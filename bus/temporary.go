@@ -17,8 +17,11 @@ const startupBudget = 2 * time.Minute
 
 // Temporary reports whether err may pass by itself: a request that timed
 // out, found no responder or was answered "unavailable" while a server
-// restarts or a JetStream cluster elects its leaders. Refusals (permissions,
-// invalid options, a finished job, validation errors) are not temporary.
+// restarts or a JetStream cluster elects its leaders, or "no suitable peers
+// for placement" while one of its servers is down (a cluster too small for
+// three replicas is found out before, by Provision's placement probe).
+// Refusals (permissions, invalid options, a finished job, validation
+// errors) are not temporary.
 func Temporary(err error) bool {
 	var apiErr *jetstream.APIError
 	switch {
@@ -29,7 +32,7 @@ func Temporary(err error) bool {
 		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrConsumerLeadershipChanged):
 		return true
 	case errors.As(err, &apiErr):
-		return apiErr.Code >= 500
+		return apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers
 	}
 	return false
 }

@@ -29,6 +29,8 @@ func TestTemporary(t *testing.T) {
 		{nats.ErrTimeout, true},
 		{jetstream.ErrJetStreamNotEnabled, true}, // 503 while a cluster elects its meta leader
 		{&jetstream.APIError{Code: 500, ErrorCode: 10008, Description: "jetstream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
 		{jetstream.ErrBucketNotFound, false},
 		{nats.ErrPermissionViolation, false},
 		{bus.ErrJobFinished, false},

@@ -353,10 +353,13 @@ func TestSubmitOverNATSSharesValidation(t *testing.T) {
 	}
 	e.work(id, 1, upper)
 	var last *schemas.JobEvent
+	reconciled := make(chan struct{})
+	defer func() { <-reconciled }() // not past the test, whose cleanup closes the client
 	go func() {
+		defer close(reconciled)
 		for range 100 {
 			e.m.Reconcile(ctx)
-			if rec, _ := e.c.Status(ctx, id); rec.State.Final() {
+			if rec, err := e.c.Status(ctx, id); err != nil || rec.State.Final() {
 				return
 			}
 			time.Sleep(20 * time.Millisecond)

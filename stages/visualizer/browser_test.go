@@ -231,7 +231,10 @@ func TestBrowserShowsTheFlowControlOfEachStage(t *testing.T) {
 		fc.set(p.dump)
 		serve(t, e.srv, p.stage, p.replica, fc)
 	}
+	// The page asks again every few seconds: wait for every answer.
 	do(t, ctx, "see every process",
+		chromedp.WaitVisible(chromedp.CSS(`.fc-process[data-replica="gate-0"] .flows tbody tr`)),
+		chromedp.WaitVisible(chromedp.CSS(`.fc-process[data-replica="manager-0"] .flows tbody tr`)),
 		chromedp.WaitVisible(chromedp.CSS(`.fc-process[data-replica="manager-1"] .flows tbody tr`)),
 		chromedp.WaitNotVisible(chromedp.CSS("#fc-missing")))
 	heads := get(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#fc-processes .fc-source")].map(h => h.textContent)`))

@@ -43,18 +43,21 @@ type stageFlags struct {
 // wiring assembles stages into one process: pace up wires all of them, pace
 // stage one. It holds what the stages of a process share.
 type wiring struct {
-	a         *app
-	f         *stageFlags
-	c         *bus.Client
-	log       *slog.Logger // the process's logger, with its replica identity in pace stage
-	reg       *prometheus.Registry
-	api       *http.ServeMux // health, metrics and the job API; behind APF when the API is served
-	root      *http.ServeMux // the UI, outside APF, and api at "/"
-	addr      string         // the HTTP listen address
-	url       string         // the HTTP base URL
-	identity  string         // the replica's identity in pace stage; empty in pace up
-	natsURL   string         // the NATS URL local workers connect to
-	workerEnv []string       // extra environment of local workers
+	a        *app
+	f        *stageFlags
+	c        *bus.Client
+	log      *slog.Logger // the process's logger, with its replica identity in pace stage
+	reg      *prometheus.Registry
+	api      *http.ServeMux // health, metrics and the job API; behind APF when the API is served
+	root     *http.ServeMux // the UI, outside APF, and api at "/"
+	addr     string         // the HTTP listen address
+	url      string         // the HTTP base URL
+	identity string         // the replica's identity in pace stage; empty in pace up
+	// startBudget bounds how long start-up rides out a recovering bus
+	// (--connect-timeout in pace stage; zero: until the process stops).
+	startBudget time.Duration
+	natsURL     string   // the NATS URL local workers connect to
+	workerEnv   []string // extra environment of local workers
 
 	fc      *apf.Gate // one per process: pace up's job API and bus gate share its seats
 	apiGate bool      // the job API is served: api goes behind fc
@@ -93,7 +96,12 @@ func (w *wiring) flowControl(ctx context.Context) (*apf.Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := gate.OpenConfig(ctx, w.c, w.log)
+	// Like provisioning, opening the bucket waits for a recovering cluster.
+	var store *gate.ConfigStore
+	err = bus.RetryTemporary(ctx, w.log, w.startBudget, "open the flowcontrol configuration", func(ctx context.Context) (err error) {
+		store, err = gate.OpenConfig(ctx, w.c, w.log)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

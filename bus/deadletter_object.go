@@ -179,20 +179,30 @@ func (c *Client) deleteLetterObject(ctx context.Context, d *schemas.DeadLetter) 
 	return c.deleteObject(ctx, obs, d.RawObject)
 }
 
+// listLetterObjects binds the dead-letter object store and lists its
+// objects (none is no error).
+func (c *Client) listLetterObjects(ctx context.Context) (jetstream.ObjectStore, []*jetstream.ObjectInfo, error) {
+	obs, err := c.letterObjects(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	objects, err := obs.List(ctx)
+	switch {
+	case errors.Is(err, jetstream.ErrNoObjectsFound):
+		return obs, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("list %s: %w", c.prefix.Bucket(lettersBucket), err)
+	}
+	return obs, objects, nil
+}
+
 // purgeLetterObjects deletes the objects of job's dead letters, once the
 // letters are gone: those whose names start with one of its letter
 // subjects.
 func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
-	obs, err := c.letterObjects(ctx)
+	obs, objects, err := c.listLetterObjects(ctx)
 	if err != nil {
 		return err
-	}
-	objects, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("list %s: %w", c.prefix.Bucket(lettersBucket), err)
 	}
 	dead, set := c.prefix.Dead(job)+"/", c.prefix.Metrics(job, schemas.DeadMetrics)+"/"
 	for _, o := range objects {
@@ -219,16 +229,9 @@ func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
 // ErrMalformed that names it. DeadLetters sweeps every hour, with a grace
 // of an hour.
 func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (int, error) {
-	obs, err := c.letterObjects(ctx)
+	obs, objects, err := c.listLetterObjects(ctx)
 	if err != nil {
 		return 0, err
-	}
-	objects, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", c.prefix.Bucket(lettersBucket), err)
 	}
 	objects = slices.DeleteFunc(objects, func(o *jetstream.ObjectInfo) bool { return c.now().Sub(o.ModTime) < grace })
 	if len(objects) == 0 {

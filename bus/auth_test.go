@@ -47,7 +47,7 @@ func authServer(t *testing.T, tlsFiles bustest.TLSFiles) (url, seedFile string) 
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(time.Minute) {
 		t.Fatal("server not ready")
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
@@ -64,7 +64,7 @@ func TestConnectWithTLSAndEachAuthMode(t *testing.T) {
 		"nkey":          bus.WithNkeyFile(seedFile),
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := bus.Connect(ctx, url, tlsOpt, auth, bus.WithConnectTimeout(time.Second))
+			c, err := bus.Connect(ctx, url, tlsOpt, auth, bus.WithConnectTimeout(time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}

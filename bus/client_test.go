@@ -21,7 +21,7 @@ func TestPublishOverMaxPayloadFailsNamingTheSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(time.Minute) {
 		t.Fatal("server not ready")
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })

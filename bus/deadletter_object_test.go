@@ -94,7 +94,7 @@ func TestTermDeletesFromAWorkQueueStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+			msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
 	}
 	next := func() jetstream.Msg {
 		t.Helper()
-		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}

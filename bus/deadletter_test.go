@@ -318,7 +318,7 @@ func TestTwoStagesSetAsideAMessageOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}

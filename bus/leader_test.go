@@ -84,7 +84,10 @@ func leaders(cs []*candidate) (n int, leader *candidate) {
 
 func TestOneCandidateLeadsAndACleanStopHandsOverAtOnce(t *testing.T) {
 	s := bustest.Server(t)
-	const ttl = time.Minute // takeovers below are releases, never expiries
+	// Standbys retry every ttl/3 and leases expire after ttl: a takeover
+	// sooner than ttl/3 after the stop was woken by the release, however slow
+	// the machine is.
+	const ttl = time.Hour
 	work := &stageWork{}
 	cs := make([]*candidate, 3)
 	for i, id := range []string{"a", "b", "c"} {
@@ -98,6 +101,7 @@ func TestOneCandidateLeadsAndACleanStopHandsOverAtOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	_, first := leaders(cs)
+	stopped := time.Now()
 	first.stop(t) // releases the lease
 	rest := make([]*candidate, 0, 2)
 	for _, c := range cs {
@@ -105,10 +109,13 @@ func TestOneCandidateLeadsAndACleanStopHandsOverAtOnce(t *testing.T) {
 			rest = append(rest, c)
 		}
 	}
-	bustest.Eventually(t, ttl/4, "a standby to take over a released lease", func() bool {
+	bustest.Eventually(t, 10*time.Second, "a standby to take over a released lease", func() bool {
 		n, _ := leaders(rest)
 		return n == 1 && work.terms.Load() == 2
 	})
+	if took := time.Since(stopped); took >= ttl/3 {
+		t.Errorf("takeover took %s, no sooner than a standby's periodic retry: the release did not wake it", took)
+	}
 	if m := work.most.Load(); m != 1 {
 		t.Errorf("%d terms ran at once, want 1", m)
 	}
@@ -136,7 +143,9 @@ func TestACrashedLeaderIsReplacedWhenItsLeaseExpires(t *testing.T) {
 
 func TestALeaderWhoseLeaseIsTakenStopsItsWork(t *testing.T) {
 	s := bustest.Server(t)
-	const ttl = 2 * time.Second
+	// Renewals every ttl/3 must not miss a whole TTL on a slow machine: a
+	// spurious step-down would change the transitions counted below.
+	const ttl = 5 * time.Second
 	work := &stageWork{}
 	a := startCandidate(t, s, ttl, "a", work.run)
 	bustest.Eventually(t, 10*time.Second, "a leads", a.cand.Leading)

@@ -58,16 +58,32 @@ func provisioned(t testing.TB, url string, opts []bus.Option) *bus.Client {
 	return c
 }
 
-// Eventually polls cond every 20ms until it holds, failing the test after
-// timeout. It bounds waits on the server's own timers, which tests cannot step.
+// MinWait is the least Eventually waits before it gives up.
+const MinWait = 2 * time.Minute
+
+// Eventually polls cond every 20ms until it holds. It bounds waits on the
+// server's own timers, which tests cannot step, and on other goroutines.
+//
+// timeout is what the wait is expected to take and a floor of its bound:
+// the test fails only once max(timeout, MinWait) has passed. A wait ends as
+// soon as cond holds, so a generous bound costs a passing test nothing,
+// while a slow machine (-race, two cores, packages tested in parallel) must
+// not fail a test that is merely late; a wait that outlives timeout is
+// logged. A wait whose timing is what the test checks (something happens
+// before a TTL) must not rely on Eventually's bound: give the event a margin
+// far beyond MinWait instead, or assert on the order of events.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	limit := max(timeout, MinWait)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		if waited := time.Since(start); waited > limit {
+			t.Fatalf("timed out after %s waiting for %s", waited.Round(time.Millisecond), what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited > timeout {
+		t.Logf("slow: waited %s for %s, expected within %s", waited.Round(time.Millisecond), what, timeout)
 	}
 }
 

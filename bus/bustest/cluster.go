@@ -72,7 +72,7 @@ func (c *Nodes) start(o *server.Options) *server.Server {
 		c.t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(time.Minute) {
 		s.Shutdown()
 		c.t.Fatalf("nats server %s not ready", o.ServerName)
 	}

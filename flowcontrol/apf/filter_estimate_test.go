@@ -148,7 +148,7 @@ func TestFilterEstimatesWork(t *testing.T) {
 		t.Errorf("write to another namespace charged %v seats, want 1", got)
 	}
 	cancel()
-	for deadline := time.Now().Add(10 * time.Second); g.Watches().WatchCount(post) != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); g.Watches().WatchCount(post) != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d watches still tracked after they ended", g.Watches().WatchCount(post))
 		}

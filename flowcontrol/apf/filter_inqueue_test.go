@@ -46,7 +46,7 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	get := func(token string) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		resp, err := (&http.Client{Timeout: patience}).Do(req)
 		if err != nil {
 			done <- 0
 			return
@@ -69,8 +69,8 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 		t.Helper()
 		select {
 		case <-entered:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no request reached the handler within 10s")
+		case <-time.After(patience):
+			t.Fatalf("no request reached the handler within %s", patience)
 		}
 	}
 
@@ -86,7 +86,7 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	waitEntered()
 	waitEntered()
 	go get("alice-token")
-	for deadline := time.Now().Add(10 * time.Second); waiting(g.Dump(), "split") != 1; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(patience); waiting(g.Dump(), "split") != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("alice's third request never queued")
 		}

@@ -85,6 +85,12 @@ func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 	return s
 }
 
+// patience bounds the tests' waits on goroutines and real servers. A wait
+// ends as soon as what it waits for happens, so a generous bound costs a
+// passing test nothing, while a slow machine (-race, two cores, packages
+// tested in parallel) must not fail one.
+const patience = 2 * time.Minute
+
 // waitEntered returns the next request to reach the handler, failing the
 // test instead of hanging when none does.
 func (s *server) waitEntered(t *testing.T) string {
@@ -92,8 +98,8 @@ func (s *server) waitEntered(t *testing.T) string {
 	select {
 	case got := <-s.entered:
 		return got
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request reached the handler within 10s")
+	case <-time.After(patience):
+		t.Fatalf("no request reached the handler within %s", patience)
 		return ""
 	}
 }
@@ -104,7 +110,7 @@ func (s *server) get(t *testing.T, path, token string) *http.Response {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req) // a hang fails the test
+	resp, err := (&http.Client{Timeout: patience}).Do(req) // a hang fails the test
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +202,7 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 	s.waitEntered(t)
 	// The watch is streaming, so its seat is given back: the handler started
 	// the response, and the filter frees the seat concurrently.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
 		seats, ok := gauge(t, s.reg, "apiserver_flowcontrol_current_executing_seats", map[string]string{"priority_level": "tiny"})
 		if ok && seats == 0 {
 			break
@@ -219,7 +225,7 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 		}
 	case code := <-done:
 		t.Fatalf("list answered %d while the watch streams", code)
-	case <-time.After(10 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("list never entered")
 	}
 	s.releaseAll()

@@ -59,7 +59,7 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 		queued <- err
 	}()
 	// Wait until the second request is queued in the old engine.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
 		if d := g.Dump(); waiting(d, "tiny") == 1 {
 			break
 		}
@@ -79,7 +79,7 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 		if err != nil {
 			t.Errorf("queued request: %v, want dispatched by the old configuration", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("queued request never dispatched")
 	}
 }

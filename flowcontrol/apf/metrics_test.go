@@ -47,7 +47,7 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(5 * time.Second); !sampled(); clk.Step(time.Second) {
+	for deadline := time.Now().Add(patience); !sampled(); clk.Step(time.Second) {
 		if time.Now().After(deadline) {
 			t.Fatal("per-second metrics never sampled")
 		}

@@ -108,7 +108,7 @@ func TestDispatchGauges(t *testing.T) {
 		}
 		queued <- c
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
 		if d := g.Dump(); len(d) > 0 && waiting(d, "tiny") == 1 {
 			break
 		}
@@ -185,7 +185,7 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 			}
 			queued <- a
 		}()
-		for deadline := time.Now().Add(10 * time.Second); waiting(g.Dump(), "split") != i+1; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(patience); waiting(g.Dump(), "split") != i+1; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("request %d of %s never queued", i+1, name)
 			}
@@ -262,7 +262,7 @@ func TestInqueueGauges(t *testing.T) {
 			a, err := g.Admit(ctx, user(name), nil, "")
 			done <- result{a, err}
 		}()
-		for deadline := time.Now().Add(10 * time.Second); waiting(g.Dump(), "split") != nowWaiting; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(patience); waiting(g.Dump(), "split") != nowWaiting; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s never queued", name)
 			}

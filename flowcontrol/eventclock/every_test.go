@@ -17,7 +17,7 @@ func TestEveryFollowsTheClock(t *testing.T) {
 		defer close(done)
 		eventclock.Every(ctx, clk, time.Second, func() { calls <- struct{}{} })
 	}()
-	for deadline := time.Now().Add(10 * time.Second); clk.Pending() == 0; { // Every has scheduled its first tick
+	for deadline := time.Now().Add(2 * time.Minute); clk.Pending() == 0; { // Every has scheduled its first tick
 		if time.Now().After(deadline) {
 			t.Fatal("Every scheduled nothing")
 		}
@@ -27,7 +27,7 @@ func TestEveryFollowsTheClock(t *testing.T) {
 		clk.Step(time.Second) // time moves only when the test says so
 		select {
 		case <-calls:
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Minute):
 			t.Fatalf("no call after step %d", i+1)
 		}
 	}

@@ -7,7 +7,8 @@
 //	pace.jobs.<job>.*  ───┴─► Stage ──► pace.k8s.requests ──► gate (APF) ──► Executor ──► runtime
 //
 // The Stage publishes one schemas.KubeRequest per change of a job's desired
-// replica count (decisions repeating the last request are skipped), a scale
+// replica count (decisions repeating the last request are skipped, zero
+// included: a job idling at zero gets one request, not one per decision), a scale
 // to the job's initial replicas when it starts, a scale to zero when it ends
 // and a delete when it is terminated. Each request carries the job owner as
 // its user and the job's namespace, so API Priority and Fairness classifies
@@ -16,11 +17,14 @@
 // ongoing job gets its last known replica count again, so a restarted Pace
 // restarts the workers of running jobs. A request that was not applied (its
 // outcome on pace.k8s.outcomes is rejected or failed) is forgotten, so the
-// job's next decision asks again even for the same count.
+// job's next decision asks again even for the same count; so is a job that
+// ended.
 //
 // The Executor runs admitted requests with a runtime (the local process
-// runtime, or Kubernetes) and publishes a scaled job event with the new
-// count, from which the manager updates the job record. A runtime that
+// runtime, or Kubernetes) and, when the count changed from the job record's,
+// publishes a scaled job event with the new count and updates the record.
+// A scale that changed nothing is not announced: the collector would sample
+// the job on it and the controller decide again, a loop (issue 19). A runtime that
 // retries notes each retry (NoteRetry), and the request's outcome lists
 // them in its reason, e.g. "2 retries (conflict 1, server error 1)".
 package actuator

@@ -78,6 +78,15 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 	if req.Job == "" {
 		return nil, fmt.Errorf("request %s names no job", req.ID)
 	}
+	o := e.order(req.Job)
+	o.Lock()
+	defer o.Unlock()
+	if req.At.Before(o.last) {
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
+			Reason: "superseded by a newer request", At: time.Now()}, nil
+	}
+	// Read under the job's lock, so that its replicas are those the last
+	// request recorded.
 	rec, err := e.c.Status(ctx, req.Job)
 	if err != nil {
 		return nil, err
@@ -94,13 +103,6 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		}
 		slices.Sort(names)
 		return nil, fmt.Errorf("job %s uses the %s actuator; this Pace runs %s", req.Job, name, strings.Join(names, ", "))
-	}
-	o := e.order(req.Job)
-	o.Lock()
-	defer o.Unlock()
-	if req.At.Before(o.last) {
-		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
-			Reason: "superseded by a newer request", At: time.Now()}, nil
 	}
 	o.last = req.At
 	ctx, retries := WithRetries(ctx)
@@ -120,7 +122,15 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		return nil, err
 	}
 	if !rec.State.Final() && req.Verb != "delete" {
-		e.recordScale(ctx, req.Job, replicas, rec.State)
+		// Only a change is recorded: a scaled event is news to its readers
+		// (the collector samples on it, the manager logs it), and a scale
+		// that changed nothing, such as a request repeated after a restart,
+		// has none.
+		if replicas != rec.Replicas {
+			if err := e.recordScale(ctx, req.Job, replicas, rec.State); err != nil {
+				e.log.Warn("scaled event not recorded", "job", req.Job, "err", err)
+			}
+		}
 	}
 	return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: replicas,
 		Reason: retries.String(), At: time.Now()}, nil
@@ -129,7 +139,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 // recordScale publishes a scaled event and applies it to the job record, as
 // the manager does with its own events: the record follows the event stream
 // (its Seq is the last event applied).
-func (e *Executor) recordScale(ctx context.Context, job string, replicas int, state schemas.JobState) {
+func (e *Executor) recordScale(ctx context.Context, job string, replicas int, state schemas.JobState) error {
 	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
 		At: time.Now(), Reason: "workers scaled"}
 	seq, err := e.c.PublishJobEvent(ctx, ev)
@@ -143,7 +153,5 @@ func (e *Executor) recordScale(ctx context.Context, job string, replicas int, st
 			return &next, nil
 		})
 	}
-	if err != nil {
-		e.log.Warn("scaled event not recorded", "job", job, "err", err)
-	}
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
@@ -114,6 +115,14 @@ func TestFailedRequestIsAskedAgain(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "j"
+	outcomes, err := c.Conn().SubscribeSync(c.Prefix().KubeOutcomes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, err := c.Conn().SubscribeSync(c.Prefix().Jobs(job, schemas.EventScaled))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
 		Replicas: schemas.Replicas{Initial: 3}}); err != nil {
 		t.Fatal(err)
@@ -131,12 +140,48 @@ func TestFailedRequestIsAskedAgain(t *testing.T) {
 	bustest.Run(t, gs.Run)
 	bustest.Run(t, actuator.New(c, log).Run) // its reconcile asks for the initial 3, which fails
 
-	bustest.Eventually(t, 10*time.Second, "the first request failed", func() bool { calls, _ := rt.state(); return calls == 1 })
-	// The outcome reaches the stage asynchronously; the controller repeats
-	// its decision at every sample, and so does this test.
-	bustest.Eventually(t, 10*time.Second, "3 replicas applied by a repeated decision", func() bool {
+	// Waits are on the events themselves, with bounds generous enough for a
+	// loaded machine: the test's speed is the bus's.
+	const wait = 90 * time.Second
+	deadline := time.Now().Add(wait)
+	for {
+		m, err := outcomes.NextMsg(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("no failed outcome within %s: %v", wait, err)
+		}
+		out, err := bus.Decode[schemas.KubeOutcome](m.Data, m.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Job == job && out.Status == schemas.Failure {
+			break
+		}
+	}
+	if calls, _ := rt.state(); calls != 1 {
+		t.Fatalf("%d runtime calls before the failed outcome, want 1", calls)
+	}
+	// The outcome reaches the stage asynchronously, on its own subscription;
+	// the controller repeats its decision at every sample, and so does this
+	// test, once a second, until the scale is applied and announced.
+	deadline = time.Now().Add(wait)
+	for {
 		bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 3, Reason: "same as before"})
-		_, scaled := rt.state()
-		return scaled == 3
-	})
+		m, err := scaled.NextMsg(time.Second)
+		if err == nil {
+			ev, err := bus.Decode[schemas.JobEvent](m.Data, m.Header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Replicas != 3 {
+				t.Fatalf("scaled to %d, want 3", ev.Replicas)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scaled event within %s of the failed outcome: %v", wait, err)
+		}
+	}
+	if _, n := rt.state(); n != 3 {
+		t.Errorf("runtime scaled to %d, want 3", n)
+	}
 }

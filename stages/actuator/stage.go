@@ -169,10 +169,24 @@ func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
 		}
 		return s.scale(ctx, rec, initialReplicas(rec.Spec), "job started")
 	case schemas.EventTerminated:
-		return s.publish(ctx, rec, &schemas.KubeRequest{Verb: "delete"}, "job terminated")
+		err = s.publish(ctx, rec, &schemas.KubeRequest{Verb: "delete"}, "job terminated")
 	default:
-		return s.scale(ctx, rec, 0, "job "+string(ev.Type))
+		err = s.scale(ctx, rec, 0, "job "+string(ev.Type))
 	}
+	if err == nil {
+		s.forget(ev.Job) // the job has ended: its entry would only grow the map
+	}
+	return err
+}
+
+// forget drops what was last requested for job, so that its next decision
+// or event asks again.
+func (s *Stage) forget(job string) (had bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, had = s.requested[job]
+	delete(s.requested, job)
+	return had
 }
 
 // onOutcome forgets what was last requested for a job whose request was
@@ -184,33 +198,29 @@ func (s *Stage) onOutcome(m *nats.Msg) {
 	if err != nil || out.Status == schemas.Applied || out.Job == "" {
 		return
 	}
-	s.mu.Lock()
-	_, had := s.requested[out.Job]
-	delete(s.requested, out.Job)
-	s.mu.Unlock()
-	if had {
+	if s.forget(out.Job) {
 		s.log.Info("request not applied, the next decision asks again", "job", out.Job, "status", out.Status, "reason", out.Reason)
 	}
 }
 
 // scale publishes a scale request unless n is what was last requested.
+// Zero is remembered like any other count: a job idling at zero replicas
+// gets one request, not one per decision (each would be executed, and its
+// effects sampled and decided on again). A job's entry goes when the job
+// ends (onEvent) or when its last request was not applied (onOutcome).
 func (s *Stage) scale(ctx context.Context, rec *schemas.JobRecord, n int, reason string) error {
 	s.mu.Lock()
-	last, seen := s.requested[rec.ID]
-	s.mu.Unlock()
-	if seen && last == n {
+	if last, seen := s.requested[rec.ID]; seen && last == n {
+		s.mu.Unlock()
 		return nil
 	}
+	// Noted before publishing: an outcome arriving at once finds it to forget.
+	s.requested[rec.ID] = n
+	s.mu.Unlock()
 	if err := s.publish(ctx, rec, &schemas.KubeRequest{Verb: "patch", Subresource: "scale", Replicas: n}, reason); err != nil {
+		s.forget(rec.ID)
 		return err
 	}
-	s.mu.Lock()
-	if n == 0 {
-		delete(s.requested, rec.ID)
-	} else {
-		s.requested[rec.ID] = n
-	}
-	s.mu.Unlock()
 	return nil
 }
 

@@ -2,12 +2,19 @@
 # build.sh [OUT_DIR]: build kube-apiserver, etcd, kube-controller-manager,
 # kube-scheduler, kwok (with its pod and node stages) and kustomize from the Go
 # module proxy into OUT_DIR (default ~/.cache/pace-kube) and print OUT_DIR. The first
-# build takes 10-15 minutes on 2 cores; later ones relink from the build cache.
+# build takes 10-15 minutes on 2 cores; later runs find OUT_DIR/stamp matching
+# this script, the modules it builds and the Go version, and return at once.
 set -euo pipefail
 cd "$(dirname "$0")"
 OUT=${1:-$HOME/.cache/pace-kube}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+stamp=$( (cat build.sh go.sum kustomize/go.sum ../kwoktools/go.sum; go version) | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$OUT/stamp" 2>/dev/null)" = "$stamp" ]; then
+  echo "$OUT"
+  exit 0
+fi
+echo "building kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok and kustomize into $OUT (one time, 10-15 minutes on 2 cores)" >&2
 V=k8s.io/component-base/version
 export GOFLAGS=-mod=mod
 go build -ldflags "-X $V.gitVersion=v1.37.2 -X $V.gitMajor=1 -X $V.gitMinor=37 -X $V.gitTreeState=clean" \
@@ -25,4 +32,5 @@ KWOK=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 for f in node/fast/node-initialize pod/fast/pod-ready pod/fast/pod-delete; do
   cat "$KWOK/kustomize/stage/$f.yaml"; echo "---"
 done > "$OUT/kwok-stages.yaml"
+echo "$stamp" > "$OUT/stamp"
 echo "$OUT"

@@ -169,6 +169,10 @@ func TestStreamingJobFedByPush(t *testing.T) {
 		ws, _ := e.c.JobWork(ctx, id)
 		return ws.Results == 3
 	})
+	// Items keep coming: a streaming job's view has no total, only counts.
+	if v := e.status("bob-token", id); v["done"] != 3.0 || v["total"] != nil {
+		t.Errorf("view done = %v, total = %v; want 3 done and no total", v["done"], v["total"])
+	}
 	e.m.Reconcile(ctx)
 	if rec, _ := e.c.Status(ctx, id); rec.State != schemas.Ongoing {
 		t.Fatalf("streaming job %s before stop, want ongoing", rec.State)

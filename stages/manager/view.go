@@ -29,9 +29,12 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 		"app_id": rec.ID, "status": rec.State, "starting_time": "Job is not running yet!",
 		"visualizer_url": m.visualizerURL(rec),
 		"id":             rec.ID, "name": rec.Spec.Name, "owner": rec.Spec.Owner, "mode": rec.Spec.Mode,
-		"format": rec.Format, "state": rec.State, "created_at": rec.CreatedAt, "total": rec.Total,
+		"format": rec.Format, "state": rec.State, "created_at": rec.CreatedAt,
 		"replicas": rec.Replicas, "stop_requested": rec.StopRequested, "reason": rec.Reason,
 		"labels": rec.Spec.Labels,
+	}
+	if rec.Spec.Mode != schemas.Streaming {
+		v["total"] = rec.Total // a streaming job's items keep coming: it has no total
 	}
 	if !rec.StartedAt.IsZero() {
 		v["starting_time"] = rec.StartedAt.UTC().Format(asperathosTime)

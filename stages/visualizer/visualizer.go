@@ -175,7 +175,7 @@ type JobRow struct {
 	State    schemas.JobState `json:"state"`
 	Progress float64          `json:"progress"`
 	Done     int              `json:"done"`
-	Total    int              `json:"total"`
+	Total    int              `json:"total,omitempty"` // absent for streaming jobs
 	Replicas int              `json:"replicas"`
 	Deadline *time.Time       `json:"deadline,omitempty"`
 	Created  time.Time        `json:"created_at"`

@@ -56,6 +56,8 @@
   }
 
   const pct = (x) => (100 * x).toFixed(0) + "%";
+  // done/total, or the done count alone for a streaming job (no total).
+  const count = (j) => j.total === undefined ? j.done + " done" : j.done + "/" + j.total;
   const when = (s) => (s ? new Date(s).toLocaleTimeString() : "—");
 
   function cell(tr, text, cls) {
@@ -83,7 +85,7 @@
       const p = document.createElement("progress");
       p.max = 1; p.value = j.progress; p.setAttribute("aria-label", "Progress of " + (j.name || j.id));
       const span = document.createElement("span");
-      span.append(p, " " + pct(j.progress) + " (" + j.done + "/" + j.total + ")");
+      span.append(p, " " + pct(j.progress) + " (" + count(j) + ")");
       cell(tr, span, "progress");
       cell(tr, String(j.replicas), "replicas");
       cell(tr, when(j.deadline));
@@ -100,7 +102,7 @@
     st.className = "badge state-" + v.state;
     $("job-reason").textContent = v.reason || "";
     $("job-progress").value = v.progress;
-    $("job-percent").textContent = pct(v.progress) + " (" + v.done + "/" + v.total + ")";
+    $("job-percent").textContent = pct(v.progress) + " (" + count(v) + ")";
     $("job-deadline").textContent = when(v.deadline);
     $("job-replicas").textContent = String(v.replicas);
     $("job-owner").textContent = v.owner || "—";

@@ -97,17 +97,18 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	defer watch.Stop() //nolint:errcheck // ending a watch
 
-	// Job events make a job due at once; queue activity within ActivityGap.
-	subjects := map[string]func(string){c.prefix.Jobs("*", "*"): c.markDue}
+	// Job events make a job due at once, but for Pace's own scaled events;
+	// queue activity within ActivityGap.
+	subjects := map[string]func(tokens []string){c.prefix.Jobs("*", "*"): c.onEvent}
 	if c.cfg.ActivityGap > 0 {
 		for _, s := range []string{c.prefix.Work("*"), c.prefix.Results("*", "*"), c.prefix.Dead("*")} {
-			subjects[s] = c.markActive
+			subjects[s] = func(tokens []string) { c.markActive(tokens[2]) }
 		}
 	}
 	for subject, mark := range subjects {
 		sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
 			if tokens := strings.Split(m.Subject, "."); len(tokens) > 2 {
-				mark(tokens[2])
+				mark(tokens)
 			}
 		})
 		if err != nil {
@@ -211,9 +212,24 @@ func (c *Collector) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 	case !known:
 		j = &job{}
 		c.jobs[id] = j
+	case replicasOnly(j.rec, rec):
+		// Pace's own actuation (a scaled event applied to the record): the
+		// next interval sample sees the new count. Sampling at once would
+		// start a new decision cycle on every actuation (issue 19).
+		j.rec = rec
+		return
 	}
 	j.rec = rec
 	c.queueUrgentLocked(id)
+}
+
+// replicasOnly reports whether next differs from prev in its replica count
+// and event sequence only.
+func replicasOnly(prev, next schemas.JobRecord) bool {
+	prev.Replicas, prev.Seq = next.Replicas, next.Seq
+	a, errA := json.Marshal(prev)
+	b, errB := json.Marshal(next)
+	return errA == nil && errB == nil && string(a) == string(b)
 }
 
 // readRecord decodes a job record entry. Only what the collector relies on
@@ -267,6 +283,17 @@ func (c *Collector) queueUrgentLocked(id string) {
 		c.urgent = append(c.urgent, id)
 		c.signal()
 	}
+}
+
+// onEvent follows a job event, pace.jobs.<job>.<type>: a lifecycle event
+// makes the job due at once; a scaled event does not, as it reports Pace's
+// own actuation, and sampling on it would make every decision's effect the
+// cause of the next decision.
+func (c *Collector) onEvent(tokens []string) {
+	if len(tokens) > 3 && tokens[3] == string(schemas.EventScaled) {
+		return
+	}
+	c.markDue(tokens[2])
 }
 
 // markDue queues a known job at once (a lifecycle event).

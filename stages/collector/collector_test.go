@@ -196,7 +196,7 @@ func TestCollectorKnownStates(t *testing.T) {
 
 	// A lifecycle event samples its job at once, without a tick.
 	_, n2 = got.last("j2")
-	if err := c.Conn().Publish(c.Prefix().Jobs("j2", schemas.EventScaled), nil); err != nil {
+	if err := c.Conn().Publish(c.Prefix().Jobs("j2", schemas.EventStopping), nil); err != nil {
 		t.Fatal(err)
 	}
 	got.waitFor(t, "j2", "sample on a job event", func(_ schemas.Sample, n int) bool { return n > n2 })
@@ -295,4 +295,77 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestActuationDoesNotSample is the collector's part of issue 19's feedback
+// loop: Pace's own actuation, a scaled event and the record update that
+// applies it (only replicas and seq change), must not sample the job at once,
+// or every decision's effect starts the next decision. A lifecycle event and
+// another record change still do. Jobs are sampled one at a time, first
+// queued first, so a marker job's sample shows the events before it were
+// handled.
+func TestActuationDoesNotSample(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bustest.Client(t, bustest.Server(t))
+	got := record(t, c)
+	idle, marker := batchRecord("idle", 1), batchRecord("marker", 1)
+	putRecord(t, c, idle)
+	putRecord(t, c, marker)
+	col, err := collector.New(c, collector.Config{Interval: time.Hour, ActivityGap: -1, Concurrency: 1}, nil,
+		testingclock.NewFakeClock(t0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- col.Run(ctx) }()
+	got.waitFor(t, "idle", "first sample", func(schemas.Sample, int) bool { return true })
+	got.waitFor(t, "marker", "first sample", func(schemas.Sample, int) bool { return true })
+
+	for _, tc := range []struct {
+		name      string
+		actuate   func()
+		markerDue func() // a change the marker job is sampled on, handled after actuate's
+	}{
+		{
+			name: "scaled event",
+			actuate: func() {
+				if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "idle", Type: schemas.EventScaled,
+					State: schemas.Ongoing, Replicas: 0, At: t0, Reason: "workers scaled"}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			markerDue: func() {
+				if err := c.Conn().Publish(c.Prefix().Jobs("marker", schemas.EventStopping), nil); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "record update of the replicas",
+			actuate: func() {
+				idle.Replicas, idle.Seq = 2, 7
+				putRecord(t, c, idle)
+			},
+			markerDue: func() {
+				marker.StopRequested = true
+				putRecord(t, c, marker)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, before := got.last("idle")
+			_, m := got.last("marker")
+			tc.actuate()
+			tc.markerDue()
+			got.waitFor(t, "marker", "sample on its change", func(_ schemas.Sample, n int) bool { return n > m })
+			if _, n := got.last("idle"); n != before {
+				t.Errorf("idle sampled %d times on Pace's own actuation, want 0", n-before)
+			}
+		})
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v, want nil on cancel", err)
+	}
 }

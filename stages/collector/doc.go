@@ -4,8 +4,11 @@
 // Which jobs run comes from the jobs key-value bucket (a watch, no polling).
 // A job is sampled:
 //   - every Interval (default 1 s);
-//   - at once on its lifecycle events, pace.jobs.<job>.* (start, scale, stop, …),
-//     and once more when its record reaches a final state;
+//   - at once on its lifecycle events, pace.jobs.<job>.* (start, stop, …),
+//     and once more when its record reaches a final state; not on Pace's own
+//     actuation (a scaled event, or a record update that changes only the
+//     replica count), which the next interval sample sees: sampling on it
+//     would make each decision's effect the cause of the next decision;
 //   - on queue activity (an item pushed, a result or a dead letter stored),
 //     at the next ActivityGap tick (default Interval/5), so a progress
 //     message follows a queue change well within one interval.

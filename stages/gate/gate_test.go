@@ -123,7 +123,9 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 		}
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
 	})
-	st, err := gate.New(c, g, act, gate.Config{OutcomeTimeout: 300 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	// The time-out frees hold's seat too: it must outlast the rejection of
+	// second by far, on a slow machine as well, and only lost waits it out.
+	st, err := gate.New(c, g, act, gate.Config{OutcomeTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

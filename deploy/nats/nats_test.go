@@ -52,7 +52,7 @@ func start(t *testing.T, opts *server.Options) *server.Server {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(time.Minute) {
 		t.Fatalf("server %s not ready", opts.ServerName)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
@@ -141,7 +141,7 @@ func TestProductionConfigFormsATLSClusterOfStageUsers(t *testing.T) {
 	url := servers[0].ClientURL()
 
 	admin, err := bus.Connect(ctx, url, bus.WithTLS(tlsFiles.CA, "", ""),
-		bus.WithUserPassword("pace-admin", password("admin")), bus.WithConnectTimeout(5*time.Second))
+		bus.WithUserPassword("pace-admin", password("admin")), bus.WithConnectTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

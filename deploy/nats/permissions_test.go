@@ -45,7 +45,7 @@ func authServer(t *testing.T) string {
 func connect(t *testing.T, ctx context.Context, url, user string) *bus.Client {
 	t.Helper()
 	c, err := bus.Connect(ctx, url, bus.WithName("test-"+user), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
-		bus.WithUserPassword("pace-"+user, password(user)), bus.WithConnectTimeout(5*time.Second))
+		bus.WithUserPassword("pace-"+user, password(user)), bus.WithConnectTimeout(time.Minute))
 	if err != nil {
 		t.Fatalf("connect as pace-%s: %v", user, err)
 	}
@@ -91,7 +91,7 @@ func checkDenied(t *testing.T, url, user string, pub, sub []string) {
 			if !strings.Contains(got, want) {
 				t.Errorf("pace-%s: violation %q, want one for %s", user, got, want)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute): // the violation ends the wait; it comes before the flush's PONG
 			t.Errorf("pace-%s: %s allowed", user, want)
 		}
 	}
@@ -137,7 +137,7 @@ func fetch(ctx context.Context, c *bus.Client, stream string, cfg jetstream.Cons
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", cfg.Durable, stream, err)
 	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Minute)) // the message ends the wait
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +179,9 @@ func setAside(ctx context.Context, c, reader *bus.Client, stage, stream string, 
 		return err
 	}
 	// A refused letter is never acknowledged: SetAside waits until its
-	// context ends, then asks for the message again.
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// context ends, then asks for the message again. A kept one ends the
+	// wait, which a slow machine must not cut short.
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	c.SetAside(sctx, stage, m, errors.New("test: unreadable"))
 	for l, err := range reader.Letters(ctx, bus.DeadMessages, "*", false) {
@@ -230,7 +231,7 @@ func setAsideJobEvent(ctx context.Context, c *bus.Client, job string) error {
 }
 
 func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	url := authServer(t)
 	p := schemas.DefaultPrefix
@@ -434,7 +435,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 	}}
 	for _, st := range steps {
 		t.Run(st.user, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			c := connect(t, ctx, url, st.user)
 			// Every process provisions at start: on a provisioned bus
@@ -459,7 +460,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 // pace-visualizer. APF's state is admin data: no other user may ask for it
 // or listen to the requests.
 func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // outlasts bustest.Eventually's bound
 	defer cancel()
 	url := authServer(t)
 	subject := schemas.DefaultPrefix.FlowControlDump()
@@ -506,7 +507,7 @@ func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
 // write letters nor touch the object store; an SDK reader meeting an
 // undecodable job event goes on without keeping it.
 func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	url := authServer(t)
 	p := schemas.DefaultPrefix
@@ -529,7 +530,7 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 	}
 	kept := 0
 	for user, subjects := range writers {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		c := connect(t, ctx, url, user)
 		for _, subject := range subjects {

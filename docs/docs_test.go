@@ -1,0 +1,276 @@
+package docs_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A fenced block opened with "```sh" runs against the live pace up. One that
+// cannot is marked "```sh skip=REASON" with one of these reasons; any other
+// info string fails the test, so that every shell block is either run or
+// says why not.
+var skipReasons = map[string]string{
+	"kubernetes": "needs a Kubernetes cluster",
+	"cluster":    "needs several machines or a NATS cluster",
+	"docker":     "needs a container engine",
+	"server":     "starts a long-running server of its own (pace up, pace stage, a proxy)",
+	"dev":        "a development command that CI runs itself (the test suite, benchmarks, fuzzing, chaos)",
+}
+
+// block is one shell block of a page.
+type block struct {
+	file string
+	line int    // of the opening fence
+	skip string // "" when the block runs
+	body string
+}
+
+// blocks returns the shell blocks of a Markdown page.
+func blocks(t *testing.T, root, name string) []block {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() //nolint:errcheck // read only
+	var out []block
+	var cur *block
+	var body strings.Builder
+	var indent string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		fence := strings.TrimSpace(line) // a block in a list item is indented
+		switch {
+		case cur == nil && strings.HasPrefix(fence, "```sh"):
+			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
+			info := strings.Fields(strings.TrimPrefix(fence, "```"))
+			cur = &block{file: name, line: n}
+			body.Reset()
+			for _, word := range info[1:] {
+				reason, ok := strings.CutPrefix(word, "skip=")
+				if _, known := skipReasons[reason]; !ok || !known {
+					t.Errorf("%s:%d: info string %q: want ```sh, or ```sh skip=REASON with REASON one of %v", name, n, line, keys(skipReasons))
+				}
+				cur.skip = reason
+			}
+		case cur != nil && strings.HasPrefix(fence, "```"):
+			cur.body = body.String()
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			body.WriteString(strings.TrimPrefix(line, indent) + "\n")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Errorf("%s:%d: unterminated code block", name, cur.line)
+	}
+	return out
+}
+
+func keys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// TestDocumentedCommandsRun runs the shell blocks of README.md and
+// docs/*.md against a live 'pace up' on free ports: each page's blocks in
+// order, in one bash with -euo pipefail in a copy of the repository's
+// tracked files (what a clone holds), so a variable set by one block is seen
+// by the next and files the commands write stay out of the tree; with pace
+// on PATH, API, AUTH and TOKEN set, and the default addresses
+// (localhost:8080, 127.0.0.1:4222) pointing at this pace up.
+func TestDocumentedCommandsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts pace up and runs every documented command")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"README.md"}
+	for _, p := range pages {
+		names = append(names, filepath.Join("docs", filepath.Base(p)))
+	}
+	var scripts []block // one per page: its runnable blocks
+	for _, name := range names {
+		var script strings.Builder
+		for _, b := range blocks(t, root, name) {
+			if b.skip != "" {
+				continue
+			}
+			fmt.Fprintf(&script, "echo '### %s:%d' >&2\n%s", b.file, b.line, b.body)
+		}
+		if script.Len() > 0 {
+			scripts = append(scripts, block{file: name, body: script.String()})
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	tree := copyTree(t, root)
+	up := startPace(t, tree)
+	for _, s := range scripts {
+		t.Run(filepath.Base(s.file), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			body := strings.NewReplacer("localhost:8080", up.http, "127.0.0.1:8080", up.http,
+				"localhost:4222", up.nats, "127.0.0.1:4222", up.nats).Replace(s.body)
+			cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+body)
+			cmd.Dir = tree
+			cmd.Env = up.env
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // background jobs end with the page
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			if err != nil {
+				t.Fatalf("%s: %v; the last '###' line names the failing block:\n%s", s.file, err, tail(out.String(), 60))
+			}
+			t.Logf("%s: ok\n%s", s.file, tail(out.String(), 20))
+		})
+	}
+}
+
+// copyTree copies the files git tracks or would track (not ignored) under
+// root into a temporary directory and returns it.
+func copyTree(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	tree := t.TempDir()
+	for name := range strings.SplitSeq(strings.TrimRight(string(out), "\x00"), "\x00") {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted, not yet committed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := os.Stat(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(tree, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tree
+}
+
+// pace is a running 'pace up' and the environment the blocks run in.
+type pace struct {
+	http, nats string // host:port
+	env        []string
+}
+
+// startPace builds pace, starts 'pace up' with a token file on free ports
+// and waits until it is ready; it is stopped when the test ends.
+func startPace(t *testing.T, root string) *pace {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "pace"), "./cmd/pace")
+	build.Dir = root
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/pace: %v\n%s", err, out)
+	}
+	const token = "docs-token"
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(token+",docs,1,\"pace:admins\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &pace{http: freeAddr(t), nats: freeAddr(t)}
+	cmd := exec.Command(filepath.Join(bin, "pace"), "up", "--data", filepath.Join(dir, "data"),
+		"--http", p.http, "--nats-listen", p.nats, "--token-file", tokens)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("pace up's log:\n%s", tail(log.String(), 80))
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get("http://" + p.http + "/readyz")
+		if err == nil {
+			resp.Body.Close() //nolint:errcheck // only the status matters
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("pace up exited: %v\n%s", err, log.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pace up not ready after 2 minutes:\n%s", log.String())
+		}
+	}
+	p.env = append(os.Environ(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"API=http://"+p.http, "TOKEN="+token, "AUTH=Authorization: Bearer "+token,
+		"GOFLAGS=-buildvcs=false", "PACE_API=http://"+p.http, "PACE_NATS_URL=nats://"+p.nats, "PACE_TOKEN="+token)
+	return p
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close() //nolint:errcheck // only its address was needed
+	return ln.Addr().String()
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/borrowing"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
@@ -55,7 +56,7 @@ func browser(t *testing.T) context.Context {
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute) // the whole test; each step ends when its page state is reached
 	t.Cleanup(func() { cancelT(); cancelB(); cancelA() })
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("start chromium: %v", err)
@@ -65,7 +66,7 @@ func browser(t *testing.T) context.Context {
 
 func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, bustest.MinWait) // a slow machine's browser must not fail a step
 	defer cancel()
 	if err := chromedp.Do(sctx, steps...); err != nil {
 		notice, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("notice").textContent`))
@@ -75,7 +76,7 @@ func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action
 
 func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, bustest.MinWait) // a slow machine's browser must not fail a step
 	defer cancel()
 	v, err := chromedp.Run(sctx, a)
 	if err != nil {

@@ -176,10 +176,11 @@ func (e *env) events(path, token string) (int, <-chan event) {
 	return resp.StatusCode, ch
 }
 
-// next waits for the first event of ch into v that satisfies cond.
+// next waits for the first event of ch into v that satisfies cond, failing
+// the test only after bustest.MinWait: the event ends the wait.
 func next[T any](t *testing.T, ch <-chan event, what string, cond func(T) bool) T {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(bustest.MinWait)
 	for {
 		select {
 		case ev, ok := <-ch:
@@ -194,7 +195,7 @@ func next[T any](t *testing.T, ch <-chan event, what string, cond func(T) bool) 
 				return v
 			}
 		case <-timeout:
-			t.Fatalf("%s: no such event in 10s", what)
+			t.Fatalf("%s: no such event in %s", what, bustest.MinWait)
 		}
 	}
 }

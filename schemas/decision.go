@@ -6,7 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Decision is a controller's output, on pace.decisions.<job>.
+// Decision is a controller's output, on pace.decisions.<job>: published
+// when the desired replicas change, and otherwise at most once per heartbeat
+// with Unchanged set.
 type Decision struct {
 	Job string    `json:"job"`
 	At  time.Time `json:"at"`
@@ -19,6 +21,11 @@ type Decision struct {
 	Reason string `json:"reason"`
 	// Inputs are the values the decision was computed from.
 	Inputs map[string]float64 `json:"inputs,omitempty"`
+	// Unchanged marks a heartbeat: a decision keeping the replicas of the
+	// job's last published one. The controller stage publishes a decision
+	// when the replicas change and otherwise at most once per heartbeat
+	// (default 30 s), so a reader knows the controller is alive.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // Schema implements Message.

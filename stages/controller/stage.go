@@ -21,8 +21,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultDurable = "controller"
-	DefaultBucket  = "controller"
+	DefaultDurable   = "controller"
+	DefaultBucket    = "controller"
+	DefaultHeartbeat = 30 * time.Second
 )
 
 // Config are the controller stage's settings.
@@ -32,6 +33,12 @@ type Config struct {
 	// Bucket is the KV bucket (before the prefix) holding each job's
 	// controller state; "" means "controller".
 	Bucket string `json:"bucket,omitempty"`
+	// Heartbeat is how often a decision that keeps a job's replicas is
+	// published: a decision that changes them is published at once, one
+	// that keeps them only once Heartbeat has passed (in progress time)
+	// since the job's last published decision, marked unchanged. 0 means
+	// 30s; negative publishes every decision.
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 }
 
 // Defaults returns c with zero fields set to their defaults.
@@ -41,6 +48,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Bucket == "" {
 		c.Bucket = DefaultBucket
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
 	}
 	return c
 }
@@ -62,6 +72,10 @@ type Saved struct {
 	State      json.RawMessage `json:"state"`
 	// LastDecision is the progress time of the last decision (check_interval).
 	LastDecision time.Time `json:"last_decision,omitzero"`
+	// LastPublished is the time of the last published decision (zero: none
+	// yet), and PublishedReplicas its replicas (the heartbeat).
+	LastPublished     time.Time `json:"last_published,omitzero"`
+	PublishedReplicas int       `json:"published_replicas,omitempty"`
 }
 
 // jobController is one job's live controller.
@@ -70,12 +84,17 @@ type jobController struct {
 	ctrl     plugin.Controller
 	interval time.Duration
 	last     time.Time
+	// pubAt and pubReplicas are the time and replicas of the job's last
+	// published decision; pubAt is zero before the first.
+	pubAt       time.Time
+	pubReplicas int
 }
 
 // Stage consumes pace.metrics.<job>.progress, runs each job's controller
-// plugin and publishes its decisions on pace.decisions.<job>. Each job's
-// controller state is saved in a KV bucket after every decision, so a
-// restarted stage resumes where it stopped. Progress it cannot read is
+// plugin and publishes its decisions on pace.decisions.<job>: every decision
+// that changes the job's replicas, and otherwise one per Config.Heartbeat,
+// marked unchanged. Each job's controller state is saved in a KV bucket with
+// every published decision, so a restarted stage resumes where it stopped. Progress it cannot read is
 // counted (pace_controller_malformed_total) and kept as a dead letter.
 // Create it with New.
 type Stage struct {
@@ -181,6 +200,7 @@ func (s *Stage) controller(ctx context.Context, job string) (*jobController, err
 				return nil, err
 			}
 			jc.last = saved.LastDecision
+			jc.pubAt, jc.pubReplicas = saved.LastPublished, saved.PublishedReplicas
 			s.log.Info("controller state restored", "job", job, "controller", name)
 		}
 	}
@@ -189,9 +209,10 @@ func (s *Stage) controller(ctx context.Context, job string) (*jobController, err
 }
 
 // Process is the stage's handler: the decision for p, or none (a stale
-// sample, within check_interval of the last decision, an external
-// controller, or a job in a final state). The controller's state is saved
-// before it returns.
+// sample, within check_interval of the last decision, a decision that keeps
+// the replicas within the heartbeat, an external controller, or a job in a
+// final state). The controller's state is saved with a decision before it
+// returns.
 func (s *Stage) Process(ctx context.Context, p *schemas.Progress) ([]*schemas.Decision, error) {
 	d, jc, err := s.decide(ctx, p)
 	if err != nil || d == nil {
@@ -203,7 +224,9 @@ func (s *Stage) Process(ctx context.Context, p *schemas.Progress) ([]*schemas.De
 	return []*schemas.Decision{d}, nil
 }
 
-// decide runs job's controller on p; the state is not saved yet.
+// decide runs job's controller on p and returns the decision to publish,
+// nil when there is none or it is not due (see publishable); the state is
+// not saved yet.
 func (s *Stage) decide(ctx context.Context, p *schemas.Progress) (*schemas.Decision, *jobController, error) {
 	jc, err := s.controller(ctx, p.Job)
 	if err != nil || jc == nil {
@@ -224,7 +247,32 @@ func (s *Stage) decide(ctx context.Context, p *schemas.Progress) (*schemas.Decis
 		return nil, nil, err
 	}
 	jc.last = p.At
+	if !s.publishable(jc, &d) {
+		return nil, nil, nil
+	}
 	return &d, jc, nil
+}
+
+// publishable tells whether d is published, and if so notes it as jc's last
+// published decision: when its replicas differ from the last published ones
+// (or none was), or, marked unchanged, once the heartbeat has passed since.
+// Time is the progress time, d.At, so a replay decides the same.
+//
+// The state is saved only with a published decision, not after every
+// decision: an idle job then costs one KV write per heartbeat instead of one
+// per sample. What decides the job's replicas is always saved, since every
+// change of them is published; what a restart can lose is at most one
+// heartbeat of estimator memory (rate sums, stabilization windows) and of
+// check_interval's clock, which the next samples rebuild.
+func (s *Stage) publishable(jc *jobController, d *schemas.Decision) bool {
+	if !jc.pubAt.IsZero() && d.Replicas == jc.pubReplicas && s.cfg.Heartbeat > 0 {
+		if d.At.Sub(jc.pubAt) < s.cfg.Heartbeat {
+			return false
+		}
+		d.Unchanged = true
+	}
+	jc.pubAt, jc.pubReplicas = d.At, d.Replicas
+	return true
 }
 
 // save stores jc's state under job in the KV bucket.
@@ -233,7 +281,8 @@ func (s *Stage) save(ctx context.Context, job string, jc *jobController) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(Saved{Controller: jc.name, State: state, LastDecision: jc.last})
+	b, err := json.Marshal(Saved{Controller: jc.name, State: state, LastDecision: jc.last,
+		LastPublished: jc.pubAt, PublishedReplicas: jc.pubReplicas})
 	if err != nil {
 		return err
 	}
@@ -324,7 +373,7 @@ func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		log.Debug("decided", "replicas", d.Replicas, "current", d.Current, "reason", d.Reason)
+		log.Debug("decided", "replicas", d.Replicas, "current", d.Current, "unchanged", d.Unchanged, "reason", d.Reason)
 	}
 	_ = msg.Ack()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller"
 )
 
 // BenchmarkDecisionLatency measures the time from publishing a progress
@@ -30,7 +31,7 @@ func BenchmarkDecisionLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stop := runStage(b, c)
+	stop := runStageWith(b, c, controller.Config{Heartbeat: -1}) // every decision, changed or not
 	defer stop()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +20,17 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// runStage runs a controller stage until the returned stop is called.
+// runStage runs a controller stage with the default config until the
+// returned stop is called.
 func runStage(t testing.TB, c *bus.Client) (stop func()) {
 	t.Helper()
-	st, err := controller.New(c, controller.Config{}, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	return runStageWith(t, c, controller.Config{})
+}
+
+// runStageWith runs a controller stage with cfg until the returned stop is called.
+func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config) (stop func()) {
+	t.Helper()
+	st, err := controller.New(c, cfg, nil, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,5 +118,80 @@ func TestStageDecidesAndResumes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{3, 5, 7}, got); diff != "" {
 		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+}
+
+// TestDecisionsOnChangeAndHeartbeat: a decision is published when the
+// desired replicas change, and otherwise once per heartbeat (30 s of
+// progress time by default) marked unchanged; a restarted stage keeps the
+// rhythm from its saved state. Issue 19: an idle job published a decision
+// per sample, about one a second. The threshold controller keeps its count
+// while the error is within its triggers and adds one replica when late.
+func TestDecisionsOnChangeAndHeartbeat(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	ctx := context.Background()
+	const job = "idle"
+	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		spec := schemas.JobSpec{Mode: schemas.Streaming, Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1},
+			Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"trigger_up": 0.5, "trigger_down": 0.5}`)}}
+		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type decision struct {
+		Sec, Replicas int
+		Unchanged     bool
+	}
+	// run publishes one sample a second of progress time over [from, to],
+	// late (error -1) at the seconds in late and on time otherwise, then
+	// returns the decisions up to the one on the last sample, which is late:
+	// the stage handles a job's samples in order.
+	run := func(from, to int, late ...int) []decision {
+		t.Helper()
+		for sec := from; sec <= to; sec++ {
+			e := 0.0
+			if sec == to || slices.Contains(late, sec) {
+				e = -1
+			}
+			publishProgress(t, c, &schemas.Progress{Job: job, At: t0.Add(time.Duration(sec) * time.Second), Error: e, Replicas: 1})
+		}
+		var got []decision
+		for {
+			d := nextDecision(t, sub)
+			sec := int(d.At.Sub(t0) / time.Second)
+			got = append(got, decision{sec, d.Replicas, d.Unchanged})
+			if sec == to {
+				return got
+			}
+		}
+	}
+
+	stop := runStage(t, c)
+	got := run(1, 45, 11)
+	stop()
+	want := []decision{
+		{1, 1, false},  // the first decision
+		{11, 2, false}, // a change, at once; 2-10 kept the count within the heartbeat
+		{41, 2, true},  // 30 s after the last published one, 12-40 kept the count
+		{45, 3, false}, // a change
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+
+	stop = runStage(t, c)
+	defer stop()
+	got = run(50, 76)
+	want = []decision{
+		{75, 3, true}, // the heartbeat counts from 45, the last one published before the restart
+		{76, 4, false},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decisions after a restart (-want +got):\n%s", diff)
 	}
 }

@@ -71,6 +71,30 @@ func (j Job) Validate() field.ErrorList {
 // Clamp returns n bounded by [j.Min, j.Max].
 func (j Job) Clamp(n int) int { return min(max(n, j.Min), j.Max) }
 
+// ClampWhy is Clamp and, for the decision's reason, how the bounds changed n
+// from the current count r (see Bounded), e.g. "limited by replicas.max (4)".
+func (j Job) ClampWhy(n, r int) (int, string) {
+	got := j.Clamp(n)
+	return got, Bounded(n, got, r, fmt.Sprintf("replicas.min (%d)", j.Min), fmt.Sprintf("replicas.max (%d)", j.Max))
+}
+
+// Bounded says, for a decision's reason, how a bound turned the count a
+// plugin wanted into the one it got, r being the current count: "" when it
+// did not, "limited by <hi>" when capped, "hold at <lo>" when raised to the
+// current count, else "raised to <lo>". A reason built with it never calls a
+// decision that keeps the count a scale-down.
+func Bounded(want, got, r int, lo, hi string) string {
+	switch {
+	case got == want:
+		return ""
+	case got < want:
+		return "limited by " + hi
+	case got == r:
+		return "hold at " + lo
+	}
+	return "raised to " + lo
+}
+
 // Factory builds a controller for job from its JSON parameters (nil or empty
 // means all defaults). Errors wrap ErrInvalidConfig.
 type Factory func(job Job, params json.RawMessage) (Controller, error)
@@ -131,6 +155,12 @@ func (b Bounds) Validate() field.ErrorList {
 
 // Clamp returns n bounded by [MinRep, MaxRep].
 func (b Bounds) Clamp(n int) int { return min(max(n, b.MinRep), b.MaxRep) }
+
+// Why says how the bounds turned want into got from the current count r,
+// e.g. "limited by max_rep (4)"; see Bounded.
+func (b Bounds) Why(want, got, r int) string {
+	return Bounded(want, got, r, fmt.Sprintf("min_rep (%d)", b.MinRep), fmt.Sprintf("max_rep (%d)", b.MaxRep))
+}
 
 // Current is the replica count a decision on p starts from: asked, the count
 // the controller last asked for, or before its first decision (0) the live

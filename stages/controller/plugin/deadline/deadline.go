@@ -187,11 +187,14 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	} else {
 		pl = c.streaming(p, r, mu, src, in)
 	}
-	n, why := c.smooth(p.At, r, pl)
-	if plugin.Remaining(p) > 0 || p.Backlog > 0 {
-		n = max(n, 1)
+	want, why := c.smooth(p.At, r, pl)
+	n, bound := c.Job.ClampWhy(want, r)
+	if n < 1 && (plugin.Remaining(p) > 0 || p.Backlog > 0) {
+		n, bound = 1, plugin.Bounded(want, 1, r, "1 while work is left", "")
 	}
-	n = c.Job.Clamp(n)
+	if bound != "" {
+		why = bound // what the bounds made of the smoothed count, not what they overruled
+	}
 	if n > r {
 		s.LastUpAt = p.At
 		s.Pending = &ScaleUp{At: p.At, Base: p.Replicas, Target: n}

@@ -182,3 +182,67 @@ func TestInvalidConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonsSayWhatTheBoundsDid: when replicas.min, replicas.max or the one
+// replica work needs change the smoothed count, the reason says so, and a
+// decision that keeps the count never reads "scale down" (issue 19: replicas
+// = current = min said "scale down: 1").
+func TestReasonsSayWhatTheBoundsDid(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		job      plugin.Job
+		params   string
+		sample   schemas.Progress
+		replicas int
+		reason   string // the reason's end, after the plan
+	}{
+		{
+			name:     "idle at the minimum",
+			job:      plugin.Job{Name: "j", Min: 1, Max: 4, Initial: 1},
+			params:   `{"prior_rate": 1}`,
+			sample:   stream(1, 1, 0, 0),
+			replicas: 1,
+			reason:   "; hold at replicas.min (1): 1",
+		},
+		{
+			name:     "capped by the maximum",
+			job:      plugin.Job{Name: "j", Min: 0, Max: 4, Initial: 2},
+			params:   `{"prior_rate": 1}`,
+			sample:   stream(1, 2, 100, 0),
+			replicas: 4,
+			reason:   "; limited by replicas.max (4): 4",
+		},
+		{
+			name:     "raised to the minimum",
+			job:      plugin.Job{Name: "j", Min: 2, Max: 4, Initial: 0},
+			sample:   stream(1, 0, 0, 0),
+			replicas: 2,
+			reason:   "no throughput measured yet: hold; raised to replicas.min (2): 2",
+		},
+		{
+			name:     "one replica while work is left",
+			job:      plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 0, Max: 4, Initial: 0},
+			sample:   batch(1, 0, 0, 0, 110),
+			replicas: 1,
+			reason:   "no throughput measured yet: hold; raised to 1 while work is left: 1",
+		},
+		{
+			name:     "within the bounds",
+			job:      plugin.Job{Name: "j", Min: 0, Max: 10, Initial: 2},
+			params:   `{"prior_rate": 1}`,
+			sample:   stream(1, 2, 4, 0),
+			replicas: 4,
+			reason:   "; scale up: 4",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, d := plugintest.Decide(t, plugintest.New(t, deadline.New, tc.job, tc.params), tc.sample)
+			if d.Replicas != tc.replicas || !strings.HasSuffix(d.Reason, tc.reason) {
+				t.Errorf("decision %d %q, want %d ending in %q", d.Replicas, d.Reason, tc.replicas, tc.reason)
+			}
+			if d.Replicas == d.Current && strings.Contains(d.Reason, "scale down") {
+				t.Errorf("reason %q of a decision keeping %d replicas says scale down", d.Reason, d.Current)
+			}
+		})
+	}
+}

@@ -157,14 +157,17 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 		n = hi
 		why += fmt.Sprintf(", scale-up limited to %d", n)
 	}
-	n = c.Job.Clamp(n)
+	n, bound := c.Job.ClampWhy(n, r)
+	if bound != "" {
+		why += ", " + bound
+	}
 	if n != r {
 		s.Changes = append(s.Changes, Point{p.At, n})
 	}
 	s.Replicas = n
 	return schemas.Decision{
 		Job: c.Job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
-		Reason: why + fmt.Sprintf(", clamped to [%d, %d]: %d", c.Job.Min, c.Job.Max, n),
+		Reason: why + fmt.Sprintf(": %d", n),
 		Inputs: map[string]float64{"lag": lag, "target": c.Cfg.Target, "desired": float64(desired)},
 	}, nil
 }

@@ -37,3 +37,27 @@ func TestStateResumes(t *testing.T) {
 	plugintest.CheckResume(t, hpa.New, plugin.Job{Name: "j", Min: 1, Max: 20, Initial: 1}, `{"scale_down_window": "30s"}`,
 		[]schemas.Progress{lag(0, 100), lag(15, 100), lag(25, 40)}, lag(60, 40))
 }
+
+// TestReasonsSayWhatTheBoundsDid: the reason names the bound that changed
+// the count, and only then.
+func TestReasonsSayWhatTheBoundsDid(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		job    plugin.Job
+		items  int
+		want   int
+		reason string
+	}{
+		{"within the bounds", plugin.Job{Name: "j", Min: 1, Max: 20, Initial: 2}, 30, 3, "lag 30 / target 10 = 3: 3"},
+		{"capped by replicas.max", plugin.Job{Name: "j", Min: 1, Max: 4, Initial: 2}, 60, 4, "lag 60 / target 10 = 6, limited by replicas.max (4): 4"},
+		{"held at replicas.min", plugin.Job{Name: "j", Min: 2, Max: 4, Initial: 2}, 0, 2, "lag 0 / target 10 = 0, hold at replicas.min (2): 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := plugintest.New(t, hpa.New, tc.job, `{"scale_down_window": "0s"}`)
+			_, d := plugintest.Decide(t, c, lag(1, tc.items))
+			if d.Replicas != tc.want || d.Reason != tc.reason {
+				t.Errorf("decision %d %q, want %d %q", d.Replicas, d.Reason, tc.want, tc.reason)
+			}
+		})
+	}
+}

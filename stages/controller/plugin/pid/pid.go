@@ -85,13 +85,16 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	integ := -g.Integral * s.Integral
 	action := int(math.Trunc(prop + der + integ))
 	n := c.Cfg.Clamp(r + action)
+	reason := fmt.Sprintf("error %.4g: P %.4g + I %.4g + D %.4g = %.4g, truncated to %+d: %d", e, prop, integ, der, prop+integ+der, action, r+action)
+	if why := c.Cfg.Why(r+action, n, r); why != "" {
+		reason += fmt.Sprintf(", %s: %d", why, n)
+	}
 	s.LastError = &e
 	s.LastAt = p.At
 	s.Replicas = n
 	return schemas.Decision{
 		Job: c.Job.Name, At: p.At, Replicas: n, Current: r, Controller: Name,
-		Reason: fmt.Sprintf("error %.4g: P %.4g + I %.4g + D %.4g = %.4g, truncated to %+d, %d clamped to [%d, %d]",
-			e, prop, integ, der, prop+integ+der, action, r+action, c.Cfg.MinRep, c.Cfg.MaxRep),
+		Reason: reason,
 		Inputs: map[string]float64{"error": e, "p": prop, "i": integ, "d": der, "integral": s.Integral},
 	}, nil
 }

@@ -116,3 +116,27 @@ func TestStateResumes(t *testing.T) {
 	plugintest.CheckResume(t, pid.New, plugin.Job{Name: "j", Min: 1, Max: 10, Initial: 1}, integralOnly,
 		[]schemas.Progress{sample(2, -0.6)}, sample(4, -0.6))
 }
+
+// TestReasonsSayWhatTheBoundsDid: the reason names the bound that changed
+// the count, and only then.
+func TestReasonsSayWhatTheBoundsDid(t *testing.T) {
+	job := plugin.Job{Name: "j", Min: 1, Max: 4, Initial: 2}
+	for _, tc := range []struct {
+		name   string
+		e      float64
+		want   int
+		reason string
+	}{
+		{"within the bounds", -1, 3, "error -1: P 1 + I 0 + D 0 = 1, truncated to +1: 3"},
+		{"capped by max_rep", -5, 4, "error -5: P 5 + I 0 + D 0 = 5, truncated to +5: 7, limited by max_rep (4): 4"},
+		{"raised to min_rep", 5, 1, "error 5: P -5 + I -0 + D 0 = -5, truncated to -5: -3, raised to min_rep (1): 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := plugintest.New(t, pid.New, job, `{"heuristic_options": {"proportional_gain": 1}}`)
+			_, d := plugintest.Decide(t, c, sample(1, tc.e))
+			if d.Replicas != tc.want || d.Reason != tc.reason {
+				t.Errorf("decision %d %q, want %d %q", d.Replicas, d.Reason, tc.want, tc.reason)
+			}
+		})
+	}
+}

@@ -94,9 +94,17 @@ func (c *Controller) Decide(p schemas.Progress) (schemas.Decision, error) {
 	case !act:
 		reason = fmt.Sprintf("error %.4g within triggers (up %g, down %g): no action", e, c.Cfg.TriggerUp, c.Cfg.TriggerDown)
 	case e < 0:
-		reason = fmt.Sprintf("late: error %.4g, |error| >= trigger_up %g: %d + %d capped at max_rep %d", e, c.Cfg.TriggerUp, r, c.Cfg.ActuationSize, c.Cfg.MaxRep)
+		reason = fmt.Sprintf("late: error %.4g, |error| >= trigger_up %g: %d + %d", e, c.Cfg.TriggerUp, r, c.Cfg.ActuationSize)
+		if why := c.Cfg.Why(r+c.Cfg.ActuationSize, n, r); why != "" {
+			reason += ", " + why
+		}
+		reason += fmt.Sprintf(": %d", n)
 	default:
-		reason = fmt.Sprintf("early: error %.4g >= trigger_down %g: %d - %d floored at min_rep %d", e, c.Cfg.TriggerDown, r, c.Cfg.ActuationSize, c.Cfg.MinRep)
+		reason = fmt.Sprintf("early: error %.4g >= trigger_down %g: %d - %d", e, c.Cfg.TriggerDown, r, c.Cfg.ActuationSize)
+		if why := c.Cfg.Why(r-c.Cfg.ActuationSize, n, r); why != "" {
+			reason += ", " + why
+		}
+		reason += fmt.Sprintf(": %d", n)
 	}
 	c.Mem.LastAt = p.At
 	if act {

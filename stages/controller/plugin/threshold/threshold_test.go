@@ -114,3 +114,31 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestReasonsSayWhatTheBoundsDid: a step the bounds change says so, and a
+// decision keeping the count at min_rep is no scale-down.
+func TestReasonsSayWhatTheBoundsDid(t *testing.T) {
+	job := plugin.Job{Name: "j", Min: 1, Max: 4, Initial: 1}
+	for _, tc := range []struct {
+		name    string
+		initial int
+		e       float64
+		want    int
+		reason  string
+	}{
+		{"late, within the bounds", 2, -1, 3, "late: error -1, |error| >= trigger_up 0.5: 2 + 1: 3"},
+		{"late at max_rep", 4, -1, 4, "late: error -1, |error| >= trigger_up 0.5: 4 + 1, limited by max_rep (4): 4"},
+		{"early, within the bounds", 3, 1, 2, "early: error 1 >= trigger_down 0.5: 3 - 1: 2"},
+		{"early at min_rep", 1, 1, 1, "early: error 1 >= trigger_down 0.5: 1 - 1, hold at min_rep (1): 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job
+			j.Initial = tc.initial
+			c := plugintest.New(t, threshold.New, j, `{"trigger_up": 0.5, "trigger_down": 0.5}`)
+			_, d := plugintest.Decide(t, c, sample(1, tc.e))
+			if d.Replicas != tc.want || d.Reason != tc.reason {
+				t.Errorf("decision %d %q, want %d %q", d.Replicas, d.Reason, tc.want, tc.reason)
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -112,25 +111,22 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // readBody reads a size-limited body in an accepted content type (JSON,
-// or YAML when yamlOK); no content type is read as JSON, like Asperathos.
+// or YAML when yamlOK) and returns it with its media type (see mediaType:
+// no content type, and a form body that is JSON, are JSON).
 func (a *API) readBody(r *http.Request, yamlOK bool) ([]byte, string, error) {
 	ct := r.Header.Get("Content-Type")
-	if ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		isYAML := mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" || mt == "text/x-yaml"
-		if err != nil || (mt != "application/json" && (!yamlOK || !isYAML)) {
-			want := "application/json"
-			if yamlOK {
-				want += " or application/yaml"
-			}
-			return nil, "", apiError(http.StatusUnsupportedMediaType, "content type %q: send %s", ct, want)
-		}
+	if _, err := mediaType(ct, nil, yamlOK); err != nil {
+		return nil, "", err // refused before the body is read; a form's is checked below
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.m.cfg.MaxBodyBytes))
 	if err != nil {
 		return nil, "", err
 	}
-	return data, ct, nil
+	mt, err := mediaType(ct, data, yamlOK)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, mt, nil
 }
 
 // credentials are the Asperathos authentication fields of a request body.

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
@@ -138,23 +136,15 @@ func (m *Manager) Submit(ctx context.Context, u auth.User, doc []byte, contentTy
 
 // parse turns a document into a submission, or a *schemas.APIError.
 func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType string) (*submission, error) {
-	mt := "application/json"
-	if contentType != "" {
-		var err error
-		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
-			return nil, apiError(http.StatusUnsupportedMediaType, "content type %q: %v", contentType, err)
-		}
+	mt, err := mediaType(contentType, doc, true)
+	if err != nil {
+		return nil, err
 	}
-	switch mt {
-	case "application/json":
-	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			return nil, invalid(field.ErrorList{field.Invalid(field.NewPath("body"), "", "invalid YAML: "+err.Error())})
+	var yamlErrs field.ErrorList // values the YAML conversion could not write, null in the JSON
+	if mt == mediaYAML {
+		if doc, yamlErrs = yamlJSON(doc); doc == nil {
+			return nil, invalid(yamlErrs)
 		}
-		doc = j
-	default:
-		return nil, apiError(http.StatusUnsupportedMediaType, "content type %q: send application/json or application/yaml", mt)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil {
@@ -171,7 +161,8 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		sub.format = FormatAsperathos
 		var d asperathosDoc
 		var partial bool
-		if errs, partial = decodeStrict(doc, &d, nil); !partial {
+		errs, partial = decodeStrict(doc, &d, nil)
+		if errs = merge(yamlErrs, errs); !partial {
 			return nil, invalid(errs)
 		}
 		if d.EnableAuth != nil && *d.EnableAuth && d.Username != "" {
@@ -192,7 +183,8 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	} else {
 		sub.format = FormatPace
 		var partial bool
-		if errs, partial = decodeStrict(doc, &sub.spec, field.NewPath("spec")); !partial {
+		errs, partial = decodeStrict(doc, &sub.spec, field.NewPath("spec"))
+		if errs = merge(yamlErrs, errs); !partial {
 			return nil, invalid(errs)
 		}
 	}

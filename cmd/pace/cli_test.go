@@ -109,8 +109,8 @@ func (u *paceUp) stop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pace up exit after SIGTERM: %v; stderr:\n%s", err, u.stderr)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("pace up did not stop within 20s of SIGTERM")
+	case <-time.After(2 * time.Minute): // a stop ends the wait at once; a slow machine must not fail it
+		t.Fatal("pace up did not stop within 2 minutes of SIGTERM")
 	}
 	u.waitDone <- nil // for the cleanup
 }
@@ -201,7 +201,7 @@ func TestWorkerExecEndToEnd(t *testing.T) {
 func TestFailingCommandIsDeadLettered(t *testing.T) {
 	u := startUp(t, t.TempDir())
 	c := u.client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds the wait for the letter
 	defer cancel()
 	if _, err := c.DeclareJob(ctx, "fails", schemas.JobSpec{Mode: schemas.Streaming, MaxDeliveries: 2}); err != nil {
 		t.Fatal(err)

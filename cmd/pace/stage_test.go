@@ -114,8 +114,8 @@ func (p *stageProc) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s exit after SIGTERM: %v", p.identity, err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s did not stop within 30s of SIGTERM", p.identity)
+	case <-time.After(2 * time.Minute): // a stop ends the wait at once; a slow machine must not fail it
+		t.Errorf("%s did not stop within 2 minutes of SIGTERM", p.identity)
 	}
 }
 

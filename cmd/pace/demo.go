@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
+
+	"github.com/pace-platform/pace/stages/manager"
 )
 
 //go:embed demo.yaml
@@ -26,10 +27,15 @@ var errDemoMissed = errors.New("the demo job missed its deadline")
 // errDemoDone ends `pace up --demo` cleanly once the report is printed.
 var errDemoDone = errors.New("demo finished")
 
-// demoJob returns the demo job document as JSON, with its items.
+// demoJob returns the demo job document as JSON, with its items. The
+// YAML is read as the manager reads it (manager.YAMLToJSON).
 func demoJob() ([]byte, error) {
+	doc, err := manager.YAMLToJSON(demoSpec)
+	if err != nil {
+		return nil, fmt.Errorf("demo job: %w", err)
+	}
 	var m map[string]any
-	if err := yaml.Unmarshal(demoSpec, &m); err != nil {
+	if err := json.Unmarshal(doc, &m); err != nil {
 		return nil, fmt.Errorf("demo job: %w", err)
 	}
 	items := make([]string, demoItems)

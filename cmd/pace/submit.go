@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
+
+	"github.com/pace-platform/pace/stages/manager"
 )
 
 type submitOptions struct {
@@ -69,8 +71,9 @@ func (o *submitOptions) run(ctx context.Context, a *app, file string) error {
 	return o.follow(ctx, a, c, out.JobID)
 }
 
-// readDoc reads a job document as JSON, converting YAML and inlining a
-// Pace spec's workload.file.
+// readDoc reads a job document as JSON, converting YAML as the manager
+// does (manager.YAMLToJSON: strings as written) and inlining a Pace spec's
+// workload.file. A JSON document is sent as it is.
 func readDoc(stdin io.Reader, file string) ([]byte, error) {
 	var raw []byte
 	var err error
@@ -82,17 +85,22 @@ func readDoc(stdin io.Reader, file string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := yaml.YAMLToJSON(raw) // JSON is YAML too
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	doc := raw
+	if !json.Valid(raw) {
+		if doc, err = manager.YAMLToJSON(raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
 	}
 	var m map[string]any
-	if json.Unmarshal(doc, &m) != nil {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // numbers are sent back as written, not as float64
+	if dec.Decode(&m) != nil {
 		return doc, nil // the server reports what is wrong with it
 	}
 	w, _ := m["workload"].(map[string]any)
 	name, _ := w["file"].(string)
-	if _, asperathos := m["plugin_info"]; asperathos || name == "" {
+	_, plugin := m["plugin"]
+	if _, info := m["plugin_info"]; plugin || info || name == "" {
 		return doc, nil
 	}
 	if !filepath.IsAbs(name) && file != "-" {

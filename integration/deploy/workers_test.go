@@ -114,7 +114,7 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 	}
 	admin := kubernetes.NewForConfigOrDie(cp.Admin)
 	var job *batchv1.Job
-	manager.poll(t, "the gate created the Job", 60*time.Second, func() bool {
+	manager.poll(t, "the gate created the Job", 2*time.Minute, func() bool {
 		j, err := admin.BatchV1().Jobs("pace-jobs").Get(ctx, kubeactuator.Name(created.JobID), metav1.GetOptions{})
 		job = j
 		return err == nil
@@ -137,7 +137,7 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 		Status  schemas.JobState `json:"status"`
 		ItemsOK int              `json:"items_ok"`
 	}
-	w.poll(t, "job finished", 90*time.Second, func() bool {
+	w.poll(t, "job finished", 3*time.Minute, func() bool {
 		manager.api(t, http.MethodGet, "/submissions/"+created.JobID, nil, &status)
 		return status.Status.Final()
 	})
@@ -157,7 +157,7 @@ func (p *stageProc) api(t *testing.T, method, path string, body, out any) int {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, p.url+path, &in)
 	if err != nil {

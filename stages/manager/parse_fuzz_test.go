@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -144,11 +143,12 @@ var specEquality = cmp.Options{
 	cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
 }
 
-// topLevel returns the fields of a JSON or YAML object document, or nil.
+// topLevel returns the fields of a JSON or YAML object document, or nil;
+// YAML is read as the manager reads it.
 func topLevel(doc []byte, ct string) map[string]json.RawMessage {
 	if ct == "application/yaml" {
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
+		j, errs := yamlJSON(doc)
+		if len(errs) > 0 {
 			return nil
 		}
 		doc = j

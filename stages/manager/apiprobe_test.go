@@ -103,7 +103,7 @@ func TestNATSRequestsAreAnsweredWithFieldErrors(t *testing.T) {
 			for k, v := range tt.header {
 				msg.Header.Set(k, v)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			reply, err := e.c.Conn().RequestMsgWithContext(ctx, msg)
 			if err != nil {

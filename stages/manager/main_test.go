@@ -50,7 +50,7 @@ func newEnvAt(t *testing.T, srv *bus.Server, opts ...envOption) *env {
 	e := &env{t: t, srv: srv, c: bustest.Client(t, srv), clock: clocktesting.NewFakeClock(time.Now())}
 	e.files = httptest.NewServer(workloads())
 	t.Cleanup(e.files.Close)
-	cfg := manager.Config{WorkloadTimeout: 2 * time.Second, MaxWorkloadBytes: 1 << 16, MaxBodyBytes: 1 << 16}
+	cfg := manager.Config{WorkloadTimeout: time.Minute, MaxWorkloadBytes: 1 << 16, MaxBodyBytes: 1 << 16}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -20,8 +20,15 @@ type Limits struct {
 	AdmissionMaxAge time.Duration `json:"admission_max_age,omitempty"`
 	LogsMaxAge      time.Duration `json:"logs_max_age,omitempty"`
 	// MetricsMaxBytes bounds the metrics stream's size, the oldest samples
-	// going first; zero means no bound but the server's store.
+	// going first; zero means its default in StreamMaxBytes.
 	MetricsMaxBytes int64 `json:"metrics_max_bytes,omitempty"`
+	// StreamMaxBytes bounds streams' sizes by family ("DECISIONS", "WORK",
+	// …: the stream name without the prefix); a family not listed gets its
+	// default (listed in docs/bus.md), a negative value no bound but the
+	// server's store. A full stream discards its oldest messages, but for
+	// the work, results, dead-letter and request streams, which refuse new
+	// ones: the publisher gets an error rather than losing an item.
+	StreamMaxBytes map[string]int64 `json:"stream_max_bytes,omitempty"`
 	// Replicas is the replication factor of streams and buckets, 1 to 5.
 	// Zero means auto: 3 when the JetStream cluster can place three
 	// replicas, else 1; auto never lowers an existing object's replicas
@@ -30,6 +37,42 @@ type Limits struct {
 	// LeaseTTL is how long a stage leader's lease lives without renewal
 	// (the leases bucket's TTL); zero means 10s.
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
+}
+
+// defaultStreamMaxBytes are the streams' default size bounds, by family.
+// JetStream reserves a bounded stream's bytes in the store of each server
+// holding it when the stream is created or scaled, so together they stay
+// well under 1 GiB (500 MiB), the smallest store Pace runs on (its tests'
+// servers; scaling a bus from one replica to three needs the headroom).
+// pace up's metrics bound, a quarter of --max-store, and
+// Limits.StreamMaxBytes raise them on larger stores.
+var defaultStreamMaxBytes = map[string]int64{
+	jobsFamily:       32 << 20,  // discard old: lifecycle events, ~300 B each
+	workFamily:       128 << 20, // discard new: queued items
+	resultsFamily:    64 << 20,  // discard new: one result per item until the job is cleaned
+	deadFamily:       16 << 20,  // discard new: dead-lettered items
+	metricsFamily:    128 << 20, // discard old: samples and progress
+	decisionsFamily:  32 << 20,  // discard old: ~600 B each, on change or per 30 s heartbeat
+	kubeFamily:       8 << 20,   // discard new: requests awaiting the gate
+	outcomesFamily:   8 << 20,   // discard old
+	admissionFamily:  16 << 20,  // discard old
+	logsFamily:       64 << 20,  // discard old
+	advisoriesFamily: 4 << 20,   // discard old, as before: a work queue of the server's advisories
+}
+
+// maxBytes is the size bound of a family's stream; -1 means none.
+func (l Limits) maxBytes(family string) int64 {
+	n, ok := l.StreamMaxBytes[family]
+	if !ok {
+		n = defaultStreamMaxBytes[family]
+		if family == metricsFamily && l.MetricsMaxBytes > 0 {
+			n = l.MetricsMaxBytes
+		}
+	}
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func (l Limits) withDefaults() Limits {
@@ -77,7 +120,7 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name: c.prefix.Stream(family), Description: desc, Subjects: subjects,
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage,
-			Replicas: l.Replicas, Discard: jetstream.DiscardOld,
+			Replicas: l.Replicas, Discard: jetstream.DiscardOld, MaxBytes: l.maxBytes(family),
 		}
 	}
 	jobs := s(jobsFamily, "job lifecycle events", p+".jobs.*.*")
@@ -89,9 +132,6 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	dead.Discard = jetstream.DiscardNew
 	metrics := s(metricsFamily, "raw samples and progress", p+".metrics.*.*")
 	metrics.MaxAge = l.MetricsMaxAge
-	if l.MetricsMaxBytes > 0 {
-		metrics.MaxBytes = l.MetricsMaxBytes
-	}
 	metrics.AllowMsgTTL = true // raw samples expire long before progress (Nats-TTL)
 	decisions := s(decisionsFamily, "scaling decisions", p+".decisions.*")
 	decisions.MaxAge = l.MetricsMaxAge

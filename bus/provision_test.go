@@ -99,3 +99,63 @@ func TestMoreJobsThanTheServersDefaultConsumerLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProvisionBoundsEveryStream: every stream has a byte bound by default
+// (issue 19: PACE_DECISIONS had none), the streams whose messages are items
+// or requests keep discarding new ones when full, a bound removed by hand
+// is put back, and Limits.StreamMaxBytes changes one.
+func TestProvisionBoundsEveryStream(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	discardNew := map[string]bool{"PACE_WORK": true, "PACE_RESULTS": true, "PACE_DEAD": true, "PACE_K8S": true}
+	config := func(name string) jetstream.StreamConfig {
+		t.Helper()
+		st, err := c.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config
+	}
+	var total int64
+	for _, name := range []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_DEAD", "PACE_METRICS", "PACE_DECISIONS",
+		"PACE_K8S", "PACE_K8S_OUTCOMES", "PACE_ADMISSION", "PACE_LOGS", "PACE_ADVISORIES"} {
+		cfg := config(name)
+		if cfg.MaxBytes <= 0 {
+			t.Errorf("%s: max bytes %d, want a bound", name, cfg.MaxBytes)
+		}
+		total += cfg.MaxBytes
+		if want := discardNew[name]; (cfg.Discard == jetstream.DiscardNew) != want {
+			t.Errorf("%s: discard %v, want discard new %v", name, cfg.Discard, want)
+		}
+	}
+	if total > 512<<20 {
+		t.Errorf("the bounds reserve %d MiB together, too much of the 1 GiB store of the smallest server", total>>20)
+	}
+	if got := config("PACE_DECISIONS").MaxBytes; got != 32<<20 {
+		t.Errorf("PACE_DECISIONS max bytes %d, want 32 MiB", got)
+	}
+
+	// Someone lifts the decisions' bound by hand: provisioning puts it back.
+	cfg := config("PACE_DECISIONS")
+	cfg.MaxBytes = -1
+	if _, err := c.JetStream().UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := config("PACE_DECISIONS").MaxBytes; got != 32<<20 {
+		t.Errorf("PACE_DECISIONS max bytes after re-provisioning %d, want 32 MiB", got)
+	}
+
+	// An operator's bounds: one smaller, one removed.
+	if err := c.Provision(ctx, bus.Limits{StreamMaxBytes: map[string]int64{"DECISIONS": 1 << 20, "LOGS": -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := config("PACE_DECISIONS").MaxBytes; got != 1<<20 {
+		t.Errorf("PACE_DECISIONS max bytes %d, want 1 MiB", got)
+	}
+	if got := config("PACE_LOGS").MaxBytes; got != -1 {
+		t.Errorf("PACE_LOGS max bytes %d, want none (-1)", got)
+	}
+}

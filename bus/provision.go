@@ -22,6 +22,10 @@ type Limits struct {
 	// MetricsMaxBytes bounds the metrics stream's size, the oldest samples
 	// going first; zero means its default in StreamMaxBytes.
 	MetricsMaxBytes int64 `json:"metrics_max_bytes,omitempty"`
+	// StoreBytes is the JetStream store the streams share: each stream's
+	// default bound is a fixed share of it (streamShares, 83.5 % in all).
+	// Zero means 600 MiB, whose shares add up to about 500 MiB.
+	StoreBytes int64 `json:"store_bytes,omitempty"`
 	// StreamMaxBytes bounds streams' sizes by family ("DECISIONS", "WORK",
 	// …: the stream name without the prefix); a family not listed gets its
 	// default (listed in docs/bus.md), a negative value no bound but the
@@ -39,32 +43,40 @@ type Limits struct {
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
 }
 
-// defaultStreamMaxBytes are the streams' default size bounds, by family.
-// JetStream reserves a bounded stream's bytes in the store of each server
-// holding it when the stream is created or scaled, so together they stay
-// well under 1 GiB (500 MiB), the smallest store Pace runs on (its tests'
-// servers; scaling a bus from one replica to three needs the headroom).
-// pace up's metrics bound, a quarter of --max-store, and
-// Limits.StreamMaxBytes raise them on larger stores.
-var defaultStreamMaxBytes = map[string]int64{
-	jobsFamily:       32 << 20,  // discard old: lifecycle events, ~300 B each
-	workFamily:       128 << 20, // discard new: queued items
-	resultsFamily:    64 << 20,  // discard new: one result per item until the job is cleaned
-	deadFamily:       16 << 20,  // discard new: dead-lettered items
-	metricsFamily:    128 << 20, // discard old: samples and progress
-	decisionsFamily:  32 << 20,  // discard old: ~600 B each, on change or per 30 s heartbeat
-	kubeFamily:       8 << 20,   // discard new: requests awaiting the gate
-	outcomesFamily:   8 << 20,   // discard old
-	admissionFamily:  16 << 20,  // discard old
-	logsFamily:       64 << 20,  // discard old
-	advisoriesFamily: 4 << 20,   // discard old, as before: a work queue of the server's advisories
+// defaultStoreBytes is the store the default bounds are shares of when
+// Limits.StoreBytes is zero: 500 MiB of bounds, within the smallest store
+// Pace runs on (its tests' servers, 1 GiB; scaling a bus from one replica to
+// three needs the headroom).
+const defaultStoreBytes = 600 << 20
+
+// streamShares are the streams' default size bounds, by family, in
+// thousandths of Limits.StoreBytes. JetStream reserves a bounded stream's
+// bytes in the store of each server holding it when the stream is created
+// or scaled, so together they stay under the store (83.5 %), leaving room for
+// the buckets and the dead-letter object store.
+var streamShares = map[string]int64{
+	jobsFamily:       30,  // discard old: lifecycle events, ~300 B each
+	workFamily:       250, // discard new: queued items
+	resultsFamily:    150, // discard new: one result per item until the job is cleaned
+	deadFamily:       30,  // discard new: dead-lettered items
+	metricsFamily:    200, // discard old: samples and progress
+	decisionsFamily:  30,  // discard old: ~600 B each, on change or per 30 s heartbeat
+	kubeFamily:       10,  // discard new: requests awaiting the gate
+	outcomesFamily:   10,  // discard old
+	admissionFamily:  25,  // discard old
+	logsFamily:       100, // discard old
+	advisoriesFamily: 5,   // discard old, as before: a work queue of the server's advisories
 }
 
 // maxBytes is the size bound of a family's stream; -1 means none.
 func (l Limits) maxBytes(family string) int64 {
 	n, ok := l.StreamMaxBytes[family]
 	if !ok {
-		n = defaultStreamMaxBytes[family]
+		store := l.StoreBytes
+		if store <= 0 {
+			store = defaultStoreBytes
+		}
+		n = store / 1000 * streamShares[family]
 		if family == metricsFamily && l.MetricsMaxBytes > 0 {
 			n = l.MetricsMaxBytes
 		}

@@ -131,8 +131,9 @@ func TestProvisionBoundsEveryStream(t *testing.T) {
 	if total > 512<<20 {
 		t.Errorf("the bounds reserve %d MiB together, too much of the 1 GiB store of the smallest server", total>>20)
 	}
-	if got := config("PACE_DECISIONS").MaxBytes; got != 32<<20 {
-		t.Errorf("PACE_DECISIONS max bytes %d, want 32 MiB", got)
+	const decisions = (600 << 20) / 1000 * 30 // 3 % of the default store
+	if got := config("PACE_DECISIONS").MaxBytes; got != decisions {
+		t.Errorf("PACE_DECISIONS max bytes %d, want 3 %% of 600 MiB", got)
 	}
 
 	// Someone lifts the decisions' bound by hand: provisioning puts it back.
@@ -144,8 +145,16 @@ func TestProvisionBoundsEveryStream(t *testing.T) {
 	if err := c.Provision(ctx, bus.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := config("PACE_DECISIONS").MaxBytes; got != 32<<20 {
-		t.Errorf("PACE_DECISIONS max bytes after re-provisioning %d, want 32 MiB", got)
+	if got := config("PACE_DECISIONS").MaxBytes; got != decisions {
+		t.Errorf("PACE_DECISIONS max bytes after re-provisioning %d, want %d", got, decisions)
+	}
+
+	// A larger store: every default bound is its share of it.
+	if err := c.Provision(ctx, bus.Limits{StoreBytes: 900 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := config("PACE_WORK").MaxBytes, int64(900<<20)/1000*250; got != want {
+		t.Errorf("PACE_WORK max bytes with a 900 MiB store %d, want a quarter, %d", got, want)
 	}
 
 	// An operator's bounds: one smaller, one removed.

@@ -140,6 +140,7 @@ type stageOptions struct {
 	nats     natsFlags
 	f        stageFlags
 	identity string
+	busStore byteSize // the store the streams share (--bus-store)
 }
 
 const stageCommon = `
@@ -166,7 +167,8 @@ func newStageRunCmd(a *app, d stageDef) *cobra.Command {
 	f := cmd.Flags()
 	o.nats.add(f)
 	o.f.http.add(f, ":8080", "HTTP listen address for health, metrics and (by stage) the API and UI")
-	o.f.prov.add(f, "no bound")
+	o.f.prov.add(f, "a fifth of --bus-store")
+	f.Var(&o.busStore, "bus-store", "JetStream store the streams share, e.g. 10GiB (the servers' max_file_store): each stream's size bound is a share of it, as docs/bus.md lists (default 600MiB)")
 	f.StringVar(&o.identity, "identity", "", "name of this replica in leader election and logs, unique per process (default: host name and process id)")
 	d.flags(&o.f, f)
 	return cmd
@@ -199,7 +201,7 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	// A stage started while its cluster recovers waits for it rather than
 	// exiting, for as long as it would wait for an unreachable server.
 	err = bus.RetryTemporary(ctx, log, o.nats.connectTimeout, "provision", func(ctx context.Context) error {
-		return c.Provision(ctx, o.f.prov.limits(0))
+		return c.Provision(ctx, o.f.prov.limits(int64(o.busStore)))
 	})
 	if err != nil {
 		return signalled(ctx, err)

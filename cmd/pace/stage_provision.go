@@ -33,12 +33,9 @@ func (p *provisionFlags) validate() error {
 	return nil
 }
 
-// limits are the bus settings the flags ask for; the metrics stream takes
-// a quarter of maxStore (0: no bound) unless --metrics-max-bytes says otherwise.
+// limits are the bus settings the flags ask for: each stream's bound is its
+// share of maxStore (0: of bus.Limits' default store), the metrics stream's
+// --metrics-max-bytes when given.
 func (p *provisionFlags) limits(maxStore int64) bus.Limits {
-	maxBytes := int64(p.maxBytes)
-	if maxBytes == 0 {
-		maxBytes = maxStore / 4
-	}
-	return bus.Limits{MetricsMaxAge: p.retention, MetricsMaxBytes: maxBytes, LeaseTTL: p.leaseTTL}
+	return bus.Limits{MetricsMaxAge: p.retention, MetricsMaxBytes: int64(p.maxBytes), StoreBytes: maxStore, LeaseTTL: p.leaseTTL}
 }

@@ -71,7 +71,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	f.Var(&o.maxStore, "max-store", "JetStream disk limit, e.g. 10GiB")
 	f.BoolVar(&o.syncAlways, "sync-always", false, "flush every write to disk before acknowledging it (slower, survives power loss)")
 	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
-	o.f.prov.add(f, "a quarter of --max-store")
+	o.f.prov.add(f, "a fifth of --max-store")
 	o.f.monitor.add(f)
 	o.f.fc.add(f)
 	o.f.manager.add(f)

@@ -95,7 +95,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	if err := c.PushItems(ctx, job, items); err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, bustest.MinWait)
 	defer cancel()
 	n := 0
 	for r, err := range c.Results(rctx, job) {

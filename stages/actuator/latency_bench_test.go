@@ -43,7 +43,7 @@ func BenchmarkProgressToRequest(b *testing.B) {
 	bustest.Run(b, actuator.New(c, log).Run)
 	select { // the reconcile at start asks for the initial replica
 	case <-requests:
-	case <-time.After(10 * time.Second):
+	case <-time.After(bustest.MinWait):
 		b.Fatal("no reconcile request")
 	}
 
@@ -63,7 +63,7 @@ func BenchmarkProgressToRequest(b *testing.B) {
 		select {
 		case at := <-requests:
 			latencies = append(latencies, at.Sub(sent))
-		case <-time.After(10 * time.Second):
+		case <-time.After(bustest.MinWait):
 			b.Fatalf("no request for progress %d", i)
 		}
 		replicas = 3 - replicas

@@ -63,7 +63,7 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 // waitRequest waits for a request to scale job to replicas.
 func waitRequest(t *testing.T, requests <-chan *schemas.KubeRequest, job string, replicas int) {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(bustest.MinWait)
 	for {
 		select {
 		case r := <-requests:

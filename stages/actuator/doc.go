@@ -16,9 +16,11 @@
 // (subresource scale) or verb delete. On start the Stage reconciles: every
 // ongoing job gets its last known replica count again, so a restarted Pace
 // restarts the workers of running jobs. A request that was not applied (its
-// outcome on pace.k8s.outcomes is rejected or failed) is forgotten, so the
-// job's next decision asks again even for the same count; so is a job that
-// ended.
+// outcome on pace.k8s.outcomes is rejected or failed) is asked again by the
+// Stage itself after 1 s, doubling up to a minute while it keeps failing,
+// unless a newer decision asked for something else meanwhile: controllers
+// repeat an unchanged decision only once per heartbeat. A job that ended is
+// forgotten.
 //
 // The Executor runs admitted requests with a runtime (the local process
 // runtime, or Kubernetes) and, when the count changed from the job record's,

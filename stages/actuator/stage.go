@@ -27,19 +27,32 @@ type Stage struct {
 	now func() time.Time
 
 	mu        sync.Mutex
-	requested map[string]int // job → replicas last requested; guarded by mu
+	requested map[string]request // job → what was last requested; guarded by mu
 }
+
+// request is what the stage last asked for a job.
+type request struct {
+	id       string // the request's id, which its outcome names
+	replicas int
+	retries  int // how many times in a row it was asked again after not being applied
+}
+
+// Retry delays of a request that was not applied: 1 s, doubling up to a minute.
+const (
+	retryFirst = time.Second
+	retryMax   = time.Minute
+)
 
 // New returns the stage.
 func New(c *bus.Client, log *slog.Logger) *Stage {
-	return &Stage{c: c, log: log.With("stage", "actuator"), now: time.Now, requested: map[string]int{}}
+	return &Stage{c: c, log: log.With("stage", "actuator"), now: time.Now, requested: map[string]request{}}
 }
 
 // Run follows request outcomes, reconciles running jobs, then consumes
 // decisions and job events until ctx ends; cancellation returns nil.
 func (s *Stage) Run(ctx context.Context) error {
 	p := s.c.Prefix()
-	outcomes, err := s.c.Conn().Subscribe(p.KubeOutcomes(), s.onOutcome)
+	outcomes, err := s.c.Conn().Subscribe(p.KubeOutcomes(), func(m *nats.Msg) { s.onOutcome(ctx, m) })
 	if err != nil {
 		return fmt.Errorf("actuator outcomes: %w", err)
 	}
@@ -181,25 +194,58 @@ func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
 
 // forget drops what was last requested for job, so that its next decision
 // or event asks again.
-func (s *Stage) forget(job string) (had bool) {
+func (s *Stage) forget(job string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, had = s.requested[job]
 	delete(s.requested, job)
-	return had
 }
 
-// onOutcome forgets what was last requested for a job whose request was
-// not applied (refused by the gate, failed in the runtime, or superseded),
-// so that the job's next decision asks again even for the same count:
-// controllers repeat their decision at every progress sample.
-func (s *Stage) onOutcome(m *nats.Msg) {
+// onOutcome asks again, after a backoff, for what was last requested for a
+// job when that request was not applied (refused by the gate, failed in the
+// runtime): decisions that keep a job's replicas come only once per
+// heartbeat, so the stage itself drives the job to the count it asked for.
+// The outcome of an older request (one superseded by a newer) is ignored.
+func (s *Stage) onOutcome(ctx context.Context, m *nats.Msg) {
 	out, err := bus.Decode[schemas.KubeOutcome](m.Data, m.Header)
 	if err != nil || out.Status == schemas.Applied || out.Job == "" {
 		return
 	}
-	if s.forget(out.Job) {
-		s.log.Info("request not applied, the next decision asks again", "job", out.Job, "status", out.Status, "reason", out.Reason)
+	s.mu.Lock()
+	last, ok := s.requested[out.Job]
+	current := ok && last.id == out.RequestID
+	if current {
+		delete(s.requested, out.Job)
+	}
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	delay := min(retryFirst<<min(last.retries, 6), retryMax)
+	s.log.Info("request not applied, asking again", "job", out.Job, "status", out.Status, "reason", out.Reason,
+		"replicas", last.replicas, "retry_in", delay)
+	time.AfterFunc(delay, func() { s.retry(ctx, out.Job, last) })
+}
+
+// retry asks again for last, unless the job asked for something since or
+// is no longer running.
+func (s *Stage) retry(ctx context.Context, job string, last request) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	_, asked := s.requested[job]
+	s.mu.Unlock()
+	if asked {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rec, err := s.c.Status(ctx, job)
+	if err != nil || rec.State != schemas.Ongoing {
+		return
+	}
+	if err := s.request(ctx, rec, last.replicas, "asking again: the last request was not applied", last.retries+1); err != nil {
+		s.log.Warn("request not published", "job", job, "err", err)
 	}
 }
 
@@ -209,15 +255,21 @@ func (s *Stage) onOutcome(m *nats.Msg) {
 // effects sampled and decided on again). A job's entry goes when the job
 // ends (onEvent) or when its last request was not applied (onOutcome).
 func (s *Stage) scale(ctx context.Context, rec *schemas.JobRecord, n int, reason string) error {
+	return s.request(ctx, rec, n, reason, 0)
+}
+
+// request is scale, retries being the number of times n was asked again.
+func (s *Stage) request(ctx context.Context, rec *schemas.JobRecord, n int, reason string, retries int) error {
 	s.mu.Lock()
-	if last, seen := s.requested[rec.ID]; seen && last == n {
+	if last, seen := s.requested[rec.ID]; seen && last.replicas == n {
 		s.mu.Unlock()
 		return nil
 	}
-	// Noted before publishing: an outcome arriving at once finds it to forget.
-	s.requested[rec.ID] = n
+	// Noted before publishing: an outcome arriving at once finds it.
+	req := &schemas.KubeRequest{ID: nuid.Next(), Verb: "patch", Subresource: "scale", Replicas: n}
+	s.requested[rec.ID] = request{id: req.ID, replicas: n, retries: retries}
 	s.mu.Unlock()
-	if err := s.publish(ctx, rec, &schemas.KubeRequest{Verb: "patch", Subresource: "scale", Replicas: n}, reason); err != nil {
+	if err := s.publish(ctx, rec, req, reason); err != nil {
 		s.forget(rec.ID)
 		return err
 	}
@@ -226,7 +278,10 @@ func (s *Stage) scale(ctx context.Context, rec *schemas.JobRecord, n int, reason
 
 // publish completes req with the job's identity and target and publishes it.
 func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schemas.KubeRequest, reason string) error {
-	req.ID, req.Job, req.At = nuid.Next(), rec.ID, s.now()
+	if req.ID == "" {
+		req.ID = nuid.Next()
+	}
+	req.Job, req.At = rec.ID, s.now()
 	req.APIGroup, req.Resource, req.Name = "batch", "jobs", "pace-"+rec.ID
 	req.Namespace = rec.Spec.Actuator.Namespace
 	if req.Namespace == "" {

@@ -12,17 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
-	"github.com/pace-platform/pace/flowcontrol/apf"
-	"github.com/pace-platform/pace/flowcontrol/eventclock"
-	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/actuator/local"
-	"github.com/pace-platform/pace/stages/gate"
 )
 
 var paceBin string
@@ -69,21 +64,12 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, g.Run)
 	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: 5 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.Run(t, rt.Run)
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{"local": actuator.Local(rt)}, log), gate.Config{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, gs.Run)
+	runGate(t, c, actuator.Local(rt), log)
 	bustest.Run(t, actuator.New(c, log).Run)
 	presence := c.Presence(nil)
 	bustest.Run(t, presence.Run)

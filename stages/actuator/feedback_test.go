@@ -94,17 +94,8 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 	requests := subscribe(t, c, c.Prefix().KubeRequests())
 	scaled := subscribe(t, c, c.Prefix().Jobs(job, schemas.EventScaled))
 
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, g.Run)
 	rt := &lockedRuntime{}
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, log), gate.Config{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, gs.Run)
+	runGate(t, c, rt, log)
 	// The actuator starts before the job exists, so that its reconcile at
 	// start (which asks for a job's initial replicas, at least 1) stays out.
 	st := actuator.New(c, log)
@@ -157,4 +148,21 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 	if len(scaled.msgs) != 1 {
 		t.Errorf("%d scaled events, want 1 (the change to 1)", len(scaled.msgs))
 	}
+}
+
+// runGate runs, until the test ends, an APF gate with kube's default
+// configuration whose executor applies admitted requests with rt as the
+// local runtime.
+func runGate(t *testing.T, c *bus.Client, rt actuator.Runtime, log *slog.Logger) {
+	t.Helper()
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, g.Run)
+	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, log), gate.Config{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, gs.Run)
 }

@@ -9,16 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
-	"github.com/pace-platform/pace/flowcontrol/apf"
-	"github.com/pace-platform/pace/flowcontrol/eventclock"
-	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
-	"github.com/pace-platform/pace/stages/gate"
 )
 
 func TestRetries(t *testing.T) {
@@ -127,17 +121,8 @@ func TestFailedRequestIsAskedAgain(t *testing.T) {
 		Replicas: schemas.Replicas{Initial: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, g.Run)
 	rt := &failOnceRuntime{}
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, log), gate.Config{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, gs.Run)
+	runGate(t, c, rt, log)
 	bustest.Run(t, actuator.New(c, log).Run) // its reconcile asks for the initial 3, which fails
 
 	// Waits are on the events themselves, with bounds generous enough for a

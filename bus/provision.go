@@ -139,7 +139,9 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	work := s(workFamily, "work items: the main and processing queues", p+".work.*")
 	work.Retention, work.Discard = jetstream.WorkQueuePolicy, jetstream.DiscardNew
 	results := s(resultsFamily, "exactly one result per item", p+".results.*.*")
-	results.Discard = jetstream.DiscardNew
+	// One message per subject, a second refused by the server itself: one
+	// result per item holds for every client, not only for Pace's SDK.
+	results.Discard, results.MaxMsgsPerSubject, results.DiscardNewPerSubject = jetstream.DiscardNew, 1, true
 	dead := s(deadFamily, "dead-lettered items", p+".dead.*")
 	dead.Discard = jetstream.DiscardNew
 	metrics := s(metricsFamily, "raw samples and progress", p+".metrics.*.*")

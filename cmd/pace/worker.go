@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +92,17 @@ func (o *workerOptions) run(ctx context.Context, a *app, job string) error {
 	return err // a stop by signal is a clean exit
 }
 
+// commandEnv is the environment of an item's command: the worker's own,
+// without the credentials the worker connects with (PACE_NATS_* but the
+// URL, PACE_TOKEN), and the item's job and id.
+func commandEnv(item *schemas.WorkItem) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return k == "PACE_TOKEN" || strings.HasPrefix(k, "PACE_NATS_") && k != "PACE_NATS_URL"
+	})
+	return append(env, "PACE_JOB="+item.Job, "PACE_ITEM_ID="+item.ID)
+}
+
 // stderrTail bounds the standard error kept in an item's error.
 const stderrTail = 2048
 
@@ -100,7 +112,7 @@ func execHandler(command string) bus.Handler {
 	return func(ctx context.Context, item *schemas.WorkItem) (string, error) {
 		cmd := exec.CommandContext(ctx, "sh", "-c", command)
 		cmd.Stdin = strings.NewReader(item.Payload)
-		cmd.Env = append(os.Environ(), "PACE_JOB="+item.Job, "PACE_ITEM_ID="+item.ID)
+		cmd.Env = commandEnv(item)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

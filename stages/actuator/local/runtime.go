@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -216,13 +217,34 @@ func (r *Runtime) command(w Worker, id string) *exec.Cmd {
 	} else {
 		cmd = exec.Command(w.Command[0], w.Command[1:]...)
 	}
-	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	cmd.Env = append(inheritedEnv(), r.cfg.Env...)
 	cmd.Env = append(cmd.Env, "PACE_NATS_URL="+r.cfg.NATSURL, "PACE_JOB="+w.Job, "PACE_WORKER_ID="+id)
 	for k, v := range w.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = procAttr()
 	return cmd
+}
+
+// inherited are the variables of Pace's own environment a replica gets: what
+// finds programs and files and sets the locale and time zone. Besides them a
+// replica gets Config.Env, the PACE_* variables that name its job and bus,
+// the bus credentials Pace itself connects with (PACE_NATS_*: a replica
+// connects as Pace does, until workers get credentials of their own) and
+// the job's env; nothing else of Pace's environment (API tokens, cloud
+// keys, InfluxDB credentials) reaches a tenant's command.
+var inherited = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// inheritedEnv is the part of Pace's environment a replica inherits.
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(inherited, k) || strings.HasPrefix(k, "PACE_NATS_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // replica is one supervised worker process, restarted when it exits on its own.

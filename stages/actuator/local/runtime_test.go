@@ -187,3 +187,34 @@ func TestScaleRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasGetACleanEnvironment: a replica's command sees PATH, HOME,
+// its job's variables and its own env, and none of Pace's other variables,
+// which may hold secrets.
+func TestReplicasGetACleanEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PACE_TOKEN", "s3cr3t-api-token")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-cloud-key")
+	t.Setenv("PACE_INFLUX_TOKEN", "s3cr3t-influx")
+	t.Setenv("HOME", dir)
+	r := newRuntime(t, time.Minute)
+	w := shell(dir, `env > "$DIR/env.tmp" && mv "$DIR/env.tmp" "$DIR/env"; while :; do sleep 0.05; done`)
+	w.Env["MY_SETTING"] = "mine"
+	if _, err := r.Scale(context.Background(), w, 1); err != nil {
+		t.Fatal(err)
+	}
+	var env string
+	eventually(t, "the replica's environment written", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "env"))
+		env = string(b)
+		return err == nil
+	})
+	for _, want := range []string{"PATH=", "HOME=" + dir, "PACE_JOB=j1", "PACE_WORKER_ID=j1-0", "PACE_NATS_URL=", "MY_SETTING=mine", "DIR=" + dir} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the replica's environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "s3cr3t") {
+		t.Errorf("a variable of Pace's own environment reached the replica:\n%s", env)
+	}
+}

@@ -6,7 +6,9 @@
 //	pace.decisions.<job> ─┐
 //	pace.jobs.<job>.*  ───┴─► Stage ──► pace.k8s.requests ──► gate (APF) ──► Executor ──► runtime
 //
-// The Stage publishes one schemas.KubeRequest per change of a job's desired
+// A job without a worker spec (no exec, command or image: a queue whose
+// workers its user runs, as pace push and pace worker create) is never
+// actuated. For the others, the Stage publishes one schemas.KubeRequest per change of a job's desired
 // replica count (decisions repeating the last request are skipped, zero
 // included: a job idling at zero gets one request, not one per decision), a scale
 // to the job's initial replicas when it starts, a scale to zero when it ends

@@ -150,6 +150,46 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 	}
 }
 
+// TestQueueOnlyJobIsNeverActuated: a job without a worker spec (a queue
+// that pace push or pace worker created, served by its user's workers) gets
+// no infrastructure request, whatever its decisions; a job with one does.
+func TestQueueOnlyJobIsNeverActuated(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	c := bustest.Client(t, bustest.Server(t))
+	requests := subscribe(t, c, c.Prefix().KubeRequests())
+	if _, err := c.DeclareJob(ctx, "queue", schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeclareJob(ctx, "served", schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
+		Replicas: schemas.Replicas{Min: 0, Max: 4, Initial: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, actuator.New(c, log).Run) // its reconcile skips the queue too
+	bustest.Eventually(t, 60*time.Second, "the actuator's decision consumer", func() bool {
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("DECISIONS"), "pace-actuator")
+		return err == nil
+	})
+	now := time.Now()
+	bustest.Publish(t, c, c.Prefix().Decisions("queue"), &schemas.Decision{Job: "queue", At: now, Replicas: 3, Reason: "scale up: 3"})
+	// Decisions are handled in order: once the served job's request is out,
+	// the queue's decision, published before, has been handled.
+	bustest.Publish(t, c, c.Prefix().Decisions("served"), &schemas.Decision{Job: "served", At: now, Replicas: 2, Reason: "scale up: 2"})
+	bustest.Eventually(t, 60*time.Second, "the served job's request", func() bool {
+		for _, req := range requests.requests(t) {
+			if req.Job == "served" && req.Replicas == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	for _, req := range requests.requests(t) {
+		if req.Job == "queue" {
+			t.Errorf("the queue-only job got a request: %s replicas %d", req.Verb, req.Replicas)
+		}
+	}
+}
+
 // runGate runs, until the test ends, an APF gate with kube's default
 // configuration whose executor applies admitted requests with rt as the
 // local runtime.

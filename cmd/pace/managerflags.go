@@ -38,13 +38,14 @@ func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 }
 
 // build returns the manager and its API, served on httpAddr, with links to
-// the UI at uiURL ("" = none). authn is the --token-file authenticator;
+// the UI at uiURL ("" = none); localMax is the local actuator's cap of
+// workers per job when one runs beside it (0: none). authn is the --token-file authenticator;
 // without one the API is open, which is logged as a warning (an error when
 // not on loopback).
-func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL string, log *slog.Logger) (*manager.Manager, *manager.API, error) {
+func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL}
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, LocalMaxReplicas: localMax}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

@@ -250,7 +250,11 @@ func wireManager(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	mgr, api, err := w.f.manager.build(w.c, authn, w.addr, w.f.uiURL, w.log)
+	localMax := 0 // pace up runs the local actuator beside the manager
+	if w.f.control.actuator == "local" {
+		localMax = w.f.control.replicas
+	}
+	mgr, api, err := w.f.manager.build(w.c, authn, w.addr, w.f.uiURL, localMax, w.log)
 	if err != nil {
 		return err
 	}
@@ -429,7 +433,7 @@ func wireVisualizer(_ context.Context, w *wiring) error {
 	}
 	jobs := w.mgr
 	if jobs == nil {
-		if jobs, _, err = w.f.manager.build(w.c, authn, w.addr, "", w.log); err != nil {
+		if jobs, _, err = w.f.manager.build(w.c, authn, w.addr, "", 0, w.log); err != nil {
 			return err
 		}
 	}

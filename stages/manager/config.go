@@ -31,6 +31,11 @@ type Config struct {
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
 	// VisualizerURL is the base URL of the web UI; empty when there is none.
 	VisualizerURL string `json:"visualizer_url,omitempty"`
+	// LocalMaxReplicas is the most workers the local actuator runs for one
+	// job: a job it would run (actuator local or unnamed, with a worker
+	// spec) asking for more is refused at submission. 0 means no local
+	// actuator runs beside this manager, or its cap is unknown.
+	LocalMaxReplicas int `json:"local_max_replicas,omitempty"`
 }
 
 // Defaults returns c with zero fields set to their defaults.

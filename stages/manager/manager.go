@@ -200,6 +200,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	sub.spec = sub.spec.WithDefaults()
 	more := sub.spec.Validate()
 	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
+	more = append(more, m.checkRuntime(&sub.spec)...)
 	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
 		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
 	}
@@ -229,6 +230,29 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		return nil, invalid(errs)
 	}
 	return sub, nil
+}
+
+// checkRuntime refuses replica bounds the runtime that would run the job
+// cannot meet: the local actuator runs at most Config.LocalMaxReplicas
+// workers of a job. A job without a worker spec is never actuated.
+func (m *Manager) checkRuntime(spec *schemas.JobSpec) field.ErrorList {
+	limit, name := m.cfg.LocalMaxReplicas, spec.Actuator.Name
+	w := spec.Worker
+	if limit == 0 || name != "" && name != schemas.LocalActuator || w.Exec == "" && len(w.Command) == 0 && w.Image == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	p := field.NewPath("spec", "replicas")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"min", spec.Replicas.Min}, {"max", spec.Replicas.Max}, {"initial", spec.Replicas.Initial}} {
+		if f.v > limit {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.v,
+				fmt.Sprintf("must be at most %d, the workers the local actuator runs for one job", limit)))
+		}
+	}
+	return errs
 }
 
 // create assigns an id and runs the job's first transitions.

@@ -34,15 +34,16 @@ const letterObjectTimeout = 10 * time.Second
 
 // objectStores returns the desired configuration of every object store;
 // Replicas is set by Provision.
-func (c *Client) objectStores() []jetstream.ObjectStoreConfig {
+func (c *Client) objectStores(l Limits) []jetstream.ObjectStoreConfig {
 	return []jetstream.ObjectStoreConfig{{Bucket: c.prefix.Bucket(lettersBucket),
-		Description: "bodies of malformed messages too large for their dead letters", Storage: jetstream.FileStorage}}
+		Description: "bodies of malformed messages too large for their dead letters", Storage: jetstream.FileStorage,
+		MaxBytes: l.bucketBytes(lettersBucket)}}
 }
 
 // ensureObjectStore is ensureStream for an object store.
 func (c *Client) ensureObjectStore(ctx context.Context, cfg jetstream.ObjectStoreConfig, old *jetstream.StreamConfig) error {
 	if covers(old, &jetstream.StreamConfig{Description: cfg.Description, Storage: cfg.Storage, Replicas: cfg.Replicas,
-		Discard: jetstream.DiscardNew}) {
+		MaxBytes: cfg.MaxBytes, Discard: jetstream.DiscardNew}) {
 		return nil
 	}
 	if _, err := c.js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {

@@ -131,6 +131,12 @@ func TestProvisionBoundsEveryStream(t *testing.T) {
 	if total > 512<<20 {
 		t.Errorf("the bounds reserve %d MiB together, too much of the 1 GiB store of the smallest server", total>>20)
 	}
+	for _, name := range []string{"KV_pace_jobs", "KV_pace_failures", "KV_pace_workers", "KV_pace_flowcontrol", "KV_pace_leases",
+		"OBJ_pace_dead_letters"} {
+		if cfg := config(name); cfg.MaxBytes <= 0 {
+			t.Errorf("%s: max bytes %d, want a bound", name, cfg.MaxBytes)
+		}
+	}
 	const decisions = (600 << 20) / 1000 * 30 // 3 % of the default store
 	if got := config("PACE_DECISIONS").MaxBytes; got != decisions {
 		t.Errorf("PACE_DECISIONS max bytes %d, want 3 %% of 600 MiB", got)

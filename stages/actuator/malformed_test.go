@@ -22,7 +22,7 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "garbled"
-	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
+	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"}}); err != nil {
 		t.Fatal(err)
 	}
 	requests := make(chan *schemas.KubeRequest, 8)

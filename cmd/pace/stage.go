@@ -67,8 +67,9 @@ through a durable consumer the replicas share.`,
 		long: `The controller runs each job's control plugin (docs/control.md) on its
 progress and publishes scaling decisions on pace.decisions.<job>. Plugins
 keep their state in memory, so it runs on the leader.`,
-		flags: func(*stageFlags, *pflag.FlagSet) {},
-		wire:  wireController},
+		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.addHeartbeat(fs) },
+		validate: func(f *stageFlags, _ string) error { return f.validateHeartbeat() },
+		wire:     wireController},
 	{name: "gate", short: "Admit infrastructure requests through APF and execute them",
 		long: `The gate consumes infrastructure requests (pace.k8s.requests), admits them
 through API Priority and Fairness and executes them on the job's runtime:

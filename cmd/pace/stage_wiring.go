@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pace-platform/pace/auth"
@@ -38,6 +39,31 @@ type stageFlags struct {
 	manager managerFlags
 	control controlFlags
 	uiURL   string
+	// heartbeat is how often the controller publishes a decision that keeps
+	// a job's replicas (--decision-heartbeat; 0: every decision).
+	heartbeat time.Duration
+}
+
+// addHeartbeat registers --decision-heartbeat.
+func (f *stageFlags) addHeartbeat(fs *pflag.FlagSet) {
+	fs.DurationVar(&f.heartbeat, "decision-heartbeat", controller.DefaultHeartbeat,
+		"how often a decision that keeps a job's replicas is published (a change is published at once; 0: every decision)")
+}
+
+// validateHeartbeat refuses a negative --decision-heartbeat.
+func (f *stageFlags) validateHeartbeat() error {
+	if f.heartbeat < 0 {
+		return usageError("--decision-heartbeat %s: must not be negative", f.heartbeat)
+	}
+	return nil
+}
+
+// controllerConfig is the controller stage's configuration the flags ask for.
+func (f *stageFlags) controllerConfig() controller.Config {
+	if f.heartbeat == 0 {
+		return controller.Config{Heartbeat: -1}
+	}
+	return controller.Config{Heartbeat: f.heartbeat}
 }
 
 // wiring assembles stages into one process: pace up wires all of them, pace
@@ -317,7 +343,7 @@ func wireSink(_ context.Context, w *wiring) error {
 
 func wireController(_ context.Context, w *wiring) error {
 	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
-		ctl, err := controller.New(w.c, controller.Config{}, controller.Builtin(), w.log)
+		ctl, err := controller.New(w.c, w.f.controllerConfig(), controller.Builtin(), w.log)
 		if err != nil {
 			return nil, nil, err
 		}

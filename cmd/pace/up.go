@@ -76,6 +76,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	o.f.fc.add(f)
 	o.f.manager.add(f)
 	o.f.control.add(f)
+	o.f.addHeartbeat(f)
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
 }
@@ -100,6 +101,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	if err := o.f.control.validate(o.natsListen); err != nil {
+		return err
+	}
+	if err := o.f.validateHeartbeat(); err != nil {
 		return err
 	}
 	data, err := filepath.Abs(o.data)

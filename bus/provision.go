@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -273,7 +274,11 @@ func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig, o
 	if covers(old, &cfg) {
 		return nil
 	}
-	st, err := c.js.CreateOrUpdateStream(ctx, cfg)
+	var st jetstream.Stream
+	err := c.attempt(ctx, "provision stream "+cfg.Name, func(ctx context.Context) (err error) {
+		st, err = c.js.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
 	}
@@ -311,10 +316,41 @@ func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
 			return nil
 		}
 	}
-	if _, err := c.js.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
+	err := c.attempt(ctx, "provision consumer "+deadLetterConsumer, func(ctx context.Context) error {
+		_, err := c.js.CreateOrUpdateConsumer(ctx, stream, want)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("provision consumer %s: %w", deadLetterConsumer, err)
 	}
 	return nil
+}
+
+// apiAttempt bounds one JetStream API call of provisioning.
+const apiAttempt = 15 * time.Second
+
+// attempt runs call with a context bounded by apiAttempt, again a second
+// later while its request goes unanswered and ctx lasts: a request the
+// cluster loses while a stream it has just scaled elects its leader is
+// asked again, not waited for until ctx ends (a provisioning waited 3
+// minutes so). An answer, even an error, is returned as it is.
+func (c *Client) attempt(ctx context.Context, what string, call func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		err := call(actx)
+		cancel()
+		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, nats.ErrNoResponders)
+		if !unanswered || ctx.Err() != nil {
+			return err
+		}
+		c.log.Warn(what+": no answer, asking again", "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // covers reports whether an existing stream's configuration has every

@@ -142,6 +142,11 @@ func (w WorkerSpec) IsZero() bool {
 		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0
 }
 
+// Runs reports whether w names workers for Pace to run (an exec command, a
+// command or an image). A job without them is a queue whose workers its
+// user runs (pace push, pace worker): it is never actuated.
+func (w WorkerSpec) Runs() bool { return w.Exec != "" || len(w.Command) > 0 || w.Image != "" }
+
 // Resources are Kubernetes container resources.
 type Resources struct {
 	Limits   map[string]string `json:"limits,omitempty"`

@@ -182,7 +182,7 @@ func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
 		}
 		return s.scale(ctx, rec, initialReplicas(rec.Spec), "job started")
 	case schemas.EventTerminated:
-		if actuated(rec.Spec) {
+		if rec.Spec.Worker.Runs() {
 			err = s.publish(ctx, rec, &schemas.KubeRequest{Verb: "delete"}, "job terminated")
 		}
 	default:
@@ -262,7 +262,7 @@ func (s *Stage) scale(ctx context.Context, rec *schemas.JobRecord, n int, reason
 
 // request is scale, retries being the number of times n was asked again.
 func (s *Stage) request(ctx context.Context, rec *schemas.JobRecord, n int, reason string, retries int) error {
-	if !actuated(rec.Spec) {
+	if !rec.Spec.Worker.Runs() {
 		return nil
 	}
 	s.mu.Lock()
@@ -305,13 +305,6 @@ func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schema
 	}
 	s.log.Info("infrastructure request", "job", rec.ID, "verb", req.Verb, "replicas", req.Replicas, "reason", reason)
 	return nil
-}
-
-// actuated reports whether Pace runs a job's workers: a job without a
-// worker spec (a queue created by pace push or pace worker, or a streaming
-// job served by its user's own workers) is never actuated.
-func actuated(spec schemas.JobSpec) bool {
-	return spec.Worker.Exec != "" || len(spec.Worker.Command) > 0 || spec.Worker.Image != ""
 }
 
 // initialReplicas is the worker count a job starts with.

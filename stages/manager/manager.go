@@ -237,8 +237,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 // workers of a job. A job without a worker spec is never actuated.
 func (m *Manager) checkRuntime(spec *schemas.JobSpec) field.ErrorList {
 	limit, name := m.cfg.LocalMaxReplicas, spec.Actuator.Name
-	w := spec.Worker
-	if limit == 0 || name != "" && name != schemas.LocalActuator || w.Exec == "" && len(w.Command) == 0 && w.Image == "" {
+	if limit == 0 || name != "" && name != schemas.LocalActuator || !spec.Worker.Runs() {
 		return nil
 	}
 	var errs field.ErrorList

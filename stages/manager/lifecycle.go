@@ -217,13 +217,20 @@ func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kep
 }
 
 // Run recovers the jobs' records from their events, serves submissions and
-// commands over NATS, and checks jobs every Config.Interval until ctx ends.
+// commands over NATS, and checks jobs every Config.Interval until ctx ends;
+// cancellation, even during recovery, returns nil.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := m.Recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while recovering: cancellation is how it stops
+		}
 		return err
 	}
 	stopNATS, err := m.serveNATS(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	defer stopNATS()

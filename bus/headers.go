@@ -61,12 +61,13 @@ func MessageContext(ctx context.Context, h nats.Header) context.Context {
 	return ctx
 }
 
-// NewMsg validates m and encodes it as a message on subject, with the schema,
-// correlation and trace headers. A message without a correlation id in ctx
-// starts a new correlation; the traceparent continues ctx's trace with a new
-// span id, or starts a trace.
+// NewMsg validates m and encodes it as a message on subject, with the schema
+// (its version from schemas.Version), correlation and trace headers. A
+// message without a correlation id in ctx starts a new correlation; the
+// traceparent continues ctx's trace with a new span id, or starts a trace.
 func NewMsg(ctx context.Context, subject string, m schemas.Message) (*nats.Msg, error) {
-	name, version := m.Schema()
+	name, _ := m.Schema()
+	version := schemas.Version(m)
 	if errs := m.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errs.ToAggregate())
 	}

@@ -27,6 +27,26 @@ type Message interface {
 	Validate() field.ErrorList
 }
 
+// VersionedMessage is implemented by a message whose version depends on
+// its content: MessageVersion, at most Schema's, is the lowest version of
+// its schema that describes it, and is written in its version header in
+// place of Schema's, so that readers of an older version keep reading the
+// messages that use nothing newer.
+type VersionedMessage interface {
+	Message
+	MessageVersion() int
+}
+
+// Version returns the version written in m's header: MessageVersion for a
+// VersionedMessage, else Schema's.
+func Version(m Message) int {
+	_, version := m.Schema()
+	if v, ok := m.(VersionedMessage); ok {
+		return min(v.MessageVersion(), version)
+	}
+	return version
+}
+
 // All returns one zero value of each message type, for schema generation and
 // documentation. The order is stable.
 func All() []Message {

@@ -88,6 +88,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"dead letter size without object", &schemas.DeadLetter{Job: "j", Reason: schemas.Malformed, RawSize: 1, At: at}, []string{"raw_size"}},
 		{"dead letter raw and object", &schemas.DeadLetter{Job: "j", Reason: schemas.Malformed, Raw: []byte{}, RawObject: "o", RawSize: 1, At: at}, []string{"raw_object"}},
 		{"dead item with an object", &schemas.DeadLetter{Job: "j", Reason: schemas.MaxDeliveries, RawObject: "o", RawSize: 1, At: at}, []string{"raw_object"}},
+		{"refused item", &schemas.DeadLetter{Job: "j", Reason: schemas.RefusedItem, Raw: []byte("x"), At: at}, nil},
+		{"refused item in an object", &schemas.DeadLetter{Job: "j", Reason: schemas.RefusedItem, RawObject: "o", RawSize: 1, At: at}, nil},
 		{"kube request both resource and path", &schemas.KubeRequest{ID: "r", User: "u", Verb: "get", Resource: "jobs", Path: "/x", At: at}, []string{"resource"}},
 		{"rejection without reason", &schemas.AdmissionEvent{PriorityLevel: "p", FlowSchema: "f", Outcome: schemas.Refused, At: at}, []string{"reason"}},
 		{"sample negative pending", &schemas.Sample{Job: "j", At: at, Pending: -1}, []string{"pending"}},
@@ -214,3 +216,19 @@ func TestDeadlineJSON(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A refused letter needs dead_letter version 4; every other letter is
+// labeled 3, what readers of version 3 read.
+func TestDeadLetterVersion(t *testing.T) {
+	for _, tt := range []struct {
+		reason schemas.DeadReason
+		want   int
+	}{{schemas.MaxDeliveries, 3}, {schemas.Malformed, 3}, {schemas.RefusedItem, 4}} {
+		if got := schemas.Version(&schemas.DeadLetter{Reason: tt.reason}); got != tt.want {
+			t.Errorf("version of a %s letter = %d, want %d", tt.reason, got, tt.want)
+		}
+	}
+	if got := schemas.Version(&schemas.WorkItem{}); got != 1 {
+		t.Errorf("version of a work item = %d, want 1 (its Schema's)", got)
+	}
+}

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -64,7 +65,16 @@ const (
 	MaxDeliveries DeadReason = "max_deliveries"
 	// Malformed: the message could not be decoded or was invalid.
 	Malformed DeadReason = "malformed"
+	// RefusedItem: the item was published to a job that does not accept items
+	// (no such job, or one that is stopped, completed, failed, terminated
+	// or in error); LastError says which. Raw and Header keep the message
+	// as it was published, so that it can be sent again once the job
+	// accepts items. Since version 4.
+	RefusedItem DeadReason = "refused"
 )
+
+// DeadReasons lists every reason, in the order they were introduced.
+var DeadReasons = []DeadReason{MaxDeliveries, Malformed, RefusedItem}
 
 // DeadLetter is a message Pace gave up on: a work item on pace.dead.<job>,
 // or a message a stage could not read on pace.metrics.<job>.dead. It keeps
@@ -83,26 +93,37 @@ const (
 // refuses the letter rather than misread it as an empty body, and because
 // version 2's JSON Schema allows no other property. Readers of version 3
 // read versions 1 and 2.
+//
+// Version 4 adds the reason refused (an item published to a job that does
+// not accept items). A new value of an enumeration is a contract change:
+// a version 3 reader validates the reason and would refuse such a letter
+// as malformed, blaming the letter rather than its own age, and its JSON
+// Schema names the reasons it knows. So the version is raised, but only
+// for the letters that need it: MessageVersion labels a refused letter 4
+// and every other letter 3, which is all they use, so that readers of
+// version 3 keep reading the letters they understand while writers are
+// upgraded first. Readers of version 4 read versions 1 to 4.
 type DeadLetter struct {
 	Job string `json:"job"`
-	// ItemID is empty when a malformed message had no readable id.
+	// ItemID is empty when a malformed or refused message had no readable id.
 	ItemID string     `json:"item_id,omitempty"`
-	Reason DeadReason `json:"reason"`
+	Reason DeadReason `json:"reason" jsonschema:"enum=max_deliveries,enum=malformed,enum=refused"`
 	// LastError is the last failure reported by a worker, or why the
 	// message could not be read.
 	LastError  string `json:"last_error,omitempty"`
 	Deliveries int    `json:"deliveries,omitempty"`
-	// Payload is the item's payload (reason max_deliveries); empty for a
-	// malformed message, which Raw keeps.
+	// Payload is the item's payload (reason max_deliveries, and refused
+	// when the message is a readable item); empty for a malformed message,
+	// which Raw keeps.
 	Payload string `json:"payload"`
 	// Subject is the subject the message was published to.
 	Subject string `json:"subject,omitempty"`
-	// Raw is a malformed message's body, byte for byte; empty, not absent,
-	// for an empty body.
+	// Raw is a malformed or refused message's body, byte for byte; empty,
+	// not absent, for an empty body.
 	Raw []byte `json:"raw,omitzero"`
 	// RawObject, when set, names the object of the dead-letter object
-	// store that holds a malformed message's body, byte for byte, in
-	// place of Raw; RawSize is its length in bytes.
+	// store that holds a malformed or refused message's body, byte for
+	// byte, in place of Raw; RawSize is its length in bytes.
 	RawObject string `json:"raw_object,omitempty"`
 	RawSize   int64  `json:"raw_size,omitempty"`
 	// Header holds the message's NATS headers (schema, correlation id,
@@ -114,7 +135,16 @@ type DeadLetter struct {
 }
 
 // Schema implements Message.
-func (*DeadLetter) Schema() (string, int) { return "dead_letter", 3 }
+func (*DeadLetter) Schema() (string, int) { return "dead_letter", 4 }
+
+// MessageVersion implements VersionedMessage: 4 for a refused letter, 3
+// (what readers of version 3 read) for every other.
+func (d *DeadLetter) MessageVersion() int {
+	if d.Reason == RefusedItem {
+		return 4
+	}
+	return 3
+}
 
 // Validate implements Message.
 func (d *DeadLetter) Validate() field.ErrorList {
@@ -122,8 +152,8 @@ func (d *DeadLetter) Validate() field.ErrorList {
 	if d.ItemID != "" {
 		errs = validateToken(errs, field.NewPath("item_id"), d.ItemID)
 	}
-	if d.Reason != MaxDeliveries && d.Reason != Malformed {
-		errs = append(errs, field.NotSupported(field.NewPath("reason"), d.Reason, []DeadReason{MaxDeliveries, Malformed}))
+	if !slices.Contains(DeadReasons, d.Reason) {
+		errs = append(errs, field.NotSupported(field.NewPath("reason"), d.Reason, DeadReasons))
 	}
 	if d.At.IsZero() {
 		errs = append(errs, field.Required(field.NewPath("at"), ""))
@@ -132,8 +162,8 @@ func (d *DeadLetter) Validate() field.ErrorList {
 	case d.RawObject == "" && d.RawSize != 0:
 		errs = append(errs, field.Invalid(field.NewPath("raw_size"), d.RawSize, "must be absent without raw_object"))
 	case d.RawObject == "":
-	case d.Reason != Malformed:
-		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "only a malformed message's letter keeps its body"))
+	case d.Reason != Malformed && d.Reason != RefusedItem:
+		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "only a malformed or refused message's letter keeps its body"))
 	case d.Raw != nil:
 		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "must be absent with raw"))
 	case d.RawSize <= 0:

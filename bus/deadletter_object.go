@@ -96,6 +96,9 @@ func (c *Client) publishLetterObject(ctx context.Context, subject string, d *sch
 	}
 	ref := *d
 	ref.Raw, ref.RawObject, ref.RawSize = nil, letterObjectName(subject, key, d.Raw), int64(len(d.Raw))
+	if ref.Reason == schemas.RefusedItem {
+		ref.Payload = "" // part of the body, which would not fit twice
+	}
 	if err := c.putLetterObject(ctx, obs, ref.RawObject, d); err != nil {
 		return false, fmt.Errorf("keep the %d-byte body of %s's dead letter in %s: %w", len(d.Raw), d.Job, c.prefix.Bucket(lettersBucket), err)
 	}
@@ -114,7 +117,7 @@ func (c *Client) putLetterObject(ctx context.Context, obs jetstream.ObjectStore,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), letterObjectTimeout)
 	defer cancel()
-	_, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "body of a malformed message on " + d.Subject},
+	_, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "body of a " + string(d.Reason) + " message on " + d.Subject},
 		bytes.NewReader(d.Raw))
 	return err
 }

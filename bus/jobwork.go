@@ -18,6 +18,10 @@ type WorkState struct {
 	// Results counts items with a result; Dead counts the job's items
 	// with a dead letter and no result, and its unreadable messages.
 	Results, Dead int
+	// Refused counts the letters of items published to the job while it
+	// did not accept items (reason refused): they were never its work, so
+	// Dead leaves them out.
+	Refused int
 }
 
 // JobWork returns where job's items are.
@@ -42,32 +46,35 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 		return ws, err
 	}
 	if dead[c.prefix.Dead(job)] > 0 {
-		ws.Dead, err = c.deadItems(ctx, job, results)
+		ws.Dead, ws.Refused, err = c.deadItems(ctx, job, results)
 	}
 	return ws, err
 }
 
 // deadItems counts job's items with a dead letter and no result in
 // results (counts per result subject), once each however many letters they
-// have, and its letters of unreadable messages. A letter can outlive its
-// item's result: the item succeeded late, or a redrive was interrupted
-// before it removed the letter. It reads every letter of job, which a job
-// without dead letters is spared.
-func (c *Client) deadItems(ctx context.Context, job string, results map[string]uint64) (int, error) {
-	n, seen := 0, map[string]bool{}
+// have, and its letters of unreadable messages; and, apart, its refused
+// items' letters. A letter can outlive its item's result: the item
+// succeeded late, or a redrive was interrupted before it removed the
+// letter. It reads every letter of job, which a job without dead letters
+// is spared.
+func (c *Client) deadItems(ctx context.Context, job string, results map[string]uint64) (dead, refused int, err error) {
+	seen := map[string]bool{}
 	for l, err := range c.Letters(ctx, DeadItems, job, false) {
 		if err != nil {
-			return 0, fmt.Errorf("dead letters of %s: %w", job, err)
+			return 0, 0, fmt.Errorf("dead letters of %s: %w", job, err)
 		}
 		switch {
+		case l.Reason == schemas.RefusedItem:
+			refused++
 		case l.ItemID == "":
-			n++
+			dead++
 		case !seen[l.ItemID] && results[c.prefix.Results(job, l.ItemID)] == 0:
 			seen[l.ItemID] = true
-			n++
+			dead++
 		}
 	}
-	return n, nil
+	return dead, refused, nil
 }
 
 func (c *Client) subjectCounts(ctx context.Context, family, filter string) (map[string]uint64, error) {
@@ -143,6 +150,14 @@ func (c *Client) ReleaseWork(ctx context.Context, job string) error {
 	if err := c.purgeWork(ctx, job); err != nil {
 		return err
 	}
+	return c.DeleteWorkConsumer(ctx, job)
+}
+
+// DeleteWorkConsumer deletes job's work consumer, leaving its items on the
+// work stream: the manager moves the items a finished job still has to its
+// dead letters (RefuseWork) rather than purge them. One already gone is no
+// error.
+func (c *Client) DeleteWorkConsumer(ctx context.Context, job string) error {
 	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("delete work consumer of %s: %w", job, err)

@@ -24,7 +24,10 @@ var ErrHasResult = errors.New("item already has a result")
 // RawObject names, and Header, to Subject), presumably after fixing what
 // made it unreadable; an item that used up its deliveries goes back as the
 // same item (id and payload) on its job's queue, which must still be
-// running (ErrJobFinished otherwise).
+// running (ErrJobFinished otherwise). A refused item (published to a job
+// that did not accept items) goes back as it was kept, to its job, which
+// must now accept items (ErrJobFinished otherwise; a job that still does
+// not exist is created as a streaming job, as PushItems creates it).
 //
 // The letter is removed only once the server has acknowledged the message,
 // so nothing is lost; then the object keeping its body, if any (a redrive
@@ -56,6 +59,15 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 	}
 	var msg *nats.Msg
 	switch {
+	case d.Reason == schemas.RefusedItem && (d.Raw != nil || d.RawObject != "") && d.Subject == c.prefix.Work(d.Job):
+		rec, err := c.OpenJob(ctx, d.Job)
+		if err != nil {
+			return err
+		}
+		if rec.State.Final() || rec.StopRequested {
+			return fmt.Errorf("redrive to %s: %w (%s)", d.Job, ErrJobFinished, rec.State)
+		}
+		fallthrough
 	case d.Reason == schemas.Malformed && (d.Raw != nil || d.RawObject != "") && d.Subject != "":
 		body, err := c.LetterBody(ctx, d)
 		if err != nil {

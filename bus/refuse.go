@@ -1,0 +1,110 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// QueuedWork is what the work stream holds, by subject, as one
+// stream-info request reads it.
+type QueuedWork struct {
+	// Subjects maps each pace.work.<job> subject holding messages to how
+	// many it holds (queued and in flight).
+	Subjects map[string]uint64
+	// LastSeq is the stream's last sequence at that moment: every
+	// counted message has a sequence at most LastSeq.
+	LastSeq uint64
+}
+
+// QueuedWork counts the work stream's messages by subject, in one request
+// however many jobs there are (nats.go pages through very many subjects).
+func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
+	name := c.prefix.Stream(workFamily)
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return QueuedWork{}, fmt.Errorf("stream %s: %w", name, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.prefix.Work("*")))
+	if err != nil {
+		return QueuedWork{}, fmt.Errorf("stream %s subjects: %w", name, err)
+	}
+	return QueuedWork{Subjects: info.State.Subjects, LastSeq: info.State.LastSeq}, nil
+}
+
+// RefuseWork moves the messages of subject (a pace.work.<job> subject)
+// with a sequence at most upTo to the job's dead letters (pace.dead.<job>)
+// as refused, with why as their last error, and returns how many it moved.
+// It is how items published to a job that does not accept them leave the
+// work stream.
+//
+// Each letter keeps the message byte for byte (Raw, Header, Subject; a
+// body too large for its letter goes to the dead-letter object store),
+// and the item's id and payload when it is a readable work item, so that
+// Redrive can send it again. The letter is stored first, with a
+// Nats-Msg-Id naming the message's stream sequence, and only then is the
+// message deleted by sequence: a call interrupted between the two, or
+// two concurrent ones, store one letter (within PACE_DEAD's 2-minute
+// duplicate window) and lose nothing. A message that a worker takes and
+// acknowledges meanwhile is gone when the deletion comes, which is no
+// error; its letter then stands beside its result, as a letter can.
+// A letter too large for the bus even without the body is logged as an
+// error and its message left where it is.
+func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, why string) (int, error) {
+	name := c.prefix.Stream(workFamily)
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", name, err)
+	}
+	job := c.prefix.SubjectJob(subject)
+	moved := 0
+	for seq := uint64(1); seq <= upTo; {
+		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return moved, nil
+		}
+		if err != nil {
+			return moved, fmt.Errorf("read %s from sequence %d: %w", subject, seq, err)
+		}
+		if raw.Sequence > upTo {
+			return moved, nil
+		}
+		seq = raw.Sequence + 1
+		d := RefusedLetter(job, raw.Subject, raw.Data, raw.Header, why, c.now())
+		d.Sequence = raw.Sequence
+		key := fmt.Sprintf("refused/%s/%d", name, raw.Sequence)
+		_, err = c.publishLetter(MessageContext(ctx, raw.Header), c.prefix.Dead(job), d, key)
+		if errors.Is(err, nats.ErrMaxPayload) {
+			c.log.Error("refused item's dead letter too large for the bus; item left on the work stream",
+				"job", job, "subject", subject, "seq", raw.Sequence, "err", err)
+			continue
+		}
+		if err != nil {
+			return moved, err
+		}
+		if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return moved, fmt.Errorf("remove refused item %d of %s: %w", raw.Sequence, subject, err)
+		}
+		moved++
+	}
+	return moved, nil
+}
+
+// RefusedLetter returns the dead letter of a message published on subject
+// to job, which does not accept items (why says how): the message kept
+// byte for byte, and its item id and payload when it is a readable work
+// item. Callers set Sequence.
+func RefusedLetter(job, subject string, data []byte, h nats.Header, why string, at time.Time) *schemas.DeadLetter {
+	d := MalformedLetter(job, subject, data, h, errors.New(why), at)
+	d.Reason = schemas.RefusedItem
+	if it, err := Decode[schemas.WorkItem](data, h); err == nil {
+		d.ItemID, d.Payload = it.ID, it.Payload
+	}
+	return d
+}

@@ -1,0 +1,80 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// RefuseWork stores each letter before it deletes the item, keyed by the
+// item's sequence: a retry after a crash between the two stores no second
+// letter. Only items up to the given sequence move; a body too large for
+// its letter goes to the object store; letters are labeled version 4.
+func TestRefuseWork(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	js := c.JetStream()
+	const subject = "pace.work.gone"
+	var seqs []uint64
+	for _, body := range [][]byte{[]byte(`{"id":"a","job":"gone","payload":"first"}`), hugeBody(t), []byte("later")} {
+		ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	// A refusal that stored the first letter and crashed before deleting.
+	crashed := bus.RefusedLetter("gone", subject, []byte(`{"id":"a","job":"gone","payload":"first"}`), nil, "no such job",
+		time.Now())
+	crashed.Sequence = seqs[0]
+	if err := c.PublishDeadLetter(ctx, "pace.dead.gone", crashed, fmt.Sprintf("refused/PACE_WORK/%d", seqs[0])); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := c.RefuseWork(ctx, subject, seqs[1], "no such job")
+	if err != nil || n != 2 {
+		t.Fatalf("RefuseWork = %d, %v; want 2 moved", n, err)
+	}
+	q, err := c.QueuedWork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Subjects[subject] != 1 || q.LastSeq != seqs[2] {
+		t.Errorf("queued = %v (last %d), want the item past the bound left (last %d)", q.Subjects, q.LastSeq, seqs[2])
+	}
+	var letters []*bus.StoredLetter
+	for l, err := range c.Letters(ctx, bus.DeadItems, "gone", false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		letters = append(letters, l)
+	}
+	if len(letters) != 2 {
+		t.Fatalf("%d letters, want 2 (one per item)", len(letters))
+	}
+	if l := letters[0]; l.ItemID != "a" || l.Payload != "first" || l.Sequence != seqs[0] || l.Reason != schemas.RefusedItem {
+		t.Errorf("first letter %+v, want item a, its payload and sequence", l.DeadLetter)
+	}
+	if l := letters[1]; l.RawObject == "" || l.RawSize != int64(len(hugeBody(t))) || l.Payload != "" {
+		t.Errorf("second letter %+v, want its body in the object store", l.DeadLetter)
+	}
+	if body, err := c.LetterBody(ctx, letters[1].DeadLetter); err != nil || !bytes.Equal(body, hugeBody(t)) {
+		t.Errorf("second letter's body: %d bytes (%v), want the item byte for byte", len(body), err)
+	}
+	st, err := js.Stream(ctx, "PACE_DEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctx, letters[1].Seq)
+	if err != nil || m.Header.Get(schemas.HeaderSchemaVersion) != "4" {
+		t.Errorf("refused letter version %q (%v), want 4", m.Header.Get(schemas.HeaderSchemaVersion), err)
+	}
+}

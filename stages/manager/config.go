@@ -22,6 +22,14 @@ type Config struct {
 	// Interval is how often running jobs are checked for completion and
 	// finished ones for cleanup; 0 means 1s.
 	Interval time.Duration `json:"interval,omitempty"`
+	// StraySweep is how often the work stream is checked for items
+	// published to jobs that do not accept them (see SweepStrays); a job's
+	// end triggers a check too. 0 means 2s.
+	StraySweep time.Duration `json:"stray_sweep,omitempty"`
+	// StrayGrace is how long items of a job that does not exist wait
+	// before they are refused as such: a client may publish a job's first
+	// items just before it creates the job. 0 means 5s.
+	StrayGrace time.Duration `json:"stray_grace,omitempty"`
 	// Open runs the API without authentication: every caller may see and
 	// change every job. Without it anonymous callers are refused.
 	Open bool `json:"open,omitempty"`
@@ -55,6 +63,12 @@ func (c Config) Defaults() Config {
 	if c.Interval == 0 {
 		c.Interval = time.Second
 	}
+	if c.StraySweep == 0 {
+		c.StraySweep = 2 * time.Second
+	}
+	if c.StrayGrace == 0 {
+		c.StrayGrace = 5 * time.Second
+	}
 	return c
 }
 
@@ -66,7 +80,8 @@ func (c Config) Validate() (errs field.ErrorList) {
 		}
 	}
 	for name, v := range map[string]time.Duration{"workload_timeout": c.WorkloadTimeout,
-		"request_timeout": c.RequestTimeout, "interval": c.Interval} {
+		"request_timeout": c.RequestTimeout, "interval": c.Interval, "stray_sweep": c.StraySweep,
+		"stray_grace": c.StrayGrace} {
 		if v <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), v.String(), "must be positive"))
 		}

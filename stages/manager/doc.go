@@ -19,6 +19,12 @@
 // on the terminated event. A finished job's resources are released
 // (cleaned event) after its resources_lifetime.
 //
+// Stray items. Only created and ongoing jobs accept items, but NATS stores
+// whatever a permitted client publishes on pace.work.<job>. SweepStrays
+// (every Config.StraySweep, and when a job ends) moves the items of jobs
+// that do not exist (after Config.StrayGrace) or are finished to their
+// dead letters, reason refused; see strays.go.
+//
 // Validation happens before a job is accepted: every problem of a
 // submission is reported at once with its field path, and nothing is
 // written to the bus for a refused one (unlike Asperathos, which answers

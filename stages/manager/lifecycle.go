@@ -168,8 +168,12 @@ func (m *Manager) Terminate(ctx context.Context, u auth.User, id string) (*schem
 		return nil, err
 	}
 	m.log.Info("job terminated", "job", id, "by", u.Name)
-	return m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated, State: schemas.Terminated,
+	rec, err = m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated, State: schemas.Terminated,
 		Reason: "terminated by " + u.Name})
+	if err == nil {
+		m.jobEnded()
+	}
+	return rec, err
 }
 
 // Delete removes a finished job and everything stored about it. A job
@@ -217,8 +221,10 @@ func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kep
 }
 
 // Run recovers the jobs' records from their events, serves submissions and
-// commands over NATS, and checks jobs every Config.Interval until ctx ends;
-// cancellation, even during recovery, returns nil.
+// commands over NATS, checks jobs every Config.Interval and the work
+// stream for stray items every Config.StraySweep and when a job ends (see
+// SweepStrays), until ctx ends; cancellation, even during recovery,
+// returns nil.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := m.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -236,13 +242,20 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer stopNATS()
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
+	sweep := m.clock.NewTicker(m.cfg.StraySweep)
+	defer sweep.Stop()
 	m.Reconcile(ctx)
+	m.SweepStrays(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
 			m.Reconcile(ctx)
+		case <-sweep.C():
+			m.SweepStrays(ctx)
+		case <-m.ended:
+			m.SweepStrays(ctx)
 		}
 	}
 }
@@ -326,11 +339,17 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		_, err = m.emit(ctx, ev)
 		if err == nil {
 			m.log.Info("job finished", "job", rec.ID, "state", ev.State, "results", ws.Results, "dead", ws.Dead)
+			m.jobEnded()
 		}
 		return err
 	}
 	if rec.CleanedAt.IsZero() && !m.clock.Now().Before(rec.FinishedAt.Add(rec.Spec.ResourcesLifetime.D())) {
-		if err := m.bus.ReleaseWork(ctx, rec.ID); err != nil {
+		// Items still queued were published after it ended: they go to its
+		// dead letters, not unseen with a purge.
+		if err := m.refuseStrays(ctx, rec); err != nil {
+			return err
+		}
+		if err := m.bus.DeleteWorkConsumer(ctx, rec.ID); err != nil {
 			return err
 		}
 		_, err := m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventCleaned, State: rec.State,

@@ -44,6 +44,13 @@ type Manager struct {
 	submitting map[string]bool
 
 	reconciling sync.Mutex // one reconcile pass at a time
+
+	metrics *strayMetrics
+	ended   chan struct{} // a job ended: sweep for stray items soon
+
+	// sweeping guards sightings: one stray-item sweep at a time.
+	sweeping  sync.Mutex
+	sightings map[string]sighting // by work subject, items of jobs not found
 }
 
 // Option configures New.
@@ -79,7 +86,8 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("manager config: %w", errs.ToAggregate())
 	}
 	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
-		httpClient: http.DefaultClient, random: rand.Reader, submitting: map[string]bool{}}
+		httpClient: http.DefaultClient, random: rand.Reader, submitting: map[string]bool{},
+		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{}}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
 			return nil, err

@@ -65,6 +65,8 @@ func (m *Manager) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed,
 	if err != nil {
 		return nil, nil, err
 	}
+	// Items refused while the job did not accept items were never its work.
+	dead = slices.DeleteFunc(dead, func(d *schemas.DeadLetter) bool { return d.Reason == schemas.RefusedItem })
 	progress, err := m.bus.StoredProgress(ctx, rec.ID)
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,144 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Stray items. Anyone allowed to publish on pace.work.<job> can do so
+// whatever the job's state: NATS cannot refuse a publish because of a
+// record in a key-value bucket, and the work stream acknowledges the item.
+// Items published to a job that does not accept them (none exists, or it
+// is completed, failed, stopped, terminated or in error) would stay on the
+// work stream forever, so the manager moves them to the job's dead letters
+// (reason refused), from where an operator can redrive them. Items of a
+// created or ongoing job are never touched, nor those of a job whose stop
+// was requested but which has not stopped yet: a stopping batch job drops
+// its queue, a stopping streaming job drains it.
+
+// noSuchJob is the last error of an item refused for want of its job.
+const noSuchJob = "no such job"
+
+// sighting is when a sweep first saw items of a job that did not exist,
+// and the work stream's last sequence then: its items up to that sequence
+// are refused once the job has not appeared for Config.StrayGrace.
+type sighting struct {
+	at      time.Time
+	lastSeq uint64
+}
+
+// strayMetrics counts refused items.
+type strayMetrics struct {
+	refused *prometheus.CounterVec
+}
+
+func newStrayMetrics() *strayMetrics {
+	return &strayMetrics{refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pace_manager_items_refused_total",
+		Help: "Items published to a job that did not accept them, moved to its dead letters (reason refused), " +
+			"by the job's state: no_such_job, completed, failed, stopped, terminated or error.",
+	}, []string{"reason"})}
+}
+
+// Metrics returns the manager's Prometheus metrics:
+// pace_manager_items_refused_total{reason}.
+func (m *Manager) Metrics() prometheus.Collector { return m.metrics.refused }
+
+// jobEnded asks for a sweep soon: a job just stopped accepting items.
+func (m *Manager) jobEnded() {
+	select {
+	case m.ended <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// SweepStrays moves the items of jobs that do not accept items from the
+// work stream to their jobs' dead letters (reason refused, last error
+// naming why: "no such job", "job completed", …). Run calls it every
+// Config.StraySweep and when a job ends; it is safe to call concurrently.
+//
+// It costs one stream-info request when the work stream holds only items
+// of running jobs, plus one record read per job with items. Items of a
+// job that has no record wait Config.StrayGrace first (counted from the
+// first sweep that saw them), so that a job created just after its first
+// items is not robbed of them; the items of a finished job are refused at
+// once, as a finished job never runs again. Errors are logged; the next
+// sweep retries.
+func (m *Manager) SweepStrays(ctx context.Context) {
+	m.sweeping.Lock()
+	defer m.sweeping.Unlock()
+	q, err := m.bus.QueuedWork(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("stray item check failed", "err", err)
+		}
+		return
+	}
+	now := m.clock.Now()
+	for subject := range m.sightings {
+		if q.Subjects[subject] == 0 {
+			delete(m.sightings, subject) // emptied, by a redrive or a purge
+		}
+	}
+	for subject, n := range q.Subjects {
+		if n == 0 {
+			continue
+		}
+		if err := m.sweepSubject(ctx, subject, q.LastSeq, now); err != nil && ctx.Err() == nil {
+			m.log.Warn("stray item check failed", "subject", subject, "err", err)
+		}
+	}
+}
+
+// sweepSubject refuses the items of subject if its job does not accept
+// them; lastSeq is the work stream's last sequence when they were counted.
+func (m *Manager) sweepSubject(ctx context.Context, subject string, lastSeq uint64, now time.Time) error {
+	job := m.bus.Prefix().SubjectJob(subject)
+	rec, err := m.bus.Status(ctx, job)
+	if m.bus.Prefix().Work(job) != subject {
+		rec, err = nil, bus.ErrJobNotFound // names no valid job id: its letters go to pace.dead.unknown
+	}
+	switch {
+	case errors.Is(err, bus.ErrJobNotFound):
+		seen, ok := m.sightings[subject]
+		if !ok {
+			m.sightings[subject] = sighting{at: now, lastSeq: lastSeq}
+			return nil
+		}
+		if now.Sub(seen.at) < m.cfg.StrayGrace {
+			return nil
+		}
+		// The items seen then have waited the grace; newer ones wait theirs.
+		m.sightings[subject] = sighting{at: now, lastSeq: lastSeq}
+		return m.refuse(ctx, subject, job, seen.lastSeq, "no_such_job", noSuchJob)
+	case err != nil:
+		return err // an unreadable record: the manager rebuilds it; try again then
+	}
+	delete(m.sightings, subject)
+	if !rec.State.Final() {
+		return nil // created or ongoing, stopping included
+	}
+	return m.refuse(ctx, subject, job, lastSeq, string(rec.State), "job "+string(rec.State))
+}
+
+// refuse moves subject's items up to sequence upTo to job's dead letters.
+func (m *Manager) refuse(ctx context.Context, subject, job string, upTo uint64, reason, why string) error {
+	n, err := m.bus.RefuseWork(ctx, subject, upTo, why+": it does not accept items")
+	if n > 0 {
+		m.metrics.refused.WithLabelValues(reason).Add(float64(n))
+		m.log.Warn("items refused", "job", job, "subject", subject, "items", n, "reason", why)
+	}
+	return err
+}
+
+// refuseStrays refuses every item left on a finished job's queue, when
+// its resources are released.
+func (m *Manager) refuseStrays(ctx context.Context, rec *schemas.JobRecord) error {
+	return m.refuse(ctx, m.bus.Prefix().Work(rec.ID), rec.ID, ^uint64(0), string(rec.State), "job "+string(rec.State))
+}

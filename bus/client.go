@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	neturl "net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -24,8 +25,69 @@ type Client struct {
 	prefix schemas.Prefix
 	log    *slog.Logger
 	now    func() time.Time
+	token  string // sent to the manager with each call, if set
+	denied *refusals
 
 	malformed *malformedEvents // job events that could not be decoded
+}
+
+// ErrNotPermitted is wrapped by the error of a call the server refused for
+// want of permission, such as reading a job the token does not own.
+var ErrNotPermitted = errors.New("not permitted")
+
+// refusals passes the server's permission violations on a connection to
+// the calls waiting on it (guard): a refused request is not answered, and
+// would otherwise wait for its timeout.
+type refusals struct {
+	mu      sync.Mutex
+	next    int
+	waiting map[int]context.CancelCauseFunc
+}
+
+func (r *refusals) add(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cancel := range r.waiting {
+		cancel(fmt.Errorf("%w: %w", ErrNotPermitted, err))
+	}
+}
+
+// guard returns ctx, ended as soon as the server refuses a publish of this
+// connection, with a cause wrapping ErrNotPermitted (see notPermitted).
+// Call done when the guarded calls are over.
+func (c *Client) guard(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := c.denied
+	r.mu.Lock()
+	id := r.next
+	r.next++
+	if r.waiting == nil {
+		r.waiting = map[int]context.CancelCauseFunc{}
+	}
+	r.waiting[id] = cancel
+	r.mu.Unlock()
+	return ctx, func() {
+		r.mu.Lock()
+		delete(r.waiting, id)
+		r.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// notPermitted explains err, the failure of calls guarded by ctx: when the
+// server refused one of their publishes, it says so and wraps
+// ErrNotPermitted. Otherwise it returns err.
+func notPermitted(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if err == nil || !errors.Is(cause, ErrNotPermitted) {
+		return err
+	}
+	refused := cause.Error()
+	if _, quoted, ok := strings.Cut(refused, `"`); ok {
+		refused, _, _ = strings.Cut(quoted, `"`)
+	}
+	return fmt.Errorf("%w: %w: the server refused %s: does the job exist, and does this token own it?",
+		ErrNotPermitted, err, refused)
 }
 
 // ErrNoServers is wrapped by Connect's error when no server of url could
@@ -43,6 +105,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	log := o.log
 	shown := RedactURLs(url)
 	malformed := newMalformedEvents()
+	denied := &refusals{}
 	nopts := append([]nats.Option{
 		nats.Name(o.name),
 		nats.MaxReconnects(-1),
@@ -58,6 +121,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				malformed.refused(err)
+				denied.add(err)
 			}
 			if sub != nil {
 				log.Warn("nats error", "subject", sub.Subject, "err", err)
@@ -88,7 +152,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		}
 		return nil, fmt.Errorf("connect to nats %s: %w", shown, err)
 	}
-	c, err := newClient(nc, o, malformed)
+	c, err := newClient(nc, o, malformed, denied)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -102,16 +166,16 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClient(nc, o, newMalformedEvents())
+	return newClient(nc, o, newMalformedEvents(), &refusals{})
 }
 
-func newClient(nc *nats.Conn, o *options, malformed *malformedEvents) (*Client, error) {
+func newClient(nc *nats.Conn, o *options, malformed *malformedEvents, denied *refusals) (*Client, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	js = sizedPublisher{JetStream: js, nc: nc}
-	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now, malformed: malformed}, nil
+	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now, malformed: malformed, denied: denied, token: o.token}, nil
 }
 
 // sizedPublisher names the sizes when a publish is refused for exceeding

@@ -86,6 +86,9 @@ func (c *Client) call(ctx context.Context, subject string, data []byte, opts []C
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = data
+	if c.token != "" {
+		msg.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	for _, opt := range opts {
 		if err := opt(msg); err != nil {
 			return nil, err

@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,8 +27,9 @@ type options struct {
 	connectMax time.Duration
 	now        func() time.Time
 	// auth names the option that chose how to authenticate, "" for none:
-	// credentials, nkey and user/password exclude each other.
-	auth string
+	// credentials, nkey, user/password and token exclude each other.
+	auth  string
+	token string // the Pace token of WithTokenAuth
 }
 
 // setAuth records that the option named by mode authenticates the
@@ -130,6 +133,38 @@ func WithUserPassword(user, password string) Option {
 		o.nats = append(o.nats, nats.UserInfo(user, password))
 		return nil
 	}
+}
+
+// WithTokenAuth authenticates with a Pace token: one from the HTTP API's token
+// file, or a job's worker token (PACE_TOKEN in its workers' environment).
+// The server hands it to Pace's authorization service (an auth callout),
+// which grants that caller's permissions; replies then arrive under
+// InboxPrefix(token), the only inboxes the caller may subscribe to. Submit,
+// Stop and Terminate send it to the manager too, which identifies the
+// caller by it. [Alternatives]: WithCredentials, WithNkeyFile,
+// WithUserPassword.
+func WithTokenAuth(token string) Option {
+	return func(o *options) error {
+		if token == "" {
+			return fmt.Errorf("%w: empty token", ErrInvalidOption)
+		}
+		if err := o.setAuth("token"); err != nil {
+			return err
+		}
+		o.token = token
+		o.nats = append(o.nats, nats.Token(token), nats.CustomInboxPrefix(InboxPrefix(token)))
+		return nil
+	}
+}
+
+// InboxPrefix is the inbox prefix of a connection authenticated with token:
+// "_INBOX." and the first 16 hex digits of the token's SHA-256. A token's
+// holder may subscribe there and nowhere else on _INBOX, so callers sharing
+// the server cannot read each other's replies; clients in other languages
+// set it themselves (nats CLI --inbox-prefix, nats.js inboxPrefix).
+func InboxPrefix(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "_INBOX." + hex.EncodeToString(sum[:8])
 }
 
 // WithTLS verifies the server with the CA file and, when certFile and keyFile

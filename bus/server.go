@@ -27,6 +27,20 @@ type ServerConfig struct {
 	SyncAlways bool `json:"sync_always,omitempty"`
 	// ReadyTimeout bounds start-up. Zero means 10s.
 	ReadyTimeout time.Duration `json:"ready_timeout,omitempty"`
+	// Auth, when set, makes every connection authenticate.
+	Auth *ServerAuth `json:"-"`
+}
+
+// ServerAuth is how an embedded server authenticates its connections:
+// Users log in with a password and get their configured permissions (Pace's
+// stages); every other connection is handed to the auth callout service
+// (CalloutUsers run it), which answers with a user JWT, signed by the
+// account key Issuer, carrying that connection's permissions, or refuses.
+// All of them share the global account.
+type ServerAuth struct {
+	Users        []*server.User
+	Issuer       string
+	CalloutUsers []string
 }
 
 // Server is a running embedded NATS server.
@@ -63,6 +77,11 @@ func StartServer(cfg ServerConfig, log *slog.Logger) (*Server, error) {
 		// consumers per stream would cap the number of jobs.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
+	if a := cfg.Auth; a != nil {
+		opts.Users = a.Users
+		opts.AuthTimeout = 5
+		opts.AuthCallout = &server.AuthCallout{Issuer: a.Issuer, Account: server.DEFAULT_GLOBAL_ACCOUNT, AuthUsers: a.CalloutUsers}
+	}
 	if cfg.Listen != "" {
 		host, port, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {
@@ -87,7 +106,7 @@ func StartServer(cfg ServerConfig, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("start nats: not ready after %s (is %s in use?)", cfg.ReadyTimeout, cfg.Listen)
 	}
 	if log != nil {
-		log.Info("nats started", "data_dir", cfg.DataDir, "listen", cfg.Listen, "sync_always", cfg.SyncAlways)
+		log.Info("nats started", "data_dir", cfg.DataDir, "listen", cfg.Listen, "sync_always", cfg.SyncAlways, "auth", cfg.Auth != nil)
 	}
 	return &Server{ns: ns}, nil
 }

@@ -117,6 +117,8 @@ func (c *Client) read(ctx context.Context, family, filter string, done readDone)
 		// consumer can be refused for a moment (no responders, 503
 		// "insufficient resources" while the stream elects a leader).
 		err := RetryTemporary(ctx, c.log, readBudget, "read "+filter, func(ctx context.Context) (err error) {
+			ctx, done := c.guard(ctx)
+			defer func() { err = notPermitted(ctx, err); done() }()
 			if cons == nil {
 				cons, err = c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
 					FilterSubjects: []string{filter},

@@ -95,10 +95,33 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 
 // OpenJob returns job's record, creating an implicit streaming job when it
 // does not exist, and makes sure its work consumer matches its spec.
-func (c *Client) OpenJob(ctx context.Context, job string) (*schemas.JobRecord, error) {
+//
+// A connection authenticated with a token (WithTokenAuth) may not write job
+// records, and may reach only the jobs its user owned when it connected: for
+// a job it cannot read, OpenJob asks the manager to declare it
+// (pace.control.declare: created for this user, or confirmed as theirs),
+// then reconnects, so that the server grants the connection the job.
+func (c *Client) OpenJob(ctx context.Context, job string) (_ *schemas.JobRecord, err error) {
 	if !schemas.ValidToken(job) {
 		return nil, fmt.Errorf("job %q: must be 1-128 letters, digits, '-' or '_'", job)
 	}
+	rec, err := c.openJob(ctx, job)
+	if c.token != "" && errors.Is(err, ErrNotPermitted) {
+		if _, err := c.call(ctx, c.prefix.Control("declare"), jobRef(job), nil); err != nil {
+			return nil, fmt.Errorf("open job %s: %w", job, err)
+		}
+		if err := c.reconnect(ctx); err != nil {
+			return nil, fmt.Errorf("open job %s: %w", job, err)
+		}
+		rec, err = c.openJob(ctx, job)
+	}
+	return rec, err
+}
+
+// openJob is OpenJob on this connection's current permissions.
+func (c *Client) openJob(ctx context.Context, job string) (_ *schemas.JobRecord, err error) {
+	ctx, done := c.guard(ctx)
+	defer func() { err = notPermitted(ctx, err); done() }()
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
 	if err != nil {
 		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
@@ -122,6 +145,24 @@ func (c *Client) OpenJob(ctx context.Context, job string) (*schemas.JobRecord, e
 		return nil, err
 	}
 	return rec, nil
+}
+
+// reconnect makes the connection log in again, with the permissions its
+// credentials carry now, and waits until it has.
+func (c *Client) reconnect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, defaultRequestTimeout)
+	defer cancel()
+	connected := c.nc.StatusChanged(nats.CONNECTED)
+	defer c.nc.RemoveStatusListener(connected)
+	if err := c.nc.ForceReconnect(); err != nil {
+		return fmt.Errorf("reconnect: %w", err)
+	}
+	select {
+	case <-connected:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("reconnect: %w", ctx.Err())
+	}
 }
 
 // DeclareJob creates job with spec, or updates the spec of the existing

@@ -1,0 +1,215 @@
+// Package natsauth authenticates the NATS connections of Pace's tenants and
+// workers: it is the service behind the NATS server's auth callout.
+//
+// Pace's stages log in as their own users with static permissions
+// (deploy/nats/auth.conf); any other connection presents a token, which the
+// server hands to this service on $SYS.REQ.USER.AUTH. The service answers
+// with a user JWT, signed by the callout's issuer key, whose permissions the
+// server then enforces on every publish and subscription:
+//
+//   - a token of the token file (the HTTP API's) makes a tenant: submit and
+//     control jobs, and push items to, process and read the jobs the user
+//     owns when connecting (a connection's rights are fixed then; connect
+//     again to reach jobs submitted since), at most MaxJobs of them;
+//   - the same for a user of pace:admins or system:masters, for every job;
+//   - a job token (JobTokens, given to the workers Pace starts) makes a
+//     worker of that one job;
+//   - anything else is refused.
+//
+// Every caller may subscribe only under its inbox prefix (bus.InboxPrefix of
+// its token), so callers sharing the server cannot read each other's
+// replies. Nobody but Pace's stages may write a bucket, publish job events,
+// infrastructure requests or another job's subjects.
+package natsauth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// MaxJobs bounds the jobs a tenant's connection is granted: the most
+// recently created ones.
+const MaxJobs = 500
+
+// CalloutSubject is where the server asks for authorization.
+const CalloutSubject = "$SYS.REQ.USER.AUTH"
+
+// Users identifies the holders of tokens of the token file.
+type Users interface {
+	Lookup(token string) (auth.User, bool)
+}
+
+// Service answers the server's authorization requests.
+type Service struct {
+	c      *bus.Client
+	issuer nkeys.KeyPair
+	users  Users
+	jobs   *JobTokens
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	owners map[string][]string // user → jobs in creation order
+	owner  map[string]string   // job → user
+}
+
+// New returns a service answering on c, which must be a connection of one
+// of the server's auth callout users, and signing with issuer, the account
+// key whose public key the server's auth callout names.
+func New(c *bus.Client, issuer nkeys.KeyPair, users Users, jobs *JobTokens, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{c: c, issuer: issuer, users: users, jobs: jobs, log: log.With("stage", "natsauth"),
+		owners: map[string][]string{}, owner: map[string]string{}}
+}
+
+// Run follows the job records' owners and answers authorization requests
+// until ctx ends; cancellation returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	kv, err := s.c.JetStream().KeyValue(ctx, s.c.Prefix().Bucket("jobs"))
+	if err != nil {
+		return fmt.Errorf("natsauth: jobs bucket: %w", err)
+	}
+	watch, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("natsauth: watch jobs: %w", err)
+	}
+	defer watch.Stop() //nolint:errcheck // ending a watch
+	var sub *nats.Subscription
+	defer func() {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-watch.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("natsauth: watch jobs: updates closed")
+			}
+			if e != nil {
+				s.follow(e)
+				continue
+			}
+			// Every record seen: owners are known, answer from now on.
+			if sub == nil {
+				if sub, err = s.c.Conn().QueueSubscribe(CalloutSubject, "pace-natsauth", s.answer); err != nil {
+					return fmt.Errorf("natsauth: subscribe %s: %w", CalloutSubject, err)
+				}
+				s.log.Info("nats authorization started")
+			}
+		}
+	}
+}
+
+// follow records a job's owner from its record.
+func (s *Service) follow(e jetstream.KeyValueEntry) {
+	job := e.Key()
+	var owner string
+	if e.Operation() == jetstream.KeyValuePut {
+		var rec schemas.JobRecord
+		if json.Unmarshal(e.Value(), &rec) == nil {
+			owner = rec.Spec.Owner
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.owner[job]; ok && old != owner {
+		s.owners[old] = slices.DeleteFunc(s.owners[old], func(j string) bool { return j == job })
+		delete(s.owner, job)
+	}
+	if _, ok := s.owner[job]; !ok && owner != "" {
+		s.owner[job] = owner
+		s.owners[owner] = append(s.owners[owner], job)
+	}
+}
+
+// jobsOf returns the most recent MaxJobs jobs of user.
+func (s *Service) jobsOf(user string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	jobs := s.owners[user]
+	return slices.Clone(jobs[max(0, len(jobs)-MaxJobs):])
+}
+
+// answer decides one authorization request.
+func (s *Service) answer(m *nats.Msg) {
+	req, err := jwt.DecodeAuthorizationRequestClaims(string(m.Data))
+	if err != nil {
+		s.log.Warn("unreadable authorization request", "err", err)
+		return
+	}
+	name, perms, err := s.authorize(req.ConnectOptions.Token)
+	resp := jwt.NewAuthorizationResponseClaims(req.UserNkey)
+	resp.Audience = req.Server.ID
+	if err == nil {
+		uc := jwt.NewUserClaims(req.UserNkey)
+		uc.Name = name
+		uc.Audience = server.DEFAULT_GLOBAL_ACCOUNT
+		uc.Permissions = perms
+		resp.Jwt, err = uc.Encode(s.issuer)
+	}
+	if err != nil {
+		resp.Error = err.Error()
+		s.log.Info("nats connection refused", "host", req.ClientInformation.Host, "name", req.ClientInformation.Name, "reason", err)
+	}
+	token, err := resp.Encode(s.issuer)
+	if err != nil {
+		s.log.Error("sign authorization response", "err", err)
+		return
+	}
+	if err := m.Respond([]byte(token)); err != nil {
+		s.log.Warn("authorization response lost", "err", err)
+	}
+}
+
+// authorize maps a token to a user name and its permissions.
+func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
+	if token == "" {
+		return "", jwt.Permissions{}, fmt.Errorf("no token: connect with a Pace token (--token, PACE_TOKEN)")
+	}
+	p, inbox := s.c.Prefix(), bus.InboxPrefix(token)
+	if job, ok := s.jobs.Job(token); ok {
+		return "worker:" + job, Worker(p, inbox, job), nil
+	}
+	if s.users != nil {
+		if u, ok := s.users.Lookup(token); ok {
+			if u.IsAdmin() {
+				return u.Name, Admin(p, inbox), nil
+			}
+			return u.Name, Tenant(p, inbox, s.jobsOf(u.Name)), nil
+		}
+	}
+	return "", jwt.Permissions{}, fmt.Errorf("invalid token")
+}
+
+// NewIssuer returns a fresh account key pair for the auth callout: the
+// server trusts answers signed by it (its public key goes to
+// bus.ServerAuth.Issuer).
+func NewIssuer() (nkeys.KeyPair, string, error) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, "", err
+	}
+	pub, err := kp.PublicKey()
+	return kp, pub, err
+}

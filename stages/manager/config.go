@@ -44,7 +44,20 @@ type Config struct {
 	// spec) asking for more is refused at submission. 0 means no local
 	// actuator runs beside this manager, or its cap is unknown.
 	LocalMaxReplicas int `json:"local_max_replicas,omitempty"`
+	// LocalExec says whose jobs may run workers on this host: the local
+	// actuator runs a job's worker.exec or worker.command as Pace's own
+	// user. LocalExecAll (the default) lets every caller who may submit;
+	// LocalExecAdmins only pace:admins and system:masters; LocalExecNone
+	// nobody (jobs without a worker spec, or on Kubernetes, are unaffected).
+	LocalExec string `json:"local_exec,omitempty"`
 }
+
+// Who may run workers on the host (Config.LocalExec).
+const (
+	LocalExecAll    = "all"
+	LocalExecAdmins = "admins"
+	LocalExecNone   = "none"
+)
 
 // Defaults returns c with zero fields set to their defaults.
 func (c Config) Defaults() Config {
@@ -62,6 +75,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Interval == 0 {
 		c.Interval = time.Second
+	}
+	if c.LocalExec == "" {
+		c.LocalExec = LocalExecAll
 	}
 	if c.StraySweep == 0 {
 		c.StraySweep = 2 * time.Second
@@ -85,6 +101,9 @@ func (c Config) Validate() (errs field.ErrorList) {
 		if v <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), v.String(), "must be positive"))
 		}
+	}
+	if c.LocalExec != LocalExecAll && c.LocalExec != LocalExecAdmins && c.LocalExec != LocalExecNone {
+		errs = append(errs, field.NotSupported(field.NewPath("local_exec"), c.LocalExec, []string{LocalExecAll, LocalExecAdmins, LocalExecNone}))
 	}
 	return errs
 }

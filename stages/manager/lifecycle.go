@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
@@ -125,6 +127,45 @@ func (m *Manager) changer(ctx context.Context, u auth.User, id string) (*schemas
 		return nil, apiError(http.StatusUnauthorized, "changing a job needs credentials")
 	}
 	return m.Job(ctx, u, id)
+}
+
+// Declare makes job id exist for the caller: created as a streaming job
+// without workers (the caller pushes and processes its items), or, when it
+// exists, confirmed as the caller's and still accepting items. It is what
+// the SDK's OpenJob asks over NATS (pace.control.declare) for a connection
+// that may not write job records, a tenant's on a bus that authenticates.
+// Another user's job is a conflict: its id is taken.
+func (m *Manager) Declare(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+	if m.refusesAnonymous(u) {
+		return nil, apiError(http.StatusUnauthorized, "declaring a job needs credentials")
+	}
+	if !schemas.ValidToken(id) {
+		return nil, invalidAs("request", field.ErrorList{field.Invalid(field.NewPath("job_id"), id,
+			"must be 1-128 letters, digits, '-' or '_'")})
+	}
+	m.mu.Lock()
+	busy := m.submitting[id]
+	m.mu.Unlock()
+	if busy {
+		return nil, apiError(http.StatusConflict, "job %s is being created; try again", id)
+	}
+	rec, err := m.bus.Status(ctx, id)
+	switch {
+	case errors.Is(err, bus.ErrJobNotFound):
+		spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: u.Name}.WithDefaults()
+		rec, err = m.createAs(ctx, id, &submission{spec: spec, owner: m.callerOf(u), format: FormatPace})
+		if err == nil {
+			m.log.Info("job declared", "job", id, "owner", u.Name)
+		}
+		return rec, err
+	case err != nil:
+		return nil, err
+	case !m.callerOf(u).owns(rec):
+		return nil, apiError(http.StatusConflict, "job id %s is taken", id)
+	case rec.State.Final() || rec.StopRequested:
+		return nil, apiError(http.StatusConflict, "job %s is %s: it takes no items", id, rec.State)
+	}
+	return rec, nil
 }
 
 // Stop stops a job: a batch job's queued items are dropped, a streaming job

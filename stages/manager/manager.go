@@ -208,7 +208,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	sub.spec = sub.spec.WithDefaults()
 	more := sub.spec.Validate()
 	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
-	more = append(more, m.checkRuntime(&sub.spec)...)
+	more = append(more, m.checkRuntime(&sub.spec, sub.owner)...)
 	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
 		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
 	}
@@ -240,15 +240,28 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	return sub, nil
 }
 
-// checkRuntime refuses replica bounds the runtime that would run the job
-// cannot meet: the local actuator runs at most Config.LocalMaxReplicas
-// workers of a job. A job without a worker spec is never actuated.
-func (m *Manager) checkRuntime(spec *schemas.JobSpec) field.ErrorList {
+// checkRuntime refuses a job the local actuator would run for a caller
+// Config.LocalExec does not let run commands on this host, and replica
+// bounds it cannot meet: it runs at most Config.LocalMaxReplicas workers of
+// a job. A job without a worker spec is never actuated.
+func (m *Manager) checkRuntime(spec *schemas.JobSpec, who caller) field.ErrorList {
 	limit, name := m.cfg.LocalMaxReplicas, spec.Actuator.Name
-	if limit == 0 || name != "" && name != schemas.LocalActuator || !spec.Worker.Runs() {
+	local := name == schemas.LocalActuator || name == "" && limit != 0
+	if !local || !spec.Worker.Runs() {
 		return nil
 	}
 	var errs field.ErrorList
+	switch {
+	case m.cfg.LocalExec == LocalExecNone:
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "worker"),
+			"this Pace runs no workers on its host (--local-exec=none): submit the job for Kubernetes, or without a worker spec and run pace worker yourself"))
+	case m.cfg.LocalExec == LocalExecAdmins && !who.admin:
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "worker"),
+			"workers run on this host as Pace's own user, which only admins may ask for here (--local-exec=admins)"))
+	}
+	if limit == 0 {
+		return errs
+	}
 	p := field.NewPath("spec", "replicas")
 	for _, f := range []struct {
 		name string
@@ -264,7 +277,11 @@ func (m *Manager) checkRuntime(spec *schemas.JobSpec) field.ErrorList {
 
 // create assigns an id and runs the job's first transitions.
 func (m *Manager) create(ctx context.Context, sub *submission) (*schemas.JobRecord, error) {
-	id := m.newID(sub)
+	return m.createAs(ctx, m.newID(sub), sub)
+}
+
+// createAs runs the first transitions of job id.
+func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*schemas.JobRecord, error) {
 	m.mu.Lock()
 	m.submitting[id] = true
 	m.mu.Unlock()

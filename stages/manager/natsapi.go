@@ -16,7 +16,8 @@ import (
 )
 
 // serveNATS answers submissions on pace.submit and commands on
-// pace.control.stop and pace.control.terminate, with the same code path
+// pace.control.stop, pace.control.terminate and pace.control.declare (see
+// Declare), with the same code path
 // and errors as the HTTP API. The returned func unsubscribes and waits for
 // running handlers.
 func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
@@ -44,7 +45,7 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		}
 	}
 	const queue = "pace-manager"
-	subs := make([]*nats.Subscription, 0, 3)
+	subs := make([]*nats.Subscription, 0, 4)
 	for subject, fn := range map[string]func(context.Context, auth.User, *nats.Msg) (any, error){
 		p.Submit(): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
 			rec, err := m.Submit(ctx, u, msg.Data, msg.Header.Get("Content-Type"))
@@ -58,6 +59,9 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		},
 		p.Control("terminate"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
 			return m.command(ctx, u, msg.Data, m.Terminate)
+		},
+		p.Control("declare"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
+			return m.command(ctx, u, msg.Data, m.Declare)
 		},
 	} {
 		sub, err := nc.QueueSubscribe(subject, queue, handle(fn))

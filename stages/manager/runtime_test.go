@@ -52,3 +52,43 @@ func TestReplicasBeyondTheLocalCapAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalExecDecidesWhoRunsCommandsOnTheHost: with --local-exec=admins a
+// job the local actuator would run is refused, on its worker field, unless
+// an admin submits it; with none it is refused for everyone. Queue-only
+// jobs and jobs for Kubernetes are never refused by it.
+func TestLocalExecDecidesWhoRunsCommandsOnTheHost(t *testing.T) {
+	const (
+		local = `{"mode":"streaming","worker":{"exec":"cat"}}`
+		queue = `{"mode":"streaming"}`
+		kube  = `{"mode":"streaming","worker":{"image":"busybox"},"actuator":{"name":"kubernetes"}}`
+	)
+	for _, tc := range []struct {
+		policy, token, body string
+		refused             bool
+	}{
+		{manager.LocalExecAll, "alice-token", local, false},
+		{manager.LocalExecAdmins, "alice-token", local, true},
+		{manager.LocalExecAdmins, "root-token", local, false},
+		{manager.LocalExecAdmins, "alice-token", queue, false},
+		{manager.LocalExecNone, "root-token", local, true},
+		{manager.LocalExecNone, "alice-token", kube, false},
+	} {
+		t.Run(tc.policy+"/"+tc.token+"/"+tc.body, func(t *testing.T) {
+			e := newEnv(t, func(c *manager.Config) { c.LocalMaxReplicas, c.LocalExec = 4, tc.policy })
+			r := e.do("POST", "/submissions", tc.token, tc.body)
+			if !tc.refused {
+				if r.code != http.StatusAccepted {
+					t.Fatalf("submit = %d %s, want 202", r.code, r.body)
+				}
+				return
+			}
+			if r.code != http.StatusBadRequest {
+				t.Fatalf("submit = %d %s, want 400", r.code, r.body)
+			}
+			if d := r.apiError(t).Details; len(d) != 1 || d[0].Field != "spec.worker" || !strings.Contains(d[0].Detail, "local-exec="+tc.policy) {
+				t.Errorf("details = %+v, want one on spec.worker naming --local-exec=%s", d, tc.policy)
+			}
+		})
+	}
+}

@@ -59,6 +59,7 @@ type paceUp struct {
 	dataDir  string
 	stderr   *bytes.Buffer
 	waitDone chan error
+	env      []string // of the bus commands run against it, e.g. PACE_TOKEN
 }
 
 func startUp(t *testing.T, dataDir string, extra ...string) *paceUp {
@@ -119,7 +120,7 @@ func (u *paceUp) stop(t *testing.T) {
 func (u *paceUp) pace(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(paceBin, args...)
-	cmd.Env = append(os.Environ(), "PACE_NATS_URL="+u.natsURL)
+	cmd.Env = append(append(os.Environ(), "PACE_NATS_URL="+u.natsURL), u.env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -256,6 +257,7 @@ func TestUpRestartKeepsData(t *testing.T) {
 func startWorker(t *testing.T, u *paceUp, job, command string, args ...string) *exec.Cmd {
 	t.Helper()
 	w := exec.Command(paceBin, append([]string{"worker", job, "--exec", command, "--nats", u.natsURL}, args...)...)
+	w.Env = append(os.Environ(), u.env...)
 	w.Stderr = &bytes.Buffer{}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,9 @@ func startJobAPIAt(t *testing.T, dir string, extra ...string) *jobCLI {
 	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nbob-token,bob,2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &jobCLI{u: startUp(t, filepath.Join(dir, "data"), append([]string{"--token-file", tokens}, extra...)...), tokens: tokens}
+	u := startUp(t, filepath.Join(dir, "data"), append([]string{"--token-file", tokens}, extra...)...)
+	u.env = []string{"PACE_TOKEN=alice-token"} // the bus authenticates too
+	return &jobCLI{u: u, tokens: tokens}
 }
 
 // status returns a job's view as alice.
@@ -98,6 +100,7 @@ func TestJobsSurvivePaceUpRestart(t *testing.T) {
 		return j.status(t, stream)["status"] == "stopped"
 	})
 	push := exec.Command(paceBin, "push", stream, "--nats", j.u.natsURL)
+	push.Env = append(os.Environ(), j.u.env...)
 	push.Stdin = strings.NewReader("late\n")
 	var ee *exec.ExitError
 	if out, err := push.CombinedOutput(); !errors.As(err, &ee) || ee.ExitCode() != exitRejected {

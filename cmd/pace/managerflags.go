@@ -20,6 +20,7 @@ type managerFlags struct {
 	workloadTimeout  time.Duration
 	resourceInterval time.Duration
 	allowAnonymous   bool
+	localExec        string
 }
 
 func (f *managerFlags) add(fs *pflag.FlagSet) {
@@ -35,6 +36,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 // addAccess registers the flags of who may see and change which jobs.
 func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowAnonymous, "allow-anonymous", false, "with --token-file, let callers without a token submit and change their own (system:anonymous) jobs")
+	fs.StringVar(&f.localExec, "local-exec", manager.LocalExecAll, "whose jobs may run workers on this host, as Pace's own user: all, admins (pace:admins) or none")
 }
 
 // build returns the manager and its API, served on httpAddr, with links to
@@ -45,7 +47,7 @@ func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, LocalMaxReplicas: localMax}
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, LocalMaxReplicas: localMax, LocalExec: f.localExec}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

@@ -15,7 +15,7 @@ import (
 
 // natsFlags are the connection flags of every client command.
 type natsFlags struct {
-	url, creds             string
+	url, creds, token      string
 	user, password, nkey   string
 	tlsCA, tlsCert, tlsKey string
 	prefix                 string
@@ -25,6 +25,7 @@ type natsFlags struct {
 func (f *natsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "NATS server URL (the one 'pace up' prints)")
 	_ = fs.SetAnnotation("nats", envAnnotation, []string{"PACE_NATS_URL"})
+	fs.StringVar(&f.token, "token", "", "Pace token: one of pace up's --token-file, or a job's worker token (PACE_TOKEN of the workers Pace starts)")
 	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed)")
 	fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file (alternative to --nats-creds and --nats-user)")
 	fs.StringVar(&f.user, "nats-user", "", "NATS user name, with --nats-password")
@@ -39,13 +40,13 @@ func (f *natsFlags) add(fs *pflag.FlagSet) {
 // connect connects with the flags' settings, logging retries with a.
 func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Client, error) {
 	modes := 0
-	for _, v := range []string{f.creds, f.nkey, f.user + f.password} {
+	for _, v := range []string{f.creds, f.nkey, f.user + f.password, f.token} {
 		if v != "" {
 			modes++
 		}
 	}
 	if modes > 1 {
-		return nil, usageError("--nats-creds, --nats-nkey and --nats-user/--nats-password exclude each other: choose one way to authenticate")
+		return nil, usageError("--token, --nats-creds, --nats-nkey and --nats-user/--nats-password exclude each other: choose one way to authenticate")
 	}
 	if err := checkNATSURLs(f.url); err != nil {
 		return nil, err
@@ -53,6 +54,9 @@ func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Clie
 	opts := []bus.Option{bus.WithName(name), bus.WithLogger(a.log), bus.WithConnectTimeout(f.connectTimeout)}
 	if f.prefix != string(schemas.DefaultPrefix) {
 		opts = append(opts, bus.WithPrefix(schemas.Prefix(f.prefix)))
+	}
+	if f.token != "" {
+		opts = append(opts, bus.WithTokenAuth(f.token))
 	}
 	if f.creds != "" {
 		opts = append(opts, bus.WithCredentials(f.creds))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -84,6 +85,9 @@ type wiring struct {
 	startBudget time.Duration
 	natsURL     string   // the NATS URL local workers connect to
 	workerEnv   []string // extra environment of local workers
+	// jobEnv is the extra environment of one job's local workers: their
+	// NATS token when the bus authenticates (nil: none).
+	jobEnv func(job string) []string
 
 	fc      *apf.Gate // one per process: pace up's job API and bus gate share its seats
 	apiGate bool      // the job API is served: api goes behind fc
@@ -92,6 +96,31 @@ type wiring struct {
 
 	loops []func(context.Context) error // run on every replica
 	terms []term                        // run by each stage's leader
+
+	// stageClient, when set, connects a stage as its own NATS user (pace
+	// up with authentication); otherwise every stage uses c.
+	stageClient func(ctx context.Context, stage string) (*bus.Client, error)
+	clients     []*bus.Client // the stages' own connections, closed by close
+}
+
+// client returns the connection stage talks to the bus with.
+func (w *wiring) client(ctx context.Context, stage string) (*bus.Client, error) {
+	if w.stageClient == nil {
+		return w.c, nil
+	}
+	c, err := w.stageClient(ctx, stage)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", stage, err)
+	}
+	w.clients = append(w.clients, c)
+	return c, nil
+}
+
+// close drains the stages' own connections.
+func (w *wiring) close() {
+	for _, c := range w.clients {
+		closeClient(c)
+	}
 }
 
 // term is the leader-only work of a stage.
@@ -280,29 +309,37 @@ func wireManager(ctx context.Context, w *wiring) error {
 	if w.f.control.actuator == "local" {
 		localMax = w.f.control.replicas
 	}
-	mgr, api, err := w.f.manager.build(w.c, authn, w.addr, w.f.uiURL, localMax, w.log)
+	c, err := w.client(ctx, "manager")
+	if err != nil {
+		return err
+	}
+	mgr, api, err := w.f.manager.build(c, authn, w.addr, w.f.uiURL, localMax, w.log)
 	if err != nil {
 		return err
 	}
 	api.Register(w.api)
 	w.api.Handle(apf.DebugPrefix, fc.DebugHandler())
 	w.apiGate, w.mgr = true, mgr
-	w.loops = append(w.loops, w.c.DeadLetters, countJobs(w.c, fc.ObjectCounts(), w.log))
+	w.loops = append(w.loops, c.DeadLetters, countJobs(c, fc.ObjectCounts(), w.log))
 	if serve := w.serveFlowControl("manager", fc); serve != nil {
 		w.loops = append(w.loops, serve)
 	}
 	return w.lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
-		return mgr.Run, nil, nil
+		return mgr.Run, mgr.Metrics(), nil
 	})
 }
 
 // wireCollector samples running jobs on the leader; every replica keeps
 // worker presence warm for a fast takeover.
-func wireCollector(_ context.Context, w *wiring) error {
-	presence := w.c.Presence(nil)
+func wireCollector(ctx context.Context, w *wiring) error {
+	c, err := w.client(ctx, "collector")
+	if err != nil {
+		return err
+	}
+	presence := c.Presence(nil)
 	w.loops = append(w.loops, presence.Run)
 	return w.lead("collector", func() (func(context.Context) error, prometheus.Collector, error) {
-		col, err := collector.New(w.c, collector.Config{Interval: w.f.monitor.interval}, presence, nil, w.log)
+		col, err := collector.New(c, collector.Config{Interval: w.f.monitor.interval}, presence, nil, w.log)
 		if err != nil {
 			return nil, nil, usageError("collector: %v", err)
 		}
@@ -310,9 +347,13 @@ func wireCollector(_ context.Context, w *wiring) error {
 	})
 }
 
-func wireProcessor(_ context.Context, w *wiring) error {
+func wireProcessor(ctx context.Context, w *wiring) error {
+	c, err := w.client(ctx, "processor")
+	if err != nil {
+		return err
+	}
 	return w.lead("processor", func() (func(context.Context) error, prometheus.Collector, error) {
-		proc, err := processor.New(w.c, processor.Config{}, nil, w.log)
+		proc, err := processor.New(c, processor.Config{}, nil, w.log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -323,9 +364,13 @@ func wireProcessor(_ context.Context, w *wiring) error {
 // wireSink serves every job's latest progress as pace_job_* metrics (each
 // replica its own reader) and, with --influx-url, writes progress to
 // InfluxDB through a durable consumer the replicas share.
-func wireSink(_ context.Context, w *wiring) error {
+func wireSink(ctx context.Context, w *wiring) error {
+	c, err := w.client(ctx, "sink")
+	if err != nil {
+		return err
+	}
 	ps := prom.New(prom.Config{}, nil)
-	pst := sink.New(w.c, "prom", ps, sink.Latest, w.log)
+	pst := sink.New(c, "prom", ps, sink.Latest, w.log)
 	w.reg.MustRegister(ps, pst.Metrics())
 	w.loops = append(w.loops, pst.Run)
 	if w.f.monitor.influx.URL == "" {
@@ -335,15 +380,19 @@ func wireSink(_ context.Context, w *wiring) error {
 	if err != nil {
 		return usageError("--influx-*: %v", err)
 	}
-	ist := sink.New(w.c, "influx", is, sink.Durable, w.log)
+	ist := sink.New(c, "influx", is, sink.Durable, w.log)
 	w.reg.MustRegister(is.Stats(), ist.Metrics())
 	w.loops = append(w.loops, is.Run, ist.Run)
 	return nil
 }
 
-func wireController(_ context.Context, w *wiring) error {
+func wireController(ctx context.Context, w *wiring) error {
+	c, err := w.client(ctx, "controller")
+	if err != nil {
+		return err
+	}
 	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
-		ctl, err := controller.New(w.c, w.f.controllerConfig(), controller.Builtin(), w.log)
+		ctl, err := controller.New(c, w.f.controllerConfig(), controller.Builtin(), w.log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -361,6 +410,10 @@ func wireGate(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
+	c, err := w.client(ctx, "gate")
+	if err != nil {
+		return err
+	}
 	var krt *kubeactuator.Runtime
 	if cf.kubernetes {
 		if krt, err = cf.kubernetesRuntime(w.natsURL, w.log); err != nil {
@@ -374,7 +427,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 			runtimes[schemas.KubernetesActuator] = krt
 		}
 		if cf.actuator == "local" {
-			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.log)
+			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, w.log)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -384,8 +437,8 @@ func wireGate(ctx context.Context, w *wiring) error {
 		if serve := w.serveFlowControl("gate", fc); serve != nil {
 			loops = append(loops, serve)
 		}
-		exec := actuator.NewExecutor(w.c, runtimes, w.log)
-		gs, err := gate.New(w.c, fc, exec, gate.Config{}, w.log)
+		exec := actuator.NewExecutor(c, runtimes, w.log)
+		gs, err := gate.New(c, fc, exec, gate.Config{}, w.log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -394,7 +447,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 			return run, gs.Metrics(), nil
 		}
 		return func(ctx context.Context) error {
-			restoreLocal(ctx, w.c, exec, w.log)
+			restoreLocal(ctx, c, exec, w.log)
 			return run(ctx)
 		}, gs.Metrics(), nil
 	})
@@ -428,9 +481,13 @@ func restoreLocal(ctx context.Context, c *bus.Client, exec *actuator.Executor, l
 
 // wireActuator turns decisions and job events into infrastructure requests
 // on the leader.
-func wireActuator(_ context.Context, w *wiring) error {
+func wireActuator(ctx context.Context, w *wiring) error {
+	c, err := w.client(ctx, "actuator")
+	if err != nil {
+		return err
+	}
 	return w.lead("actuator", func() (func(context.Context) error, prometheus.Collector, error) {
-		return actuator.New(w.c, w.log).Run, nil, nil
+		return actuator.New(c, w.log).Run, nil, nil
 	})
 }
 
@@ -452,22 +509,26 @@ func (w *wiring) serveFlowControl(stage string, fc *apf.Gate) func(context.Conte
 // API's manager, or a manager of its own when the API runs elsewhere. Its
 // flow-control page reads this process's APF (pace up) or asks the gate and
 // manager processes over NATS (pace stage).
-func wireVisualizer(_ context.Context, w *wiring) error {
+func wireVisualizer(ctx context.Context, w *wiring) error {
 	authn, err := w.authenticator()
+	if err != nil {
+		return err
+	}
+	c, err := w.client(ctx, "visualizer")
 	if err != nil {
 		return err
 	}
 	jobs := w.mgr
 	if jobs == nil {
-		if jobs, _, err = w.f.manager.build(w.c, authn, w.addr, "", 0, w.log); err != nil {
+		if jobs, _, err = w.f.manager.build(c, authn, w.addr, "", 0, w.log); err != nil {
 			return err
 		}
 	}
-	ui := visualizer.New(jobs, w.c, visualizer.Config{Open: authn == nil}, w.log.With("stage", "visualizer"))
+	ui := visualizer.New(jobs, c, visualizer.Config{Open: authn == nil}, w.log.With("stage", "visualizer"))
 	if w.fc != nil {
 		ui.SetFlowControl(w.fc)
 	} else {
-		ui.SetRemoteFlowControl(w.c)
+		ui.SetRemoteFlowControl(c)
 	}
 	ui.Register(w.root)
 	return nil

@@ -26,6 +26,7 @@ type upOptions struct {
 	f          stageFlags
 	demo       bool
 	demoDir    string
+	insecure   bool
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -77,6 +78,7 @@ the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
 	o.f.manager.add(f)
 	o.f.control.add(f)
 	o.f.addHeartbeat(f)
+	f.BoolVar(&o.insecure, "insecure", false, "let --nats-listen reach other machines without --token-file: anyone reaching it may use the bus unauthenticated")
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
 }
@@ -111,18 +113,31 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return usageError("--data %q: %v", o.data, err)
 	}
 	log := a.log.With("stage", "up")
+	secured, err := o.secured()
+	if err != nil {
+		return err
+	}
+	var ba *busAuth
+	cfg := bus.ServerConfig{DataDir: data, Listen: o.natsListen,
+		MaxMemory: int64(o.maxMemory), MaxStore: int64(o.maxStore), SyncAlways: o.syncAlways}
+	copts := []bus.Option{bus.WithName("pace-up"), bus.WithLogger(a.log), bus.WithPrefix(schemas.Prefix(o.prefix))}
+	if secured {
+		if ba, err = o.newBusAuth(); err != nil {
+			return err
+		}
+		cfg.Auth = ba.server
+		copts = append(copts, ba.as("admin"))
+	}
 
 	if err := portFree(o.natsListen); err != nil {
 		return err
 	}
-	srv, err := bus.StartServer(bus.ServerConfig{DataDir: data, Listen: o.natsListen,
-		MaxMemory: int64(o.maxMemory), MaxStore: int64(o.maxStore), SyncAlways: o.syncAlways}, log)
+	srv, err := bus.StartServer(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer srv.Shutdown() // last: after every client has drained
-	c, err := bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up"), bus.WithLogger(a.log),
-		bus.WithPrefix(schemas.Prefix(o.prefix)))
+	c, err := bus.Connect(ctx, "", append(copts, bus.WithServer(srv))...)
 	if err != nil {
 		return err
 	}
@@ -136,6 +151,12 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
 	w := newWiring(a, &o.f, c, a.log, ln, srv.ClientURL(), workerEnv(a, o.prefix))
+	defer w.close()
+	if ba != nil {
+		if err := ba.wire(w, srv, c, data, o); err != nil {
+			return err
+		}
+	}
 	o.f.uiURL = w.url + "/ui"
 	for _, d := range stageDefs {
 		if (d.name == "gate" || d.name == "actuator") && o.f.control.actuator == "none" && !o.f.control.kubernetes {
@@ -156,7 +177,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	fmt.Fprintf(a.stdout, "HTTP: %s\n", w.url)
 	fmt.Fprintf(a.stdout, "UI: %s%s\n", w.url, visualizer.Prefix)
-	log.Info("pace is up", "data", data, "http", w.url, "nats", srv.ClientURL())
+	log.Info("pace is up", "data", data, "http", w.url, "nats", srv.ClientURL(), "nats_auth", secured)
 	if o.demo {
 		w.loops = append(w.loops, func(ctx context.Context) error { return runDemo(ctx, a, w.url) })
 	}

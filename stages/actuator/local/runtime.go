@@ -32,6 +32,9 @@ type Config struct {
 	MaxReplicas int `json:"max_replicas,omitempty"`
 	// Env is extra environment for every replica, e.g. PACE_LOG_LEVEL.
 	Env []string `json:"env,omitempty"`
+	// JobEnv, when set, is extra environment for the replicas of one job,
+	// e.g. their job's token (PACE_TOKEN) on a bus that authenticates.
+	JobEnv func(job string) []string `json:"-"`
 }
 
 func (c Config) withDefaults() Config {
@@ -219,6 +222,9 @@ func (r *Runtime) command(w Worker, id string) *exec.Cmd {
 	}
 	cmd.Env = append(inheritedEnv(), r.cfg.Env...)
 	cmd.Env = append(cmd.Env, "PACE_NATS_URL="+r.cfg.NATSURL, "PACE_JOB="+w.Job, "PACE_WORKER_ID="+id)
+	if r.cfg.JobEnv != nil {
+		cmd.Env = append(cmd.Env, r.cfg.JobEnv(w.Job)...)
+	}
 	for k, v := range w.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

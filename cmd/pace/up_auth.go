@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"slices"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/auth/natsauth"
+	"github.com/pace-platform/pace/bus"
+	natsconf "github.com/pace-platform/pace/deploy/nats"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// busAuth is how pace up's embedded server authenticates: Pace's stages as
+// the users of deploy/nats/auth.conf, everyone else by token through the
+// auth callout (package natsauth).
+type busAuth struct {
+	server    *bus.ServerAuth
+	passwords map[string]string // by user
+	issuer    nkeys.KeyPair
+	tokens    *auth.TokenFile
+}
+
+// secured reports whether the bus must authenticate: with a token file, or
+// when NATS listens beyond loopback. Beyond loopback without a token file
+// is refused unless --insecure.
+func (o *upOptions) secured() (bool, error) {
+	if o.f.fc.tokenFile != "" {
+		return true, nil
+	}
+	if o.natsListen == "" || o.insecure {
+		return false, nil
+	}
+	host, _, _ := net.SplitHostPort(o.natsListen)
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return false, nil
+	}
+	return false, usageError("--nats-listen %s is reachable from other machines, and without --token-file anyone reaching it could run commands as this user: give --token-file (tenants then authenticate with their tokens), listen on 127.0.0.1, or accept the risk with --insecure", o.natsListen)
+}
+
+// newBusAuth loads the token file and makes the stages' users and the
+// callout's issuer key.
+func (o *upOptions) newBusAuth() (*busAuth, error) {
+	tokens, err := auth.LoadTokenFile(o.f.fc.tokenFile)
+	if err != nil {
+		return nil, usageError("--token-file: %v", err)
+	}
+	users, passwords, err := natsconf.Users(schemas.Prefix(o.prefix))
+	if err != nil {
+		return nil, err
+	}
+	issuer, pub, err := natsauth.NewIssuer()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(users))
+	for _, u := range users {
+		names = append(names, u.Username)
+	}
+	slices.Sort(names)
+	return &busAuth{server: &bus.ServerAuth{Users: users, Issuer: pub, CalloutUsers: names},
+		passwords: passwords, issuer: issuer, tokens: tokens}, nil
+}
+
+// as returns the option that logs a stage (manager, gate, …, or admin) in.
+func (b *busAuth) as(stage string) bus.Option {
+	return bus.WithUserPassword("pace-"+stage, b.passwords["pace-"+stage])
+}
+
+// wire makes w's stages connect as their own users, gives local workers
+// their job's token, and adds the authorization service, answering on c
+// (pace-admin's connection).
+func (b *busAuth) wire(w *wiring, srv *bus.Server, c *bus.Client, data string, o *upOptions) error {
+	jobs, err := natsauth.LoadJobTokens(filepath.Join(data, "job-token.key"))
+	if err != nil {
+		return err
+	}
+	w.stageClient = func(ctx context.Context, stage string) (*bus.Client, error) {
+		return bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up-"+stage), bus.WithLogger(w.a.log),
+			bus.WithPrefix(schemas.Prefix(o.prefix)), b.as(stage))
+	}
+	w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
+	w.loops = append(w.loops, natsauth.New(c, b.issuer, b.tokens, jobs, w.log).Run)
+	return nil
+}

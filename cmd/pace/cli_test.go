@@ -300,6 +300,9 @@ func TestUsageErrors(t *testing.T) {
 		{"bad api url", []string{"jobs", "--api", "localhost:8080"}, nil, exitUsage, `--api "localhost:8080"`},
 		{"bad nats scheme", []string{"push", "j", "--nats", "http://127.0.0.1:4222"}, nil, exitUsage, `--nats "http://127.0.0.1:4222"`},
 		{"bad nats port", []string{"up", "--nats-listen", "127.0.0.1:99999"}, nil, exitUsage, "--nats-listen"},
+		{"open bus beyond loopback", []string{"up", "--nats-listen", "0.0.0.0:0"}, nil, exitUsage, "give --token-file"},
+		{"token and password", []string{"push", "j", "--token", "t", "--nats-user", "u"}, nil, exitUsage, "exclude each other"},
+		{"bad local exec", []string{"up", "--local-exec", "some"}, nil, exitUsage, "--local-exec \"some\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

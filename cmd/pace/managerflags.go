@@ -39,6 +39,15 @@ func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 	fs.StringVar(&f.localExec, "local-exec", manager.LocalExecAll, "whose jobs may run workers on this host, as Pace's own user: all, admins (pace:admins) or none")
 }
 
+// validate refuses a bad --local-exec before anything starts.
+func (f *managerFlags) validate() error {
+	switch f.localExec {
+	case manager.LocalExecAll, manager.LocalExecAdmins, manager.LocalExecNone:
+		return nil
+	}
+	return usageError("--local-exec %q: want all, admins or none", f.localExec)
+}
+
 // build returns the manager and its API, served on httpAddr, with links to
 // the UI at uiURL ("" = none); localMax is the local actuator's cap of
 // workers per job when one runs beside it (0: none). authn is the --token-file authenticator;

@@ -42,7 +42,8 @@ and answers the visualizer's requests for its APF state
 			f.manager.add(fs)
 			fs.StringVar(&f.uiURL, "ui-url", "", `base URL of the web UI for jobs' visualizer_url, e.g. https://pace.example/ui ("" = none)`)
 		},
-		wire: wireManager},
+		validate: func(f *stageFlags, _ string) error { return f.manager.validate() },
+		wire:     wireManager},
 	{name: "collector", short: "Sample every running job's queue and workers",
 		long: `The collector samples each running job (queue depth, results, workers)
 every --sample-interval and on job events, and publishes raw samples on

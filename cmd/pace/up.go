@@ -45,7 +45,13 @@ docs/monitoring.md), and the control loop: controller, actuator and the APF
 gate with the local worker runtime.
 
 When ready it prints the NATS URL that workers and clients connect to and
-the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.`,
+the HTTP URL. Ctrl-C or SIGTERM stops it cleanly; data survives restarts.
+
+With --token-file, the bus authenticates too: every NATS connection
+presents a token of the file (pace push --token, PACE_TOKEN, nats --token)
+and may reach only its user's jobs; the workers Pace starts get their job's
+token. NATS listening beyond loopback needs --token-file, or --insecure
+(docs/security.md).`,
 		Example: `  pace up
   pace up --demo   # a job that needs several workers to meet its deadline, then its report
   pace up --data /var/lib/pace --http :8080 --nats-listen 0.0.0.0:4222
@@ -97,6 +103,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		}
 	}
 	if err := o.f.prov.validate(); err != nil {
+		return err
+	}
+	if err := o.f.manager.validate(); err != nil {
 		return err
 	}
 	if err := o.f.monitor.validate(); err != nil {

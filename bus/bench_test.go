@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -25,14 +29,79 @@ var benchRun atomic.Int64
 // a Worker fetching it, publishing its deduplicated result and acking it.
 func BenchmarkSDK(b *testing.B) {
 	c := bustest.Client(b, bustest.Server(b))
-	ctx := context.Background()
 	job := fmt.Sprintf("sdk%d", benchRun.Add(1))
+	if _, err := c.OpenJob(context.Background(), job); err != nil {
+		b.Fatal(err)
+	}
+	benchSDK(b, c, job)
+}
+
+// BenchmarkSDKAuthenticated is BenchmarkSDK on a bus that authenticates, as
+// pace up's with a token file: a tenant's connection whose every publish
+// and subscription the server checks against its permissions.
+func BenchmarkSDKAuthenticated(b *testing.B) {
+	job := fmt.Sprintf("sdk%d", benchRun.Add(1))
+	benchSDK(b, authenticated(b, job), job)
+}
+
+// BenchmarkRawJetStreamAuthenticated is BenchmarkRawJetStream as the same
+// tenant.
+func BenchmarkRawJetStreamAuthenticated(b *testing.B) {
+	job := fmt.Sprintf("raw%d", benchRun.Add(1))
+	benchRaw(b, authenticated(b, job), job)
+}
+
+// authenticated starts a bus that authenticates with Pace's authorization
+// service, declares job for the tenant alice and returns alice's client.
+func authenticated(b *testing.B, job string) *bus.Client {
+	b.Helper()
+	ctx := context.Background()
+	users, passwords, err := natsconf.Users(schemas.DefaultPrefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	issuer, pub, err := natsauth.NewIssuer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 0, len(users))
+	for _, u := range users {
+		names = append(names, u.Username)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{DataDir: b.TempDir(), MaxStore: 1 << 30,
+		Auth: &bus.ServerAuth{Users: users, Issuer: pub, CalloutUsers: names}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Shutdown)
+	admin := bustest.Client(b, srv, bus.WithUserPassword("pace-admin", passwords["pace-admin"]))
+	if _, err := admin.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
+		b.Fatal(err)
+	}
+	tokens, err := auth.ParseTokens(strings.NewReader("alice-token,alice,1\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs, err := natsauth.NewJobTokens(make([]byte, 32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	bustest.Run(b, natsauth.New(admin, issuer, tokens, jobs, nil).Run)
+	var alice *bus.Client
+	bustest.Eventually(b, time.Minute, "alice connects", func() bool {
+		alice, err = bus.Connect(ctx, "", bus.WithServer(srv), bus.WithTokenAuth("alice-token"), bus.WithConnectTimeout(time.Second))
+		return err == nil
+	})
+	b.Cleanup(func() { _ = alice.Close(context.Background()) })
+	return alice
+}
+
+// benchSDK runs BenchmarkSDK's round trips on c's existing job.
+func benchSDK(b *testing.B, c *bus.Client, job string) {
+	ctx := context.Background()
 	items := make([]schemas.WorkItem, b.N)
 	for i := range items {
 		items[i].Payload = strconv.Itoa(i)
-	}
-	if _, err := c.OpenJob(ctx, job); err != nil {
-		b.Fatal(err)
 	}
 	var done atomic.Int64
 	finished := make(chan struct{})
@@ -66,13 +135,17 @@ func BenchmarkSDK(b *testing.B) {
 // BenchmarkRawJetStream does the same work with nats.go's jetstream package
 // alone: async publish, fetch, publish the result with a message id, ack.
 func BenchmarkRawJetStream(b *testing.B) {
-	c := bustest.Client(b, bustest.Server(b))
+	benchRaw(b, bustest.Client(b, bustest.Server(b)), fmt.Sprintf("raw%d", benchRun.Add(1)))
+}
+
+// benchRaw runs BenchmarkRawJetStream's round trips on c's connection, with
+// job's work consumer (the one name a tenant may create for its job).
+func benchRaw(b *testing.B, c *bus.Client, job string) {
 	ctx := context.Background()
 	js := c.JetStream()
-	job := fmt.Sprintf("raw%d", benchRun.Add(1))
 	subject := c.Prefix().Work(job)
 	cons, err := js.CreateOrUpdateConsumer(ctx, "PACE_WORK", jetstream.ConsumerConfig{
-		Durable: "raw-" + job, FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "work-" + job, FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: -1})
 	if err != nil {
 		b.Fatal(err)

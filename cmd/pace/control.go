@@ -27,6 +27,9 @@ type controlFlags struct {
 	// credentials (kubeactuator.Config).
 	workerSecret     string
 	workerSecretKeys []string
+	// jobToken mints a job's worker token for its pods when the bus
+	// authenticates tenants (pace up --token-file); nil otherwise.
+	jobToken func(job string) string
 }
 
 func (f *controlFlags) add(fs *pflag.FlagSet) {
@@ -62,7 +65,8 @@ func (f *controlFlags) kubeConfig(natsURL string) kubeactuator.Config {
 	if f.podNATSURL != "" {
 		natsURL = f.podNATSURL
 	}
-	return kubeactuator.Config{NATSURL: natsURL, WorkerSecret: f.workerSecret, WorkerSecretKeys: f.workerSecretKeys}
+	return kubeactuator.Config{NATSURL: natsURL, WorkerSecret: f.workerSecret, WorkerSecretKeys: f.workerSecretKeys,
+		JobToken: f.jobToken}
 }
 
 // validateKube checks the flags of the Kubernetes runtime, naming each bad

@@ -84,6 +84,7 @@ func (b *busAuth) wire(w *wiring, srv *bus.Server, c *bus.Client, data string, o
 			bus.WithPrefix(schemas.Prefix(o.prefix)), b.as(stage))
 	}
 	w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
+	o.f.control.jobToken = jobs.Mint
 	w.loops = append(w.loops, natsauth.New(c, b.issuer, b.tokens, jobs, w.log).Run)
 	return nil
 }

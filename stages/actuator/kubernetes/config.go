@@ -22,6 +22,12 @@ type Config struct {
 	// WorkerSecretKeys are the keys WorkerSecret holds, among those of
 	// SecretKeys. Empty means DefaultWorkerSecretKeys.
 	WorkerSecretKeys []string `json:"worker_secret_keys,omitempty"`
+	// JobToken, when set, returns the NATS token of a job's workers, given
+	// to its pods as PACE_TOKEN: on a bus that authenticates tenants (pace
+	// up --token-file) it lets them reach their job and nothing else. The
+	// token is then in the Job's pod template, readable by whoever may read
+	// Jobs in its namespace.
+	JobToken func(job string) string `json:"-"`
 }
 
 // SecretKey is how a key of the worker Secret reaches `pace worker` (and

@@ -34,6 +34,9 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 	}
 	labels := map[string]string{LabelJob: rec.ID, LabelManagedBy: "pace"}
 	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.cfg.NATSURL}, {Name: "PACE_JOB", Value: rec.ID}}
+	if r.cfg.JobToken != nil {
+		env = append(env, corev1.EnvVar{Name: "PACE_TOKEN", Value: r.cfg.JobToken(rec.ID)})
+	}
 	credEnv, volumes, mounts := r.credentials()
 	env = append(env, credEnv...)
 	for _, k := range slices.Sorted(maps.Keys(w.Env)) {

@@ -43,6 +43,8 @@ func TestWorkerPodCredentials(t *testing.T) {
 		volumes []string // mounted besides /tmp, as name:key,key
 	}{
 		{"no secret", Config{NATSURL: url}, nil, nil},
+		{"the job's token (pace up --token-file)", Config{NATSURL: url, JobToken: func(job string) string { return "job:" + job + ":mac" }},
+			[]corev1.EnvVar{{Name: "PACE_TOKEN", Value: "job:render:mac"}}, nil},
 		{"password and CA (the default keys)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats"}, []corev1.EnvVar{
 			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
 			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},

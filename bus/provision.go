@@ -127,6 +127,10 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// LogLinesPerJob is how many of its newest log lines a job keeps: the logs
+// stream holds at most that many messages per subject.
+const LogLinesPerJob = 10_000
+
 // Stream families; the stream name is the upper-case prefix, "_" and the family.
 const (
 	jobsFamily       = "JOBS"
@@ -180,6 +184,7 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	admission.MaxAge = l.AdmissionMaxAge
 	logs := s(logsFamily, "job log lines", p+".logs.*")
 	logs.MaxAge = l.LogsMaxAge
+	logs.MaxMsgsPerSubject = LogLinesPerJob // a chatty job loses its oldest lines, not others' lines
 	adv := s(advisoriesFamily, "max-deliveries advisories of the work stream, for dead-lettering",
 		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+c.prefix.Stream(workFamily)+".*")
 	adv.Retention = jetstream.WorkQueuePolicy

@@ -117,9 +117,11 @@ func (f *controlFlags) validate(natsURL string) error {
 
 // localRuntime returns a local process runtime whose workers connect to
 // natsURL with the extra environment env, and jobEnv's for their job (nil:
-// none).
-func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv func(job string) []string, log *slog.Logger) (*local.Runtime, error) {
-	return local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv}, log)
+// none), and whose output lines go to output.
+func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv func(job string) []string,
+	output func(job, worker, line string), log *slog.Logger) (*local.Runtime, error) {
+	return local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv,
+		Output: output}, log)
 }
 
 // kubernetesRuntime connects to the cluster of the kubeconfig (or the one

@@ -427,12 +427,13 @@ func wireGate(ctx context.Context, w *wiring) error {
 			runtimes[schemas.KubernetesActuator] = krt
 		}
 		if cf.actuator == "local" {
-			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, w.log)
+			output := actuator.NewWorkerLog(c, w.log)
+			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, output.Line, w.log)
 			if err != nil {
 				return nil, nil, err
 			}
 			runtimes[schemas.LocalActuator] = actuator.Local(rt)
-			loops = append(loops, rt.Run)
+			loops = append(loops, rt.Run, output.Run)
 		}
 		if serve := w.serveFlowControl("gate", fc); serve != nil {
 			loops = append(loops, serve)

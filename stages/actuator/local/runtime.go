@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -32,6 +33,10 @@ type Config struct {
 	MaxReplicas int `json:"max_replicas,omitempty"`
 	// Env is extra environment for every replica, e.g. PACE_LOG_LEVEL.
 	Env []string `json:"env,omitempty"`
+	// Output, when set, receives each line a replica writes on its standard
+	// output or error (without the newline; at most 4 KiB of it), besides
+	// Pace's own standard error, which gets them as written.
+	Output func(job, replica, line string) `json:"-"`
 	// JobEnv, when set, is extra environment for the replicas of one job,
 	// e.g. their job's token (PACE_TOKEN) on a bus that authenticates.
 	JobEnv func(job string) []string `json:"-"`
@@ -253,6 +258,19 @@ func inheritedEnv() []string {
 	return env
 }
 
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// multiCloser writes to w and closes c.
+type multiCloser struct {
+	w io.Writer
+	c io.Closer
+}
+
+func (m multiCloser) Write(p []byte) (int, error) { return m.w.Write(p) }
+func (m multiCloser) Close() error                { return m.c.Close() }
+
 // replica is one supervised worker process, restarted when it exits on its own.
 type replica struct {
 	id   string
@@ -286,7 +304,12 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 	backoff := time.Second
 	for {
 		cmd := r.command(w, rep.id)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		var out io.WriteCloser = nopCloser{os.Stderr}
+		if r.cfg.Output != nil {
+			lines := &lineWriter{emit: func(line string) { r.cfg.Output(w.Job, rep.id, line) }}
+			out = multiCloser{io.MultiWriter(os.Stderr, lines), lines}
+		}
+		cmd.Stdout, cmd.Stderr = out, out
 		started := time.Now()
 		if err := cmd.Start(); err != nil {
 			log.Error("replica did not start", "err", err)
@@ -295,7 +318,7 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 			rep.proc = cmd.Process
 			rep.mu.Unlock()
 			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			go func() { err := cmd.Wait(); _ = out.Close(); exited <- err }()
 			select {
 			case err := <-exited:
 				rep.mu.Lock()

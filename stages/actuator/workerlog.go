@@ -1,0 +1,112 @@
+package actuator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// Worker output in a job's log: at most workerLinesPerSecond lines a second
+// per job, in bursts of up to workerLinesBurst; the lines over it are
+// counted and reported in one line once output may flow again. The log
+// stream itself keeps a job's newest lines only (bus.LogLinesPerJob).
+const (
+	workerLinesPerSecond = 20
+	workerLinesBurst     = 200
+	workerLogQueue       = 4096 // lines waiting to be published, all jobs
+)
+
+// WorkerLog publishes the output lines of the workers a runtime runs to
+// their job's log (pace.logs.<job>), tagged with the worker, rate-limited
+// per job. Line never blocks the worker: a line that finds the queue full is
+// dropped and counted like a rate-limited one.
+type WorkerLog struct {
+	c     *bus.Client
+	log   *slog.Logger
+	now   func() time.Time
+	lines chan *schemas.LogLine
+
+	mu   sync.Mutex
+	jobs map[string]*jobOutput
+}
+
+type jobOutput struct {
+	limit   *rate.Limiter
+	dropped int
+	last    time.Time // of its last line
+}
+
+// NewWorkerLog returns a WorkerLog publishing with c; call Run.
+func NewWorkerLog(c *bus.Client, log *slog.Logger) *WorkerLog {
+	return &WorkerLog{c: c, log: log.With("stage", "worker-log"), now: time.Now,
+		lines: make(chan *schemas.LogLine, workerLogQueue), jobs: map[string]*jobOutput{}}
+}
+
+// Line takes one line worker of job wrote (local.Config.Output).
+func (l *WorkerLog) Line(job, worker, line string) {
+	at := l.now()
+	l.mu.Lock()
+	o := l.jobs[job]
+	if o == nil {
+		o = &jobOutput{limit: rate.NewLimiter(workerLinesPerSecond, workerLinesBurst)}
+		l.jobs[job] = o
+	}
+	o.last = at
+	if !o.limit.AllowN(at, 1) {
+		o.dropped++
+		l.mu.Unlock()
+		return
+	}
+	var lines []*schemas.LogLine
+	if o.dropped > 0 {
+		lines = append(lines, &schemas.LogLine{Job: job, At: at, Source: "pace",
+			Line: fmt.Sprintf("%d lines of worker output dropped (more than %d a second)", o.dropped, workerLinesPerSecond)})
+		o.dropped = 0
+	}
+	lines = append(lines, &schemas.LogLine{Job: job, At: at, Source: worker, Line: line})
+	for _, ll := range lines {
+		select {
+		case l.lines <- ll:
+		default:
+			o.dropped++
+		}
+	}
+	l.mu.Unlock()
+}
+
+// forgetIdle drops the limiters of jobs silent for a minute, whose buckets
+// are full again anyway.
+func (l *WorkerLog) forgetIdle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for job, o := range l.jobs {
+		if o.dropped == 0 && l.now().Sub(o.last) > time.Minute {
+			delete(l.jobs, job)
+		}
+	}
+}
+
+// Run publishes the lines until ctx ends; cancellation returns nil.
+func (l *WorkerLog) Run(ctx context.Context) error {
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sweep.C:
+			l.forgetIdle()
+		case line := <-l.lines:
+			if err := l.c.PublishLog(ctx, line); err != nil && ctx.Err() == nil {
+				l.log.Warn("worker output not logged", "job", line.Job, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// follow.mjs STREAM SUBJECT COUNT [SECONDS]: print the first COUNT messages
+// of STREAM on SUBJECT as JSON lines, waiting for those not yet stored, for
+// at most SECONDS (default 60; exit 1 when they did not come).
+//
+// It reads with an ordered consumer: ephemeral, created by this client,
+// without acknowledgements. Its filter is one subject, passed as a string:
+// nats.js then creates it on $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>,
+// the API subject the server checks against the caller's rights (only its
+// own jobs). An array of filters, even of one, goes to
+// $JS.API.CONSUMER.CREATE.<stream>, which no tenant may use.
+//   node examples/clients/node/follow.mjs PACE_RESULTS "pace.results.$job.*" 3
+import { jetstream } from "@nats-io/jetstream";
+import { connectPace } from "./pace.mjs";
+
+const [stream, subject, count, seconds = "60"] = process.argv.slice(2);
+if (!count) {
+  console.error("usage: node follow.mjs STREAM SUBJECT COUNT [SECONDS]");
+  process.exit(2);
+}
+const nc = await connectPace();
+try {
+  const js = jetstream(nc);
+  const consumer = await js.consumers.get(stream, { filter_subjects: subject });
+  const deadline = Date.now() + Number(seconds) * 1000;
+  let got = 0;
+  while (got < Number(count) && Date.now() < deadline) {
+    const msg = await consumer.next({ expires: Math.min(5_000, Math.max(1_000, deadline - Date.now())) });
+    if (msg === null) continue; // nothing new yet
+    console.log(JSON.stringify(msg.json()));
+    got++;
+  }
+  if (got < Number(count)) {
+    console.error(`${stream} ${subject}: ${got} of ${count} messages in ${seconds} s`);
+    process.exitCode = 1;
+  }
+} catch (err) {
+  console.error(`follow ${stream} ${subject}: ${err.message}`);
+  process.exitCode = 1;
+} finally {
+  await nc.close();
+}

@@ -97,8 +97,10 @@ func keys(m map[string]string) []string {
 // order, in one bash with -euo pipefail in a copy of the repository's
 // tracked files (what a clone holds), so a variable set by one block is seen
 // by the next and files the commands write stay out of the tree; with pace
-// on PATH, API, AUTH and TOKEN set, and the default addresses
-// (localhost:8080, 127.0.0.1:4222) pointing at this pace up.
+// and the NATS CLI on PATH, the nats.js packages in
+// examples/clients/node/node_modules, API, AUTH, TOKEN and OTHER_TOKEN set,
+// and the default addresses (localhost:8080, 127.0.0.1:4222) pointing at
+// this pace up.
 func TestDocumentedCommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts pace up and runs every documented command")
@@ -132,8 +134,14 @@ func TestDocumentedCommandsRun(t *testing.T) {
 		t.FailNow()
 	}
 
+	clients := installedClients(t, root)
 	tree := copyTree(t, root)
-	up := startPace(t, tree)
+	// ESM imports ignore NODE_PATH: the examples find their packages in a
+	// node_modules beside them.
+	if err := os.Symlink(clients.nodeModules, filepath.Join(tree, nodeExamples, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	up := startPace(t, tree, clients.bin)
 	for _, s := range scripts {
 		t.Run(filepath.Base(s.file), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -195,9 +203,61 @@ type pace struct {
 	env        []string
 }
 
+// natsCLIVersion is the NATS CLI that docs/clients.md's blocks run, as
+// scripts/ensure-clients.sh installs it.
+const natsCLIVersion = "v0.5.0"
+
+// nodeExamples holds the nats.js examples, with their package-lock.json.
+const nodeExamples = "examples/clients/node"
+
+// clients are what scripts/ensure-clients.sh installs for docs/clients.md.
+type clients struct {
+	bin         string // holds nats
+	nodeModules string // examples/clients/node's packages
+}
+
+// installedClients finds the NATS CLI and the nats.js packages under
+// $PACE_TOOLS (default ~/.cache/pace-tools), and fails, not skips, when they
+// are missing or the packages were installed from another lock file.
+func installedClients(t *testing.T, root string) clients {
+	t.Helper()
+	tools := os.Getenv("PACE_TOOLS")
+	if tools == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools = filepath.Join(home, ".cache", "pace-tools")
+	}
+	c := clients{
+		bin:         filepath.Join(tools, "natscli-"+natsCLIVersion),
+		nodeModules: filepath.Join(tools, "node-clients", "node_modules"),
+	}
+	const fix = "run scripts/test-setup.sh (task setup) once"
+	if _, err := os.Stat(filepath.Join(c.bin, "nats")); err != nil {
+		t.Fatalf("the NATS CLI %s, which docs/clients.md runs: %v; %s", natsCLIVersion, err, fix)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("node, which docs/clients.md runs: %v; %s", err, fix)
+	}
+	want, err := os.ReadFile(filepath.Join(root, nodeExamples, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(tools, "node-clients", "package-lock.json"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the nats.js packages of %s are not installed from its package-lock.json (%v); %s", nodeExamples, err, fix)
+	}
+	if _, err := os.Stat(c.nodeModules); err != nil {
+		t.Fatalf("the nats.js packages of %s: %v; %s", nodeExamples, err, fix)
+	}
+	return c
+}
+
 // startPace builds pace, starts 'pace up' with a token file on free ports
-// and waits until it is ready; it is stopped when the test ends.
-func startPace(t *testing.T, root string) *pace {
+// and waits until it is ready; it is stopped when the test ends. The blocks
+// run with pace and the directories of extra on PATH.
+func startPace(t *testing.T, root string, extra ...string) *pace {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
@@ -207,9 +267,12 @@ func startPace(t *testing.T, root string) *pace {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/pace: %v\n%s", err, out)
 	}
-	const token = "docs-token"
+	// An admin's token, and a tenant's who owns no job (docs/clients.md
+	// shows what the bus refuses it).
+	const token, other = "docs-token", "docs-other-token"
 	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(token+",docs,1,\"pace:admins\"\n"), 0o600); err != nil {
+	lines := token + ",docs,1,\"pace:admins\"\n" + other + ",other,2,\n"
+	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &pace{http: freeAddr(t), nats: freeAddr(t)}
@@ -253,8 +316,8 @@ func startPace(t *testing.T, root string) *pace {
 		}
 	}
 	p.env = append(os.Environ(),
-		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"API=http://"+p.http, "TOKEN="+token, "AUTH=Authorization: Bearer "+token,
+		"PATH="+strings.Join(append([]string{bin}, append(extra, os.Getenv("PATH"))...), string(os.PathListSeparator)),
+		"API=http://"+p.http, "TOKEN="+token, "OTHER_TOKEN="+other, "AUTH=Authorization: Bearer "+token,
 		"GOFLAGS=-buildvcs=false", "PACE_API=http://"+p.http, "PACE_NATS_URL=nats://"+p.nats, "PACE_TOKEN="+token)
 	return p
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ensure-tools.sh: make sure the programs the tests drive are installed:
-# Chromium for the UI's browser tests, jq and python3 for the documented
-# commands that docs/docs_test.go runs. As root, what is missing is installed
-# from Debian's packages (about a minute, once per machine); otherwise the
-# script names the one command to run. PACE_CHROMIUM names another browser.
+# Chromium for the UI's browser tests, jq, python3 and Node.js (with npm)
+# for the documented commands that docs/docs_test.go runs. As root, what is
+# missing is installed from Debian's packages (about a minute, once per
+# machine); otherwise the script names the one command to run. PACE_CHROMIUM
+# names another browser.
 set -euo pipefail
 missing=()
 chromium=""
@@ -13,6 +14,8 @@ done
 [ -n "$chromium" ] || missing+=(chromium)
 command -v jq >/dev/null || missing+=(jq)
 command -v python3 >/dev/null || missing+=(python3)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-setup.sh: the one-time set-up the test suite needs, done before any
-# test starts so that no package's timeout contains a build: Chromium, jq and
-# python3 for the browser and documentation tests, kube-apiserver, etcd and
+# test starts so that no package's timeout contains a build: Chromium, jq,
+# python3 and Node.js for the browser and documentation tests, the NATS CLI
+# and nats.js for docs/clients.md's examples, kube-apiserver, etcd and
 # friends for the Kubernetes tests, InfluxDB 1.8 for the sinks. Each step
 # returns at once when its output is already there. The first run on a fresh
 # machine takes about 15 minutes (docs/development.md).
@@ -9,5 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { local t=$SECONDS; "$@" >/dev/null; echo "setup: $1 ok ($((SECONDS - t)) s)"; }
 step scripts/ensure-tools.sh
+step scripts/ensure-clients.sh
 step integration/kubetools/build.sh
 step scripts/ensure-influxd.sh

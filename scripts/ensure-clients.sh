@@ -26,6 +26,7 @@ if ! cmp -s "$lock" "$node/package-lock.json" || [ ! -d "$node/node_modules" ]; 
   command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 or later with npm" >&2; exit 1; }
   echo "installing examples/clients/node's packages with npm ci" >&2
   scratch=$(mktemp -d "${tools}/node-clients.XXXXXX")
+  trap 'rm -rf "$scratch"' EXIT # also when npm ci fails
   cp examples/clients/node/package.json "$lock" "$scratch/"
   (cd "$scratch" && npm ci --no-audit --no-fund --loglevel=error >&2)
   rm -rf "$node"
@@ -33,5 +34,4 @@ if ! cmp -s "$lock" "$node/package-lock.json" || [ ! -d "$node/node_modules" ]; 
   mv "$scratch/node_modules" "$node/"
   cp examples/clients/node/package.json "$node/"
   cp "$lock" "$node/package-lock.json"
-  rm -rf "$scratch"
 fi

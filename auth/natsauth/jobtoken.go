@@ -31,6 +31,16 @@ func NewJobTokens(key []byte) (*JobTokens, error) {
 	return &JobTokens{key: key}, nil
 }
 
+// ReadJobTokens reads the key from file: at least 32 bytes, shared by the
+// processes that mint and check tokens (pace stage gate and manager).
+func ReadJobTokens(file string) (*JobTokens, error) {
+	key, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("job token key: %w", err)
+	}
+	return NewJobTokens(key)
+}
+
 // LoadJobTokens reads the key from file, creating the file with a random
 // key (mode 0600) if it does not exist, so that tokens outlive a restart.
 func LoadJobTokens(file string) (*JobTokens, error) {

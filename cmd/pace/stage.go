@@ -41,9 +41,15 @@ and answers the visualizer's requests for its APF state
 			f.fc.add(fs)
 			f.manager.add(fs)
 			fs.StringVar(&f.uiURL, "ui-url", "", `base URL of the web UI for jobs' visualizer_url, e.g. https://pace.example/ui ("" = none)`)
+			f.tokens.addCallout(fs)
 		},
-		validate: func(f *stageFlags, _ string) error { return f.manager.validate() },
-		wire:     wireManager},
+		validate: func(f *stageFlags, _ string) error {
+			if err := f.tokens.validateCallout(f.fc.tokenFile); err != nil {
+				return err
+			}
+			return f.manager.validate()
+		},
+		wire: wireManager},
 	{name: "collector", short: "Sample every running job's queue and workers",
 		long: `The collector samples each running job (queue depth, results, workers)
 every --sample-interval and on job events, and publishes raw samples on
@@ -82,6 +88,7 @@ requests for its APF state (pace.flowcontrol.dump).`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
 			f.fc.addSeats(fs)
 			f.control.add(fs)
+			f.tokens.addJobTokens(fs)
 		},
 		validate: func(f *stageFlags, natsURL string) error {
 			if f.control.actuator != "local" && !f.control.kubernetes {
@@ -229,12 +236,18 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 }
 
 // workerEnv passes the connection settings on to local workers, secrets
-// in their environment (never on a command line).
+// in their environment (never on a command line). With job tokens
+// (--job-token-key) a worker gets its job's token instead of the stage's
+// credentials, and only the CA of the stage's TLS settings.
 func (o *stageOptions) workerEnv(a *app) []string {
 	env := workerEnv(a, o.nats.prefix)
-	for _, kv := range [][2]string{{"PACE_NATS_CREDS", o.nats.creds}, {"PACE_NATS_NKEY", o.nats.nkey},
+	creds := [][2]string{{"PACE_NATS_CREDS", o.nats.creds}, {"PACE_NATS_NKEY", o.nats.nkey},
 		{"PACE_NATS_USER", o.nats.user}, {"PACE_NATS_PASSWORD", o.nats.password}, {"PACE_NATS_CA", o.nats.tlsCA},
-		{"PACE_NATS_CERT", o.nats.tlsCert}, {"PACE_NATS_KEY", o.nats.tlsKey}} {
+		{"PACE_NATS_CERT", o.nats.tlsCert}, {"PACE_NATS_KEY", o.nats.tlsKey}}
+	if o.f.tokens.jobTokenKey != "" {
+		creds = [][2]string{{"PACE_NATS_CA", o.nats.tlsCA}}
+	}
+	for _, kv := range creds {
 		if kv[1] != "" {
 			env = append(env, kv[0]+"="+kv[1])
 		}

@@ -249,6 +249,8 @@ func TestStageUsageErrors(t *testing.T) {
 		{[]string{"stage", "collector", "--sample-interval", "1ms"}, "--sample-interval"},
 		{[]string{"stage", "gate", "--actuator", "none"}, "--kubernetes"},
 		{[]string{"stage", "processor", "--lease-ttl", "10ms"}, "--lease-ttl"},
+		{[]string{"stage", "manager", "--nats-callout-key", "seed.nk"}, "--nats-callout-key needs --token-file"},
+		{[]string{"stage", "manager", "--local-exec", "root"}, `--local-exec "root"`},
 	} {
 		args := c.args
 		if len(args) > 2 { // a stage: nothing may connect before its flags are checked
@@ -348,6 +350,19 @@ func TestStageWorkerEnvCarriesNATSAuth(t *testing.T) {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "PACE_NATS_CREDS=") {
 			t.Errorf("unset credentials passed on: %s", kv)
+		}
+	}
+
+	// With job tokens, a worker gets its job's token (jobEnv), never the
+	// stage's own credentials: only the CA that verifies the server.
+	o.f.tokens.jobTokenKey = "/job-token.key"
+	env = o.workerEnv(&app{logLevel: "info"})
+	if !slices.Contains(env, "PACE_NATS_CA=/ca.pem") {
+		t.Errorf("worker env %q lacks the CA", env)
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PACE_NATS_USER=") || strings.HasPrefix(kv, "PACE_NATS_PASSWORD=") || strings.HasPrefix(kv, "PACE_NATS_NKEY=") {
+			t.Errorf("the stage's credentials passed on with job tokens: %s", kv)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/schemas"
@@ -39,6 +40,7 @@ type stageFlags struct {
 	fc      flowcontrolFlags
 	manager managerFlags
 	control controlFlags
+	tokens  tokenFlags
 	uiURL   string
 	// heartbeat is how often the controller publishes a decision that keeps
 	// a job's replicas (--decision-heartbeat; 0: every decision).
@@ -321,12 +323,36 @@ func wireManager(ctx context.Context, w *wiring) error {
 	w.api.Handle(apf.DebugPrefix, fc.DebugHandler())
 	w.apiGate, w.mgr = true, mgr
 	w.loops = append(w.loops, c.DeadLetters, countJobs(c, fc.ObjectCounts(), w.log))
+	if w.f.tokens.calloutKey != "" {
+		if err := w.serveCallout(c, authn); err != nil {
+			return err
+		}
+	}
 	if serve := w.serveFlowControl("manager", fc); serve != nil {
 		w.loops = append(w.loops, serve)
 	}
 	return w.lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
 		return mgr.Run, mgr.Metrics(), nil
 	})
+}
+
+// serveCallout runs the authorization service of the servers' auth callout
+// on every replica (pace stage manager --nats-callout-key).
+func (w *wiring) serveCallout(c *bus.Client, authn auth.Authenticator) error {
+	issuer, err := w.f.tokens.issuer()
+	if err != nil {
+		return err
+	}
+	jobs, err := w.f.tokens.jobTokens()
+	if err != nil {
+		return err
+	}
+	users, ok := authn.(natsauth.Users)
+	if !ok {
+		return usageError("--nats-callout-key needs --token-file")
+	}
+	w.loops = append(w.loops, natsauth.New(c, issuer, users, jobs, w.log).Run)
+	return nil
 }
 
 // wireCollector samples running jobs on the leader; every replica keeps
@@ -413,6 +439,12 @@ func wireGate(ctx context.Context, w *wiring) error {
 	c, err := w.client(ctx, "gate")
 	if err != nil {
 		return err
+	}
+	if jobs, err := w.f.tokens.jobTokens(); err != nil {
+		return err
+	} else if jobs != nil { // pace stage gate --job-token-key
+		w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
+		cf.jobToken = jobs.Mint
 	}
 	var krt *kubeactuator.Runtime
 	if cf.kubernetes {

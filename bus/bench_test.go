@@ -60,16 +60,11 @@ func authenticated(b *testing.B, job string) *bus.Client {
 	if err != nil {
 		b.Fatal(err)
 	}
-	issuer, pub, err := natsauth.NewIssuer()
+	serverAuth, issuer, err := natsauth.ServerAuth(users)
 	if err != nil {
 		b.Fatal(err)
 	}
-	names := make([]string, 0, len(users))
-	for _, u := range users {
-		names = append(names, u.Username)
-	}
-	srv, err := bus.StartServer(bus.ServerConfig{DataDir: b.TempDir(), MaxStore: 1 << 30,
-		Auth: &bus.ServerAuth{Users: users, Issuer: pub, CalloutUsers: names}}, nil)
+	srv, err := bus.StartServer(bus.ServerConfig{DataDir: b.TempDir(), MaxStore: 1 << 30, Auth: serverAuth}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

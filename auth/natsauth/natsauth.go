@@ -202,6 +202,22 @@ func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
 	return "", jwt.Permissions{}, fmt.Errorf("invalid token")
 }
 
+// ServerAuth returns how a server authenticates with this service: users
+// (Pace's stages) log in with their passwords and skip the callout; every
+// other connection is handed to the service signing with the returned
+// issuer key (pass it to New).
+func ServerAuth(users []*server.User) (*bus.ServerAuth, nkeys.KeyPair, error) {
+	issuer, pub, err := NewIssuer()
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(users))
+	for _, u := range users {
+		names = append(names, u.Username)
+	}
+	return &bus.ServerAuth{Users: users, Issuer: pub, CalloutUsers: names}, issuer, nil
+}
+
 // NewIssuer returns a fresh account key pair for the auth callout: the
 // server trusts answers signed by it (its public key goes to
 // bus.ServerAuth.Issuer).

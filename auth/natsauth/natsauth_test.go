@@ -37,16 +37,12 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	issuer, pub, err := natsauth.NewIssuer()
+	serverAuth, issuer, err := natsauth.ServerAuth(users)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, u := range users {
-		names = append(names, u.Username)
-	}
 	srv, err := bus.StartServer(bus.ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MaxStore: 1 << 30,
-		Auth: &bus.ServerAuth{Users: users, Issuer: pub, CalloutUsers: names}}, nil)
+		Auth: serverAuth}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"path/filepath"
-	"slices"
 
 	"github.com/nats-io/nkeys"
 
@@ -53,17 +52,11 @@ func (o *upOptions) newBusAuth() (*busAuth, error) {
 	if err != nil {
 		return nil, err
 	}
-	issuer, pub, err := natsauth.NewIssuer()
+	server, issuer, err := natsauth.ServerAuth(users)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(users))
-	for _, u := range users {
-		names = append(names, u.Username)
-	}
-	slices.Sort(names)
-	return &busAuth{server: &bus.ServerAuth{Users: users, Issuer: pub, CalloutUsers: names},
-		passwords: passwords, issuer: issuer, tokens: tokens}, nil
+	return &busAuth{server: server, passwords: passwords, issuer: issuer, tokens: tokens}, nil
 }
 
 // as returns the option that logs a stage (manager, gate, …, or admin) in.

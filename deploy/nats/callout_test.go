@@ -16,6 +16,7 @@ import (
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -32,7 +33,14 @@ func calloutServer(t *testing.T) (string, *natsauth.JobTokens) {
 			t.Fatal(err)
 		}
 		if f == "auth.conf" {
-			data = uncommentCallout(t, string(data))
+			conf, err := natsconf.CalloutAuthConf()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(conf, "\n  auth_callout {") || strings.Contains(conf, "pace-worker,") || strings.Contains(conf, "pace-client,") {
+				t.Fatalf("auth.conf with the callout on:\n%s", conf)
+			}
+			data = []byte(conf)
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
 			t.Fatal(err)
@@ -75,38 +83,6 @@ func calloutServer(t *testing.T) (string, *natsauth.JobTokens) {
 		return err == nil
 	})
 	return url, jobs
-}
-
-// uncommentCallout enables the auth_callout block of auth.conf and removes
-// the users pace-worker and pace-client, as its comment says to.
-func uncommentCallout(t *testing.T, conf string) []byte {
-	t.Helper()
-	var out []string
-	skipping, enabled := false, false
-	for line := range strings.SplitSeq(conf, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(trimmed, "# auth_callout {") || enabled && strings.HasPrefix(trimmed, "#   ") && !strings.HasPrefix(trimmed, "# }"):
-			enabled = true
-			line = strings.Replace(line, "# ", "", 1)
-		case enabled && trimmed == "# }":
-			line, enabled = strings.Replace(line, "# ", "", 1), false
-		case strings.HasPrefix(trimmed, "{user: pace-worker,") || strings.HasPrefix(trimmed, "{user: pace-client,"):
-			skipping = true
-		}
-		if skipping {
-			if trimmed == "}}" {
-				skipping = false
-			}
-			continue
-		}
-		out = append(out, line)
-	}
-	text := strings.Join(out, "\n")
-	if !strings.Contains(text, "\n  auth_callout {") || strings.Contains(text, "pace-worker,") {
-		t.Fatalf("auth.conf no longer has the commented auth_callout block and the users its comment names:\n%s", text)
-	}
-	return []byte(text)
 }
 
 // TestAuthCalloutInDistributedMode: with the documented block, the stages

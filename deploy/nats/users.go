@@ -49,6 +49,36 @@ func Users(p schemas.Prefix) ([]*server.User, map[string]string, error) {
 	return opts.Users, passwords, nil
 }
 
+// CalloutAuthConf returns auth.conf with tenants by token turned on as its
+// comment says: the auth_callout block uncommented, and the users
+// pace-worker and pace-client, whose rights span every job, removed.
+func CalloutAuthConf() (string, error) {
+	var out []string
+	inBlock, found, skipping := false, false, false
+	for line := range strings.SplitSeq(authConf, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "# auth_callout {":
+			inBlock, found = true, true
+		case strings.HasPrefix(trimmed, "{user: pace-worker,") || strings.HasPrefix(trimmed, "{user: pace-client,"):
+			skipping = true
+		}
+		if skipping {
+			skipping = trimmed != "}}"
+			continue
+		}
+		if inBlock {
+			line = strings.Replace(line, "# ", "", 1)
+			inBlock = trimmed != "# }"
+		}
+		out = append(out, line)
+	}
+	if !found {
+		return "", fmt.Errorf("auth.conf has no commented auth_callout block")
+	}
+	return strings.Join(out, "\n"), nil
+}
+
 func randomPassword() string {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -93,7 +92,8 @@ type system struct {
 	c      *bus.Client
 	stages map[string][]*Proc
 	apis   []string // the managers' base URLs
-	cli    *Proc    // pace worker --exec, started by the test
+	auth   *busAuth
+	cli    *Proc // pace worker --exec, started by the test
 	job    string
 
 	mu       sync.Mutex // guards kills and restarts
@@ -112,16 +112,13 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 
 	dir := workDir(t)
-	conf, err := filepath.Abs("../../deploy/nats/cluster.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &system{t: t, rng: rng, g: NewGroup(t, dir), stages: map[string][]*Proc{}, kills: map[fault]int{}}
+	s := &system{t: t, rng: rng, g: NewGroup(t, dir), stages: map[string][]*Proc{}, kills: map[fault]int{},
+		auth: newBusAuth(t, dir)}
 	t.Cleanup(s.pending.Wait) // a test that stops early still waits for its restarts
-	s.nats = StartNATSCluster(t, s.g, bins.NATSServer, conf, dir, 3)
+	s.nats = StartNATSCluster(t, s.g, bins.NATSServer, s.auth.conf, dir, 3, s.auth.serverEnv...)
 	s.waitNATS(ctx)
 	s.startStages(ctx)
-	c, err := bus.Connect(ctx, s.nats.URL(), bus.WithName("chaos-test"), bus.WithConnectTimeout(0))
+	c, err := bus.Connect(ctx, s.nats.URL(), bus.WithName("chaos-test"), bus.WithConnectTimeout(0), s.auth.admin())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +134,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("job %s: %d items submitted in %s", s.job, items, time.Since(began).Round(time.Millisecond))
 	// The workers the gate runs are SDK workers (this test binary); this one
 	// is `pace worker --exec`, a process per item as users run it.
-	s.cli = s.g.Add("pace-worker", bins.Pace, []string{"worker", s.job, "--nats", s.nats.URL(),
+	s.cli = s.g.Add("pace-worker", bins.Pace, []string{"worker", s.job, "--nats", s.nats.URL(), "--token", tenantToken,
 		"--exec", `read l; echo "$l"`, "-c", "2", "--id", "cli", "--connect-timeout", "0", "--log-format", "json"}).Supervise().DoneOn(3)
 	s.g.Start(s.cli)
 
@@ -226,7 +223,8 @@ func (s *system) startStages(ctx context.Context) {
 			if st.name == "gate" {
 				args = append(args, "--worker-grace", "2s")
 			}
-			p := s.g.Add(id, bins.Pace, args).Supervise()
+			authArgs, env := s.auth.stage(st.name)
+			p := s.g.Add(id, bins.Pace, append(args, authArgs...), env...).Supervise()
 			s.stages[st.name] = append(s.stages[st.name], p)
 			if st.name == "manager" {
 				s.apis = append(s.apis, "http://"+addr)
@@ -321,6 +319,7 @@ func (s *system) submit(ctx context.Context, payloads []string) string {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(sctx, http.MethodPost, api+"/submissions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tenantToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("submit: %v", err)
@@ -375,6 +374,7 @@ func (s *system) get(ctx context.Context, path string, v any) {
 	retry(s.t, ctx, "GET "+path, func(ctx context.Context) (struct{}, error) {
 		api := s.apis[s.rng.IntN(len(s.apis))]
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tenantToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return struct{}{}, err

@@ -55,19 +55,22 @@ func sdkWorker(id string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := bus.Connect(ctx, os.Getenv("PACE_NATS_URL"), bus.WithName("chaos-worker-"+id), bus.WithLogger(log),
-		bus.WithConnectTimeout(0))
+	opts := []bus.Option{bus.WithName("chaos-worker-" + id), bus.WithLogger(log), bus.WithConnectTimeout(0)}
+	if token := os.Getenv("PACE_TOKEN"); token != "" { // the job's token, from the gate
+		opts = append(opts, bus.WithTokenAuth(token))
+	}
+	c, err := bus.Connect(ctx, os.Getenv("PACE_NATS_URL"), opts...)
 	if err != nil {
 		log.Error("connect", "err", err)
 		return 1
 	}
 	defer c.Close(context.Background()) //nolint:errcheck // exiting
 	echo := func(_ context.Context, it *schemas.WorkItem) (string, error) { return it.Payload, nil }
-	opts := []bus.WorkerOption{bus.WithConcurrency(16)}
+	wopts := []bus.WorkerOption{bus.WithConcurrency(16)}
 	if id != "" {
-		opts = append(opts, bus.WithWorkerID(id))
+		wopts = append(wopts, bus.WithWorkerID(id))
 	}
-	w, err := c.Worker(os.Getenv("PACE_JOB"), echo, opts...)
+	w, err := c.Worker(os.Getenv("PACE_JOB"), echo, wopts...)
 	if err != nil {
 		log.Error("worker", "err", err)
 		return 2

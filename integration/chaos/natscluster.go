@@ -23,9 +23,9 @@ type NATSCluster struct {
 
 // StartNATSCluster starts n servers from conf, the shipped
 // deploy/nats/cluster.conf, each with its own name, loopback ports and store
-// under dir given through the environment the file reads. Call WaitHealthy
-// before using it.
-func StartNATSCluster(t testing.TB, g *Group, bin, conf, dir string, n int) *NATSCluster {
+// under dir given through the environment the file reads, besides env. Call
+// WaitHealthy before using it.
+func StartNATSCluster(t testing.TB, g *Group, bin, conf, dir string, n int, env ...string) *NATSCluster {
 	t.Helper()
 	c := &NATSCluster{}
 	ports := make([][3]int, n) // client, cluster, monitoring
@@ -38,9 +38,9 @@ func StartNATSCluster(t testing.TB, g *Group, bin, conf, dir string, n int) *NAT
 	}
 	for i, p := range ports {
 		name := fmt.Sprintf("n%d", i+1)
-		env := append([]string{"NATS_SERVER_NAME=" + name, "NATS_HOST=127.0.0.1",
+		env := append(append([]string{"NATS_SERVER_NAME=" + name, "NATS_HOST=127.0.0.1",
 			"NATS_PORT=" + strconv.Itoa(p[0]), "NATS_CLUSTER_PORT=" + strconv.Itoa(p[1]),
-			"NATS_STORE_DIR=" + filepath.Join(dir, name+"-store")}, routes...)
+			"NATS_STORE_DIR=" + filepath.Join(dir, name+"-store")}, routes...), env...)
 		proc := g.Add("nats-"+name, bin, []string{"-c", conf, "-m", strconv.Itoa(p[2])}, env...).Supervise()
 		g.Start(proc)
 		c.Servers = append(c.Servers, proc)

@@ -311,3 +311,15 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 	}
 	j.u.stop(t)
 }
+
+// TestBusCommandsNeedATokenOnASecuredPaceUp: pace up with a token file
+// authenticates its bus; a bus command without a token is refused at
+// connect, and told how to give one.
+func TestBusCommandsNeedATokenOnASecuredPaceUp(t *testing.T) {
+	j := startJobAPI(t)
+	cmd := exec.Command(paceBin, "results", "any-job", "--nats", j.u.natsURL)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Authorization Violation") || !strings.Contains(string(out), "--token or PACE_TOKEN") {
+		t.Errorf("pace results without a token = %v: %s", err, out)
+	}
+}

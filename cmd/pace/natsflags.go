@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
@@ -76,6 +77,9 @@ func (f *natsFlags) connect(ctx context.Context, a *app, name string) (*bus.Clie
 	}
 	if errors.Is(err, bus.ErrNoServers) {
 		err = fmt.Errorf("%w (is Pace running? 'pace up' prints the URL for --nats or PACE_NATS_URL)", err)
+	}
+	if errors.Is(err, nats.ErrAuthorization) && modes == 0 {
+		err = fmt.Errorf("%w (this bus authenticates: give your Pace token with --token or PACE_TOKEN)", err)
 	}
 	if err != nil {
 		return nil, signalled(ctx, err)

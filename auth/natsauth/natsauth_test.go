@@ -198,6 +198,9 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 		"$JS.API.CONSUMER.CREATE.PACE_WORK.work-b1.pace.work.b1",   // bob's items
 		"$JS.API.CONSUMER.LIST.PACE_RESULTS",                       // others' consumer names
 		"$SYS.REQ.USER.AUTH",                                       // the authorization service
+		"$JS.API.CONSUMER.MSG.NEXT.PACE_METRICS.controller",        // a stage's messages
+		"$JS.API.CONSUMER.DELETE.PACE_DECISIONS.pace-actuator",     // a stage's consumer
+		"$JS.API.CONSUMER.CREATE.PACE_JOBS.pace-actuator-events.pace.jobs.a1.>",
 	} {
 		if !alice.refused(t, subject) {
 			t.Errorf("alice may publish to %s", subject)

@@ -19,12 +19,30 @@ var readable = []struct {
 	{"METRICS", func(p schemas.Prefix, job string) string { return p.Metrics(job, schemas.ProgressMetrics) }},
 }
 
+// stageConsumers are the durable consumers Pace's stages read the streams
+// of readable with (their default names): a caller who could fetch from one
+// would take its stage's messages (and read every job's), one who could
+// update or delete it would stop its stage. The collector's counting
+// consumers have unguessable names instead (per job, so they cannot be
+// listed here).
+var stageConsumers = map[string][]string{
+	"METRICS":   {"processor", "controller", "sink-influx", "sink-prom"},
+	"DECISIONS": {"pace-actuator"},
+	"JOBS":      {"pace-actuator-events"},
+}
+
 // common are the rights of every caller: account and stream state (which
 // opening a stream or bucket reads), and replies under its own inbox.
 func common(p schemas.Prefix, inbox string) jwt.Permissions {
 	var perms jwt.Permissions
 	perms.Pub.Allow.Add("$JS.API.INFO", "$JS.API.STREAM.INFO.*")
 	perms.Sub.Allow.Add(inbox + ".>")
+	for family, names := range stageConsumers {
+		for _, name := range names {
+			api := "$JS.API.CONSUMER.*." + p.Stream(family) + "." + name // info, delete; create with a filter
+			perms.Pub.Deny.Add(api, api+".>", "$JS.API.CONSUMER.MSG.NEXT."+p.Stream(family)+"."+name)
+		}
+	}
 	// Reading a consumer one has created: its name is random, and no
 	// caller may list consumers, so a name is known only to its creator.
 	for _, r := range readable {

@@ -37,10 +37,14 @@ type Collector struct {
 
 	more chan struct{} // buffered 1: a task was queued
 
-	mu     sync.Mutex
-	work   jetstream.Stream    // the work stream, once looked up; guarded by mu
-	jobs   map[string]*job     // running jobs, and final ones awaiting their last sample; guarded by mu
-	active map[string]struct{} // jobs with queue activity since their last sample; guarded by mu
+	mu   sync.Mutex
+	work jetstream.Stream // the work stream, once looked up; guarded by mu
+	jobs map[string]*job  // running jobs, and final ones awaiting their last sample; guarded by mu
+	// counters names each job's counting consumer; strayCounters are
+	// spare ones found at start, deleted by the sweep. Guarded by mu.
+	counters      map[string]string
+	strayCounters []string
+	active        map[string]struct{} // jobs with queue activity since their last sample; guarded by mu
 	// Tasks: urgent jobs (events, activity) go before the interval's bulk,
 	// so that one job's change is not stuck behind a round of every job.
 	urgent, bulk []string
@@ -78,7 +82,7 @@ func New(c *bus.Client, cfg Config, replicas Replicas, clk clock.WithTicker, log
 		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clk, replicas: replicas,
 		log: log.With("stage", "collector"), metrics: NewMetrics(),
 		more: make(chan struct{}, 1),
-		jobs: map[string]*job{}, active: map[string]struct{}{}, queued: map[string]bool{}, roundDone: done,
+		jobs: map[string]*job{}, active: map[string]struct{}{}, counters: map[string]string{}, queued: map[string]bool{}, roundDone: done,
 	}, nil
 }
 
@@ -96,6 +100,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		return fmt.Errorf("watch jobs: %w", err)
 	}
 	defer watch.Stop() //nolint:errcheck // ending a watch
+	if err := c.loadCounters(ctx); err != nil {
+		return fmt.Errorf("counting consumers: %w", err)
+	}
 
 	// Job events make a job due at once, but for Pace's own scaled events;
 	// queue activity within ActivityGap.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,15 +203,38 @@ func TestCollectorKnownStates(t *testing.T) {
 	got.waitFor(t, "j2", "sample on a job event", func(_ schemas.Sample, n int) bool { return n > n2 })
 	_, n2 = got.last("j2")
 
+	// A running job's counting consumer has an unguessable name and cannot
+	// be fetched from: it is a push consumer that delivers nowhere.
+	counters := func() []*jetstream.ConsumerInfo {
+		st, err := js.Stream(ctx, c.Prefix().Stream("RESULTS"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []*jetstream.ConsumerInfo
+		list := st.ListConsumers(ctx)
+		for info := range list.Info() {
+			if strings.HasPrefix(info.Name, "count-j1-") {
+				found = append(found, info)
+			}
+		}
+		if err := list.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if found := counters(); len(found) != 1 || len(found[0].Name) != len("count-j1-")+22 || found[0].Config.DeliverSubject == "" {
+		t.Fatalf("counting consumers of j1 = %+v, want one push consumer named count-j1-<nuid>", found)
+	}
+	if _, err := js.Consumer(ctx, c.Prefix().Stream("RESULTS"), counters()[0].Name); !errors.Is(err, jetstream.ErrNotPullConsumer) {
+		t.Errorf("counting consumer as a pull consumer: %v, want ErrNotPullConsumer", err)
+	}
+
 	// The end of a job: one final sample, then its counting consumers go.
 	end := batchRecord("j1", 10)
 	end.State = schemas.Completed
 	putRecord(t, c, end)
 	got.waitFor(t, "j1", "final sample", func(s schemas.Sample, _ int) bool { return s.State == schemas.Completed })
-	bustest.Eventually(t, 10*time.Second, "counting consumers of j1 deleted", func() bool {
-		_, err := js.Consumer(ctx, c.Prefix().Stream("RESULTS"), "count-j1")
-		return errors.Is(err, jetstream.ErrConsumerNotFound)
-	})
+	bustest.Eventually(t, 10*time.Second, "counting consumers of j1 deleted", func() bool { return len(counters()) == 0 })
 	_, nEnd := got.last("j1")
 	clk.Step(time.Hour)
 	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool { return n > n2 })

@@ -22,10 +22,12 @@
 // job, issued by Concurrency goroutines at once, and an asynchronous publish:
 //   - consumer info of work-<job> on the work stream: pending = NumPending,
 //     in flight = NumAckPending, redelivered = NumRedelivered;
-//   - consumer info of count-<job> on the results stream: a durable pull
-//     consumer filtered on pace.results.<job>.* that is never fetched, so its
-//     NumPending is the number of results (one subject per item, deduplicated,
-//     which a subject-filtered stream info would list one by one).
+//   - consumer info of count-<job>-<nuid> on the results stream: a durable
+//     push consumer filtered on pace.results.<job>.* whose deliver subject
+//     no one subscribes to, so it delivers nothing and its NumPending is the
+//     number of results (one subject per item, deduplicated, which a
+//     subject-filtered stream info would list one by one). Its name is
+//     unguessable and no one can fetch from it (see countConsumerPrefix).
 //
 // Streaming jobs with a backlog cost a third request: the first stored
 // message of pace.work.<job>, whose time is the oldest unfinished item's.

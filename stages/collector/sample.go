@@ -8,13 +8,66 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/pace-platform/pace/schemas"
 )
 
-// countConsumerPrefix names the never-fetched consumers whose NumPending
-// counts a job's results and dead letters.
+// countConsumerPrefix starts the names of the consumers whose NumPending
+// counts a job's results: count-<job>-<nuid>. The random end makes the name
+// unguessable: tenants may create consumers on the results stream (reading
+// their own results) under any name, and one who knew a counting consumer's
+// name could change it; no tenant may list consumers. Names of the form
+// count-<job> were made by earlier versions.
 const countConsumerPrefix = "count-"
+
+// countConsumerJob returns the job a counting consumer's name counts.
+func countConsumerJob(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, countConsumerPrefix)
+	if !ok {
+		return "", false
+	}
+	if i := strings.LastIndexByte(rest, '-'); i > 0 && len(rest)-i-1 == nuidLen {
+		return rest[:i], true
+	}
+	return rest, true
+}
+
+// nuidLen is the length of a nuid.Next().
+const nuidLen = 22
+
+// countName returns job's counting consumer's name, a new one when it has
+// none yet.
+func (c *Collector) countName(job string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name, ok := c.counters[job]
+	if !ok {
+		name = countConsumerPrefix + job + "-" + nuid.Next()
+		c.counters[job] = name
+	}
+	return name
+}
+
+// loadCounters learns the names of the counting consumers that exist.
+func (c *Collector) loadCounters(ctx context.Context) error {
+	st, err := c.js.Stream(ctx, c.prefix.Stream(resultsFamily))
+	if err != nil {
+		return fmt.Errorf("results stream: %w", err)
+	}
+	names := st.ConsumerNames(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range names.Name() {
+		if job, ok := countConsumerJob(name); ok {
+			if old, dup := c.counters[job]; dup {
+				c.strayCounters = append(c.strayCounters, old) // two for one job: keep the last
+			}
+			c.counters[job] = name
+		}
+	}
+	return names.Err()
+}
 
 // Stream families the collector reads (see bus/provision.go).
 const (
@@ -106,16 +159,24 @@ func (c *Collector) workStream(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // count returns the number of messages on filter in a stream, from the
-// NumPending of a consumer that is never fetched, creating it on first use.
+// NumPending of a consumer that never delivers, creating it on first use.
 func (c *Collector) count(ctx context.Context, family, job, filter string) (int, error) {
-	stream, name := c.prefix.Stream(family), countConsumerPrefix+job
-	cons, err := c.js.Consumer(ctx, stream, name)
+	stream, name := c.prefix.Stream(family), c.countName(job)
+	info, err := c.countInfo(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-			Durable: name, Description: "counts " + filter + " for the monitor; never fetched",
+		// A push consumer whose deliver subject no one may subscribe to:
+		// it delivers nothing, so its NumPending stays the count, and the
+		// server lets no one fetch from it (a tenant who could would read
+		// another job's results, and spoil its count).
+		var cons jetstream.PushConsumer
+		cons, err = c.js.CreateOrUpdatePushConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Durable: name, Description: "counts " + filter + " for the monitor; never delivers",
 			FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-			MemoryStorage: true,
+			DeliverSubject: string(c.prefix) + ".count." + job, MemoryStorage: true,
 		})
+		if err == nil {
+			info = cons.CachedInfo()
+		}
 	}
 	if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
 		// The stream has its maximum of consumers (nats-server's default is
@@ -125,7 +186,24 @@ func (c *Collector) count(ctx context.Context, family, job, filter string) (int,
 	if err != nil {
 		return 0, fmt.Errorf("count %s: %w", filter, err)
 	}
-	return int(cons.CachedInfo().NumPending), nil
+	return int(info.NumPending), nil
+}
+
+// countInfo reads a counting consumer's info: a push consumer, or the pull
+// consumer an earlier version made, kept until its job ends.
+func (c *Collector) countInfo(ctx context.Context, stream, name string) (*jetstream.ConsumerInfo, error) {
+	pc, err := c.js.PushConsumer(ctx, stream, name)
+	if errors.Is(err, jetstream.ErrNotPushConsumer) {
+		cons, err := c.js.Consumer(ctx, stream, name)
+		if err != nil {
+			return nil, err
+		}
+		return cons.CachedInfo(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pc.CachedInfo(), nil
 }
 
 // countSubjects counts the messages on filter from a subject-filtered
@@ -148,32 +226,39 @@ func (c *Collector) countSubjects(ctx context.Context, stream, filter string) (i
 
 // forget deletes a job's counting consumer.
 func (c *Collector) forget(ctx context.Context, job string) {
-	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(resultsFamily), countConsumerPrefix+job)
+	c.mu.Lock()
+	name, ok := c.counters[job]
+	delete(c.counters, job)
+	c.mu.Unlock()
+	if ok {
+		c.deleteCounter(ctx, name)
+	}
+}
+
+func (c *Collector) deleteCounter(ctx context.Context, name string) {
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(resultsFamily), name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-		c.log.Warn("counting consumer not deleted", "job", job, "err", err)
+		c.log.Warn("counting consumer not deleted", "consumer", name, "err", err)
 	}
 }
 
 // sweep deletes the counting consumers of jobs that are not running, left
-// behind when jobs ended while no collector ran.
+// behind when jobs ended while no collector ran, and spare ones.
 func (c *Collector) sweep(ctx context.Context) {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(resultsFamily))
-	if err != nil {
-		c.log.Warn("counting consumers not swept", "err", err)
-		return
-	}
-	names := st.ConsumerNames(ctx)
+	c.mu.Lock()
 	var stale []string
-	for name := range names.Name() {
-		job, ok := strings.CutPrefix(name, countConsumerPrefix)
-		c.mu.Lock()
-		_, running := c.jobs[job]
-		c.mu.Unlock()
-		if ok && !running {
+	for job := range c.counters {
+		if _, running := c.jobs[job]; !running {
 			stale = append(stale, job)
 		}
 	}
+	spare := c.strayCounters
+	c.strayCounters = nil
+	c.mu.Unlock()
 	for _, job := range stale {
 		c.forget(ctx, job)
+	}
+	for _, name := range spare {
+		c.deleteCounter(ctx, name)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,11 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
-	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -55,38 +51,11 @@ func BenchmarkRawJetStreamAuthenticated(b *testing.B) {
 // service, declares job for the tenant alice and returns alice's client.
 func authenticated(b *testing.B, job string) *bus.Client {
 	b.Helper()
-	ctx := context.Background()
-	users, passwords, err := natsconf.Users(schemas.DefaultPrefix)
+	srv := bustest.Authenticated(b, "alice-token,alice,1\n", map[string]string{job: "alice"}).Server
+	alice, err := bus.Connect(context.Background(), "", bus.WithServer(srv), bus.WithTokenAuth("alice-token"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	serverAuth, issuer, err := natsauth.ServerAuth(users)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := bus.StartServer(bus.ServerConfig{DataDir: b.TempDir(), MaxStore: 1 << 30, Auth: serverAuth}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Shutdown)
-	admin := bustest.Client(b, srv, bus.WithUserPassword("pace-admin", passwords["pace-admin"]))
-	if _, err := admin.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
-		b.Fatal(err)
-	}
-	tokens, err := auth.ParseTokens(strings.NewReader("alice-token,alice,1\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	jobs, err := natsauth.NewJobTokens(make([]byte, 32))
-	if err != nil {
-		b.Fatal(err)
-	}
-	bustest.Run(b, natsauth.New(admin, issuer, tokens, jobs, nil).Run)
-	var alice *bus.Client
-	bustest.Eventually(b, time.Minute, "alice connects", func() bool {
-		alice, err = bus.Connect(ctx, "", bus.WithServer(srv), bus.WithTokenAuth("alice-token"), bus.WithConnectTimeout(time.Second))
-		return err == nil
-	})
 	b.Cleanup(func() { _ = alice.Close(context.Background()) })
 	return alice
 }

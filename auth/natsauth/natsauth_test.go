@@ -10,12 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
-	natsconf "github.com/pace-platform/pace/deploy/nats"
-	"github.com/pace-platform/pace/schemas"
 )
 
 const tokens = `alice-token,alice,1
@@ -32,48 +29,8 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	users, passwords, err := natsconf.Users(schemas.DefaultPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverAuth, issuer, err := natsauth.ServerAuth(users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bus.StartServer(bus.ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MaxStore: 1 << 30,
-		Auth: serverAuth}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	admin := bustest.Client(t, srv, bus.WithUserPassword("pace-admin", passwords["pace-admin"]))
-	for job, owner := range map[string]string{"a1": "alice", "b1": "bob"} {
-		spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: owner}
-		if _, err := admin.DeclareJob(ctx, job, spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tf, err := auth.ParseTokens(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := make([]byte, 32)
-	jobs, err := natsauth.NewJobTokens(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, natsauth.New(admin, issuer, tf, jobs, nil).Run)
-	e := &env{url: srv.ClientURL(), jobs: jobs}
-	// The service answers once it has read every job's owner.
-	bustest.Eventually(t, time.Minute, "the authorization service answers", func() bool {
-		nc, err := nats.Connect(e.url, nats.Token("alice-token"))
-		if err == nil {
-			nc.Close()
-		}
-		return err == nil
-	})
-	return e
+	a := bustest.Authenticated(t, tokens, map[string]string{"a1": "alice", "b1": "bob"})
+	return &env{url: a.Server.ClientURL(), jobs: a.Jobs}
 }
 
 // raw is a careless or hostile client: nats.go alone, no Pace SDK.

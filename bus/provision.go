@@ -150,6 +150,10 @@ const (
 	leasesBucket   = "leases"
 
 	deadLetterConsumer = "dead-letter"
+	// maxDeliveriesAdvisories starts the subject of the server's advisory
+	// about a message past its consumer's max deliveries; the stream's name
+	// and the consumer's follow.
+	maxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
 )
 
 // streams returns the desired configuration of every stream Pace uses.
@@ -186,7 +190,7 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	logs.MaxAge = l.LogsMaxAge
 	logs.MaxMsgsPerSubject = LogLinesPerJob // a chatty job loses its oldest lines, not others' lines
 	adv := s(advisoriesFamily, "max-deliveries advisories of the work stream, for dead-lettering",
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+c.prefix.Stream(workFamily)+".*")
+		maxDeliveriesAdvisories+c.prefix.Stream(workFamily)+".*")
 	adv.Retention = jetstream.WorkQueuePolicy
 	return []jetstream.StreamConfig{jobs, work, results, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
 }
@@ -310,14 +314,19 @@ func (c *Client) ensureBucket(ctx context.Context, cfg jetstream.KeyValueConfig,
 }
 
 func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
+	// Filtered on the advisories' subject: a message a consumer delivered
+	// into the stream keeps its own subject (a tenant's push consumer can
+	// deliver anywhere), and must not be taken for an advisory.
 	want := jetstream.ConsumerConfig{
 		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		Description: "moves items past their max deliveries to the dead-letter subject",
+		Description:   "moves items past their max deliveries to the dead-letter subject",
+		FilterSubject: maxDeliveriesAdvisories + c.prefix.Stream(workFamily) + ".*",
 	}
 	stream := c.prefix.Stream(advisoriesFamily)
 	if cons, err := c.js.Consumer(ctx, stream, deadLetterConsumer); err == nil {
 		got := cons.CachedInfo().Config
-		if got.AckPolicy == want.AckPolicy && got.AckWait == want.AckWait && got.Description == want.Description {
+		if got.AckPolicy == want.AckPolicy && got.AckWait == want.AckWait && got.Description == want.Description &&
+			got.FilterSubject == want.FilterSubject {
 			return nil
 		}
 	}

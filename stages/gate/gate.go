@@ -115,8 +115,12 @@ func (s *Stage) Metrics() prometheus.Collector { return s.malformed }
 // flight and returns nil.
 func (s *Stage) Run(ctx context.Context) error {
 	stream := s.c.Prefix().Stream("K8S")
+	// Filtered on the requests' subject although the stream holds no other:
+	// a message a consumer delivered into the stream keeps its own subject
+	// (a tenant's push consumer can deliver anywhere), and must not be
+	// taken for a request.
 	cons, err := s.c.JetStream().CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable: s.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: s.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: s.c.Prefix().KubeRequests(),
 		AckWait:       flowcontrol.MaxWaitLimit + s.cfg.OutcomeTimeout + 30*time.Second,
 		MaxAckPending: s.cfg.MaxPending, Description: "the APF gate of infrastructure requests",
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
@@ -97,4 +98,48 @@ func count(t *testing.T, m prometheus.Collector) float64 {
 		t.Fatal(err)
 	}
 	return v.GetCounter().GetValue()
+}
+
+// TestDeliveredRequestIsNotTakenForOne: a push consumer can deliver any
+// stream's messages into PACE_K8S (NATS does not check a deliver subject
+// against its creator's rights; a tenant can make one on its results), and
+// the stream stores them under their own subject. A well-formed request
+// delivered that way is never executed; the gate takes only what was
+// published on pace.k8s.requests.
+func TestDeliveredRequestIsNotTakenForOne(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	rec := record(t, c)
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := gate.ActuatorFunc(func(_ context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
+	})
+	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, st.Run)
+
+	if _, err := c.JetStream().CreateOrUpdatePushConsumer(ctx, c.Prefix().Stream("RESULTS"), jetstream.ConsumerConfig{
+		Name: "into-k8s", FilterSubject: c.Prefix().JobResults("evil"), DeliverSubject: c.Prefix().KubeRequests(),
+		AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Publish(t, c, c.Prefix().Results("evil", "i1"), &schemas.KubeRequest{ID: "delivered", Job: "j", User: "mallory",
+		Verb: "delete", APIGroup: "batch", Resource: "jobs", Namespace: "ns", Name: "w", At: time.Now()})
+	bustest.Eventually(t, 20*time.Second, "the delivery stored in PACE_K8S", func() bool {
+		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))
+		return err == nil && s.CachedInfo().State.Msgs > 0
+	})
+	publish(t, c, "published", "alice")
+	bustest.Eventually(t, 20*time.Second, "the published request executed", func() bool {
+		_, ok := rec.outcome("published")
+		return ok
+	})
+	if o, ok := rec.outcome("delivered"); ok || len(rec.eventsFor("delivered")) > 0 {
+		t.Errorf("the delivered request was taken for one: outcome %+v, events %+v", o, rec.eventsFor("delivered"))
+	}
 }

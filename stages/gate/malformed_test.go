@@ -30,18 +30,7 @@ func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	rec := record(t, c)
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	act := gate.ActuatorFunc(func(_ context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
-		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
-	})
-	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, st.Run)
+	st := runApplyingGate(t, c)
 
 	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
 	if _, err := c.JetStream().Publish(ctx, c.Prefix().KubeRequests(), garbage); err != nil {
@@ -72,6 +61,25 @@ func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})
+}
+
+// runApplyingGate runs a gate with the default APF configuration whose
+// actuator applies every request at once.
+func runApplyingGate(t *testing.T, c *bus.Client) *gate.Stage {
+	t.Helper()
+	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := gate.ActuatorFunc(func(_ context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
+		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
+	})
+	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, st.Run)
+	return st
 }
 
 // requestLetters returns the stored dead letters of messages from
@@ -110,18 +118,7 @@ func TestDeliveredRequestIsNotTakenForOne(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	rec := record(t, c)
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	act := gate.ActuatorFunc(func(_ context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
-		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
-	})
-	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, st.Run)
+	runApplyingGate(t, c)
 
 	if _, err := c.JetStream().CreateOrUpdatePushConsumer(ctx, c.Prefix().Stream("RESULTS"), jetstream.ConsumerConfig{
 		Name: "into-k8s", FilterSubject: c.Prefix().JobResults("evil"), DeliverSubject: c.Prefix().KubeRequests(),

@@ -3,8 +3,7 @@ package nats_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,41 +11,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
-	"github.com/pace-platform/pace/bus/bustest"
 	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/schemas"
 )
 
-// calloutServer starts single.conf with auth.conf's auth_callout block
-// uncommented, as docs/security.md says to enable tenants by token, and the
-// authorization service on a pace-manager connection, as pace stage manager
-// --nats-callout-key runs it. It returns the URL and the job tokens.
-func calloutServer(t *testing.T) (string, *natsauth.JobTokens) {
-	t.Helper()
-	dir := t.TempDir()
-	for _, f := range []string{"single.conf", "limits.conf", "jetstream.conf", "auth.conf"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f == "auth.conf" {
-			conf, err := natsconf.CalloutAuthConf()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(conf, "\n  auth_callout {") || strings.Contains(conf, "pace-worker,") || strings.Contains(conf, "pace-client,") {
-				t.Fatalf("auth.conf with the callout on:\n%s", conf)
-			}
-			data = []byte(conf)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	issuer, pub, err := natsauth.NewIssuer()
+// TestAuthUsersAreTheStageUsers checks auth.conf's callout: on, trusting
+// the issuer of PACE_NATS_CALLOUT_ISSUER, and skipped by exactly the users
+// it defines (a user missing from auth_users would be handed to the
+// callout, which knows no password), which are those of Users, pace up's.
+func TestAuthUsersAreTheStageUsers(t *testing.T) {
+	_, pub, err := natsauth.NewIssuer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +31,44 @@ func calloutServer(t *testing.T) (string, *natsauth.JobTokens) {
 	for _, u := range users {
 		env["PACE_NATS_"+strings.ToUpper(u)+"_PASSWORD"] = password(u)
 	}
-	url := start(t, load(t, filepath.Join(dir, "single.conf"), env)).ClientURL()
+	opts := load(t, "single.conf", env)
+	if opts.AuthCallout == nil || opts.AuthCallout.Issuer != pub {
+		t.Fatalf("auth callout %+v, want one trusting PACE_NATS_CALLOUT_ISSUER %s", opts.AuthCallout, pub)
+	}
+	var names []string
+	for _, u := range opts.Users {
+		names = append(names, u.Username)
+	}
+	if got := slices.Sorted(slices.Values(opts.AuthCallout.AuthUsers)); !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+		t.Errorf("auth_users %v, want the users of auth.conf %v", got, names)
+	}
+	want := make([]string, len(users))
+	for i, u := range users {
+		want[i] = "pace-" + u
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(names)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("users %v, want the stages and pace-admin %v", names, want)
+	}
+	embedded, _, err := natsconf.Users(schemas.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range embedded {
+		got = append(got, u.Username)
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("Users (pace up's) = %v, want auth.conf's %v", got, names)
+	}
+}
+
+// TestAuthCalloutInDistributedMode: with auth.conf as shipped, the stages
+// log in with their passwords, tenants and workers by token reach their
+// own jobs only, and anything else is refused, the static users
+// pace-worker and pace-client of earlier versions included.
+func TestAuthCalloutInDistributedMode(t *testing.T) {
+	b := authServer(t)
+	url := b.url
 	ctx := context.Background()
 	admin := connect(t, ctx, url, "admin")
 	if err := admin.Provision(ctx, bus.Limits{}); err != nil {
@@ -66,40 +79,19 @@ func calloutServer(t *testing.T) (string, *natsauth.JobTokens) {
 			t.Fatal(err)
 		}
 	}
-	tokens, err := auth.ParseTokens(strings.NewReader("alice-token,alice,1\nbob-token,bob,2\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := natsauth.NewJobTokens([]byte(strings.Repeat("k", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bustest.Run(t, natsauth.New(connect(t, ctx, url, "manager"), issuer, tokens, jobs, nil).Run)
-	bustest.Eventually(t, time.Minute, "the authorization service answers", func() bool {
-		nc, err := nats.Connect(url, nats.Token("alice-token"))
-		if err == nil {
-			nc.Close()
-		}
-		return err == nil
-	})
-	return url, jobs
-}
-
-// TestAuthCalloutInDistributedMode: with the documented block, the stages
-// keep logging in with their passwords, tenants and workers by token reach
-// their own jobs only, and anything else is refused.
-func TestAuthCalloutInDistributedMode(t *testing.T) {
-	url, jobs := calloutServer(t)
-	ctx := context.Background()
+	b.callout(t)
 
 	// A stage user skips the callout.
 	gate := connect(t, ctx, url, "gate")
 	if _, _, err := gate.Job(ctx, "a1"); err != nil {
 		t.Errorf("pace-gate reads a job: %v", err)
 	}
-	// Unauthenticated, unknown tokens, and the removed static users: refused.
+	// Unauthenticated, unknown tokens, a stage's user with a wrong password,
+	// and the removed static users: refused.
 	for name, opt := range map[string]nats.Option{"none": func(*nats.Options) error { return nil },
-		"unknown token": nats.Token("mallory"), "pace-worker": nats.UserInfo("pace-worker", password("worker"))} {
+		"unknown token": nats.Token("mallory"), "pace-gate with a wrong password": nats.UserInfo("pace-gate", "guess"),
+		"pace-worker": nats.UserInfo("pace-worker", password("worker")),
+		"pace-client": nats.UserInfo("pace-client", password("client"))} {
 		if nc, err := nats.Connect(url, opt); err == nil {
 			nc.Close()
 			t.Errorf("%s: connected", name)
@@ -108,11 +100,7 @@ func TestAuthCalloutInDistributedMode(t *testing.T) {
 		}
 	}
 	// A worker with its job's token stores its job's results, not another's.
-	worker, err := bus.Connect(ctx, url, bus.WithTokenAuth(jobs.Mint("a1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer worker.Close(ctx) //nolint:errcheck // end of test
+	worker := connectAs(t, ctx, url, tokenLogin("a1's worker", b.jobs.Mint("a1")))
 	if err := worker.PublishResult(ctx, &schemas.Result{Job: "a1", ItemID: "i1", Output: "ok", FinishedAt: time.Now()}); err != nil {
 		t.Errorf("a1's worker stores a1's result: %v", err)
 	}
@@ -120,11 +108,7 @@ func TestAuthCalloutInDistributedMode(t *testing.T) {
 		t.Error("a1's worker stored a result of b1")
 	}
 	// A tenant reads its job's results, not another tenant's.
-	alice, err := bus.Connect(ctx, url, bus.WithTokenAuth("alice-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close(ctx) //nolint:errcheck // end of test
+	alice := connectAs(t, ctx, url, tokenLogin("alice", aliceToken))
 	if got, err := alice.StoredResults(ctx, "a1"); err != nil || len(got) != 1 {
 		t.Errorf("alice's results of a1 = %d, %v; want the one", len(got), err)
 	}

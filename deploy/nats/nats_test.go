@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 )
@@ -133,7 +134,12 @@ func TestProductionConfigFormsATLSClusterOfStageUsers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tlsFiles := bustest.TLS(t)
-	env := map[string]string{"NATS_TLS_CERT": tlsFiles.Cert, "NATS_TLS_KEY": tlsFiles.Key, "NATS_TLS_CA": tlsFiles.CA}
+	_, issuer, err := natsauth.NewIssuer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"NATS_TLS_CERT": tlsFiles.Cert, "NATS_TLS_KEY": tlsFiles.Key, "NATS_TLS_CA": tlsFiles.CA,
+		"PACE_NATS_CALLOUT_ISSUER": issuer}
 	for _, u := range users {
 		env["PACE_NATS_"+strings.ToUpper(u)+"_PASSWORD"] = password(u)
 	}

@@ -25,110 +25,6 @@ import (
 	"github.com/pace-platform/pace/stages/visualizer"
 )
 
-// users are the users of auth.conf, by the suffix of their password variable.
-var users = []string{"manager", "collector", "processor", "sink", "controller", "gate", "actuator",
-	"visualizer", "worker", "client", "admin"}
-
-func password(user string) string { return "pw-" + user + "-not-a-secret" }
-
-// authServer starts single.conf (auth.conf's users) on a random port.
-func authServer(t *testing.T) string {
-	t.Helper()
-	env := map[string]string{"NATS_HOST": "127.0.0.1", "NATS_PORT": "-1", "NATS_STORE_DIR": t.TempDir()}
-	for _, u := range users {
-		env["PACE_NATS_"+strings.ToUpper(u)+"_PASSWORD"] = password(u)
-	}
-	return start(t, load(t, "single.conf", env)).ClientURL()
-}
-
-// connect connects as pace-<user> with the SDK.
-func connect(t *testing.T, ctx context.Context, url, user string) *bus.Client {
-	t.Helper()
-	c, err := bus.Connect(ctx, url, bus.WithName("test-"+user), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
-		bus.WithUserPassword("pace-"+user, password(user)), bus.WithConnectTimeout(time.Minute))
-	if err != nil {
-		t.Fatalf("connect as pace-%s: %v", user, err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(cctx)
-	})
-	return c
-}
-
-// violations connects as pace-<user> without the SDK and returns the
-// connection with the permission violations the server reports.
-func violations(t *testing.T, url, user string) (*nats.Conn, <-chan string) {
-	t.Helper()
-	errs := make(chan string, 16)
-	nc, err := nats.Connect(url, nats.UserInfo("pace-"+user, password(user)),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrPermissionViolation) {
-				errs <- err.Error()
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc, errs
-}
-
-// checkDenied fails unless the server refuses each of user's publishes to
-// pub and subscriptions to sub.
-func checkDenied(t *testing.T, url, user string, pub, sub []string) {
-	t.Helper()
-	nc, errs := violations(t, url, user)
-	check := func(op, subject string) {
-		t.Helper()
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		want := fmt.Sprintf("%s to %q", op, subject)
-		select {
-		case got := <-errs:
-			if !strings.Contains(got, want) {
-				t.Errorf("pace-%s: violation %q, want one for %s", user, got, want)
-			}
-		case <-time.After(time.Minute): // the violation ends the wait; it comes before the flush's PONG
-			t.Errorf("pace-%s: %s allowed", user, want)
-		}
-	}
-	for _, s := range pub {
-		if err := nc.Publish(s, []byte("{}")); err != nil {
-			t.Fatal(err)
-		}
-		check("Publish", s)
-	}
-	for _, s := range sub {
-		if _, err := nc.SubscribeSync(s); err != nil {
-			t.Fatal(err)
-		}
-		check("Subscription", s)
-	}
-}
-
-// checkAllowedSubscriptions fails if the server refuses any of user's
-// subscriptions to subjects.
-func checkAllowedSubscriptions(t *testing.T, url, user string, subjects ...string) {
-	t.Helper()
-	nc, errs := violations(t, url, user)
-	for _, s := range subjects {
-		if _, err := nc.SubscribeSync(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got := <-errs:
-		t.Errorf("pace-%s: %s", user, got)
-	case <-time.After(200 * time.Millisecond): // violations arrive before the flush's PONG
-	}
-}
-
 // fetch creates (or updates) a durable consumer on stream and fetches one
 // message.
 func fetch(ctx context.Context, c *bus.Client, stream string, cfg jetstream.ConsumerConfig) (jetstream.Msg, error) {
@@ -230,21 +126,27 @@ func setAsideJobEvent(ctx context.Context, c *bus.Client, job string) error {
 	return c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, "")
 }
 
+// TestEachStageUserCanDoItsWorkAndNothingElse has each stage user of
+// auth.conf, and the tenant owning a job and that job's worker, who log in
+// by token through the callout, do their work on the bus, and checks that
+// the server refuses them the rest.
 func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	url := authServer(t)
+	b := authServer(t)
+	url := b.url
 	p := schemas.DefaultPrefix
 	const job = "perm"
 
-	// The manager provisions a fresh bus and declares the job.
+	// The manager provisions a fresh bus and declares alice's job.
 	manager := connect(t, ctx, url, "manager")
 	if err := manager.Provision(ctx, bus.Limits{}); err != nil {
 		t.Fatalf("manager provisions: %v", err)
 	}
-	if _, err := manager.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
+	if _, err := manager.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
+	b.callout(t)
 	if _, err := manager.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 1,
 		State: schemas.Ongoing, At: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -262,19 +164,19 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 	if letters, err := manager.StoredMalformed(ctx, job); err != nil || len(letters) != 1 {
 		t.Fatalf("the garbled job event has %d dead letters (%v), want 1", len(letters), err)
 	}
-	checkAllowedSubscriptions(t, url, "manager", p.Submit(), p.Control("stop"))
+	checkAllowedSubscriptions(t, url, stage("manager"), p.Submit(), p.Control("stop"))
 	now := time.Now()
 	// Bytes no stage can read: the controller and the gate set aside such a
 	// message among those they consume.
 	garbage := []byte{0xff, 0xfe, '{'}
 
 	steps := []struct {
-		user       string
+		who        login
 		work       func(ctx context.Context, c *bus.Client) error
 		pub, sub   []string // denied
 		subAllowed []string
 	}{{
-		user: "client",
+		who: tokenLogin("alice (the job's owner)", aliceToken),
 		work: func(ctx context.Context, c *bus.Client) error {
 			if err := c.PushItems(ctx, job, bus.Items("a", "b")); err != nil {
 				return err
@@ -282,10 +184,11 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			_, err := c.Status(ctx, job)
 			return err
 		},
-		pub: []string{p.Results(job, "x"), p.Decisions(job), "$KV.pace_jobs." + job, "$JS.API.STREAM.DELETE.PACE_WORK"},
-		sub: []string{p.Submit(), p.Work(job)},
+		pub: []string{p.Results("other", "x"), p.Work("other"), p.Decisions(job), "$KV.pace_jobs." + job,
+			"$JS.API.STREAM.DELETE.PACE_WORK", p.Metrics(job, schemas.DeadMetrics)},
+		sub: []string{p.Submit(), p.Work(job), "_INBOX.test"},
 	}, {
-		user: "worker",
+		who: tokenLogin("the job's worker", b.jobs.Mint(job)),
 		work: func(ctx context.Context, c *bus.Client) error {
 			w, err := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) {
 				return strings.ToUpper(it.Payload), nil
@@ -301,10 +204,11 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			return <-done
 		},
 		pub: []string{p.Decisions(job), p.KubeRequests(), p.Work(job), "$KV.pace_jobs." + job,
-			"$JS.API.STREAM.PURGE.PACE_RESULTS", "$JS.API.CONSUMER.CREATE.PACE_DECISIONS.x"},
-		sub: []string{p.Submit(), p.Results(job, "*")},
+			"$JS.API.STREAM.PURGE.PACE_RESULTS", "$JS.API.CONSUMER.CREATE.PACE_DECISIONS.x", p.Results("other", "x"),
+			p.Submit()},
+		sub: []string{p.Submit(), p.Results(job, "*"), "_INBOX.test"},
 	}, {
-		user: "collector",
+		who: stage("collector"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			if _, err := c.JetStream().CreateOrUpdateConsumer(ctx, "PACE_RESULTS", jetstream.ConsumerConfig{
 				Durable: "count-" + job, FilterSubject: p.JobResults(job), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
@@ -322,7 +226,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		sub:        []string{p.Decisions(job)},
 		subAllowed: []string{p.Work("*"), p.Results("*", "*"), p.Dead("*"), p.Jobs("*", "*")},
 	}, {
-		user: "processor",
+		who: stage("processor"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			if err := fetchOne(ctx, c, "PACE_METRICS", jetstream.ConsumerConfig{Durable: "processor",
 				FilterSubject: p.Metrics("*", schemas.RawMetrics)}); err != nil {
@@ -337,7 +241,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		},
 		pub: []string{p.Metrics(job, schemas.RawMetrics), p.KubeRequests(), p.Decisions(job)},
 	}, {
-		user: "sink",
+		who: stage("sink"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			return fetchOne(ctx, c, "PACE_METRICS", jetstream.ConsumerConfig{Durable: "sink-test",
 				FilterSubject: p.Metrics("*", schemas.ProgressMetrics)})
@@ -345,7 +249,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		pub:        []string{p.KubeRequests(), p.Metrics(job, schemas.ProgressMetrics), p.Jobs(job, schemas.EventScaled)},
 		subAllowed: []string{p.Jobs("*", schemas.EventDeleted)},
 	}, {
-		user: "controller",
+		who: stage("controller"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "pace_controller",
 				Storage: jetstream.FileStorage})
@@ -366,7 +270,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		},
 		pub: []string{p.KubeRequests(), p.Metrics(job, schemas.RawMetrics), "$KV.pace_jobs." + job},
 	}, {
-		user: "actuator",
+		who: stage("actuator"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			if err := fetchOne(ctx, c, "PACE_DECISIONS", jetstream.ConsumerConfig{Durable: "pace-actuator",
 				FilterSubject: p.Decisions("*")}); err != nil {
@@ -392,7 +296,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		},
 		pub: []string{p.Decisions(job), p.KubeOutcomes(), p.Admission("l", "s")},
 	}, {
-		user: "gate",
+		who: stage("gate"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			kv, err := c.JetStream().KeyValue(ctx, "pace_flowcontrol")
 			if err != nil {
@@ -423,7 +327,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		},
 		pub: []string{p.KubeRequests(), p.Decisions(job), p.Jobs(job, schemas.EventCompleted)},
 	}, {
-		user: "visualizer",
+		who: stage("visualizer"),
 		work: func(ctx context.Context, c *bus.Client) error {
 			if err := setAsideJobEvent(ctx, c, job); err != nil {
 				return err
@@ -434,22 +338,22 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		pub: []string{p.Jobs(job, schemas.EventCreated), "$KV.pace_jobs." + job, p.Submit()},
 	}}
 	for _, st := range steps {
-		t.Run(st.user, func(t *testing.T) {
+		t.Run(st.who.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			c := connect(t, ctx, url, st.user)
-			// Every process provisions at start: on a provisioned bus
-			// that must need no more than reading.
-			if st.user != "worker" && st.user != "client" {
+			c := connectAs(t, ctx, url, st.who)
+			// Every stage provisions at start: on a provisioned bus that
+			// must need no more than reading.
+			if st.who.token == "" {
 				if err := c.Provision(ctx, bus.Limits{}); err != nil {
-					t.Fatalf("provision as pace-%s: %v", st.user, err)
+					t.Fatalf("provision as %s: %v", st.who.name, err)
 				}
 			}
 			if err := st.work(ctx, c); err != nil {
-				t.Fatalf("pace-%s doing its work: %v", st.user, err)
+				t.Fatalf("%s doing its work: %v", st.who.name, err)
 			}
-			checkDenied(t, url, st.user, st.pub, st.sub)
-			checkAllowedSubscriptions(t, url, st.user, append(st.subAllowed, "_INBOX.test")...)
+			checkDenied(t, url, st.who, st.pub, st.sub)
+			checkAllowedSubscriptions(t, url, st.who, append(st.subAllowed, st.who.inbox())...)
 		})
 	}
 }
@@ -458,20 +362,30 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 // request/reply as the stages do: the gate's leader and a manager answer,
 // as pace-gate and pace-manager, the visualizer's request, as
 // pace-visualizer. APF's state is admin data: no other user may ask for it
-// or listen to the requests.
+// or listen to the requests, nor may a tenant or a worker.
 func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // outlasts bustest.Eventually's bound
 	defer cancel()
-	url := authServer(t)
+	b := authServer(t)
+	url := b.url
+	const job = "fc"
+	manager := connect(t, ctx, url, "manager")
+	if err := manager.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := manager.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	b.callout(t)
 	subject := schemas.DefaultPrefix.FlowControlDump()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	for _, stage := range []string{"gate", "manager"} {
+	for _, name := range []string{"gate", "manager"} {
 		g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := connect(t, ctx, url, stage)
-		bustest.Run(t, func(ctx context.Context) error { return visualizer.ServeFlowControl(ctx, c, stage, stage+"-0", g, log) })
+		c := connect(t, ctx, url, name)
+		bustest.Run(t, func(ctx context.Context) error { return visualizer.ServeFlowControl(ctx, c, name, name+"-0", g, log) })
 	}
 
 	vis := connect(t, ctx, url, "visualizer")
@@ -487,46 +401,50 @@ func TestFlowControlDumpIsAnsweredToTheVisualizerOnly(t *testing.T) {
 		t.Errorf("answers %+v, want the gate's and the manager's", v)
 	}
 
-	checkAllowedSubscriptions(t, url, "gate", subject)
-	checkAllowedSubscriptions(t, url, "manager", subject)
-	checkDenied(t, url, "visualizer", nil, []string{subject})
+	checkAllowedSubscriptions(t, url, stage("gate"), subject)
+	checkAllowedSubscriptions(t, url, stage("manager"), subject)
+	checkDenied(t, url, stage("visualizer"), nil, []string{subject})
 	for _, u := range []string{"gate", "manager"} {
-		checkDenied(t, url, u, []string{subject}, nil)
+		checkDenied(t, url, stage(u), []string{subject}, nil)
 	}
-	for _, u := range []string{"collector", "processor", "sink", "controller", "actuator", "worker", "client"} {
-		checkDenied(t, url, u, []string{subject}, []string{subject})
+	for _, l := range []login{stage("collector"), stage("processor"), stage("sink"), stage("controller"), stage("actuator"),
+		tokenLogin("alice", aliceToken), tokenLogin("the job's worker", b.jobs.Mint(job))} {
+		checkDenied(t, url, l, []string{subject}, []string{subject})
 	}
 }
 
-// TestDeadLetteringUsersKeepLargeBodies has every user that dead-letters
-// keep a malformed message too large for its letter, as its stage does:
-// the body in the dead-letter object store, then the letter naming it,
-// twice with one key (a retry: the second object is deleted, chunks and
-// all). pace-admin, as `pace dead-letters` connects, reads each body and
-// redrives each letter, which deletes its object. pace-client may neither
-// write letters nor touch the object store; an SDK reader meeting an
-// undecodable job event goes on without keeping it.
+// TestDeadLetteringUsersKeepLargeBodies has every user of auth.conf that
+// dead-letters keep a malformed message too large for its letter, as its
+// stage does: the body in the dead-letter object store, then the letter
+// naming it, twice with one key (a retry: the second object is deleted,
+// chunks and all). pace-admin, as `pace dead-letters` connects, reads each
+// body and redrives each letter, which deletes its object. A tenant, by
+// token, may neither keep messages' letters nor touch the object store; an
+// SDK reader meeting an undecodable job event goes on without keeping it.
 func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	url := authServer(t)
+	b := authServer(t)
+	url := b.url
 	p := schemas.DefaultPrefix
 	const job = "bulky"
 	admin := connect(t, ctx, url, "admin")
 	if err := admin.Provision(ctx, bus.Limits{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	b.callout(t)
 	body := make([]byte, 900<<10) // fits max_payload; in base64 it would not
 	for i := range body {
 		body[i] = byte(i*7) | 0x80
 	}
 	origin := p.Metrics(job, schemas.RawMetrics)
+	dead := []string{p.Metrics(job, schemas.DeadMetrics)}
 	writers := map[string][]string{
-		"manager": {p.Dead(job), p.Metrics(job, schemas.DeadMetrics)}, "worker": {p.Dead(job)},
-		"collector": {p.Metrics(job, schemas.DeadMetrics)}, "processor": {p.Metrics(job, schemas.DeadMetrics)},
-		"sink": {p.Metrics(job, schemas.DeadMetrics)}, "actuator": {p.Metrics(job, schemas.DeadMetrics)},
-		"visualizer": {p.Metrics(job, schemas.DeadMetrics)}, "controller": {p.Metrics(job, schemas.DeadMetrics)},
-		"gate": {p.Metrics(job, schemas.DeadMetrics)},
+		"manager": {p.Dead(job), p.Metrics(job, schemas.DeadMetrics)}, "collector": dead, "processor": dead,
+		"sink": dead, "actuator": dead, "visualizer": dead, "controller": dead, "gate": dead,
 	}
 	kept := 0
 	for user, subjects := range writers {
@@ -579,29 +497,31 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 		t.Errorf("after the redrives: %d objects (%v), want none", len(objects), err)
 	}
 
-	// pace-client reads job events past an undecodable one, and keeps no letter.
+	// The job's owner reads job events past an undecodable one, and keeps
+	// no letter.
 	garbled := nats.NewMsg(p.Jobs(job, schemas.EventScaled))
 	garbled.Data = []byte{0xff, '{'}
 	if _, err := admin.JetStream().PublishMsg(ctx, garbled); err != nil {
 		t.Fatal(err)
 	}
 	logged := &deadLetterErrs{}
-	client, err := bus.Connect(ctx, url, bus.WithLogger(slog.New(logged)), bus.WithUserPassword("pace-client", password("client")))
+	alice := tokenLogin("alice", aliceToken)
+	client, err := bus.Connect(ctx, url, bus.WithLogger(slog.New(logged)), alice.bus())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = client.Close(ctx) }()
 	if err := readJobEvents(ctx, client, job); err != nil {
-		t.Errorf("pace-client reads job events: %v", err)
+		t.Errorf("alice reads job events: %v", err)
 	}
 	if letters, err := admin.StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
-		t.Errorf("letters after pace-client's read: %d (%v), want none", len(letters), err)
+		t.Errorf("letters after alice's read: %d (%v), want none", len(letters), err)
 	}
 	// It gave up on the refusal, not after waiting for its timeout.
 	if errs := logged.all(); len(errs) != 1 || !errors.Is(errs[0], nats.ErrPermissionViolation) {
-		t.Errorf("pace-client's set-aside errors = %v, want one permission violation", errs)
+		t.Errorf("alice's set-aside errors = %v, want one permission violation", errs)
 	}
-	checkDenied(t, url, "client", []string{p.Metrics(job, schemas.DeadMetrics), "$O.pace_dead_letters.C.x",
+	checkDenied(t, url, alice, []string{p.Metrics(job, schemas.DeadMetrics), "$O.pace_dead_letters.C.x",
 		"$O.pace_dead_letters.M.x", "$JS.API.DIRECT.GET.OBJ_pace_dead_letters.x",
 		"$JS.API.CONSUMER.CREATE.OBJ_pace_dead_letters", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters"}, nil)
 }

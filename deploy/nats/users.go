@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 
 	"github.com/pace-platform/pace/schemas"
 )
@@ -21,10 +22,28 @@ var authConf string
 
 var passwordVar = regexp.MustCompile(`\$(PACE_NATS_[A-Z]+_PASSWORD)`)
 
-// Users returns the users of auth.conf for subject prefix p, each with a
-// fresh random password (the second result, by user name).
+// calloutIssuerVar holds the public key of the account that signs the auth
+// callout's answers.
+const calloutIssuerVar = "PACE_NATS_CALLOUT_ISSUER"
+
+// Users returns the users of auth.conf for subject prefix p, Pace's stages
+// and pace-admin, each with a fresh random password (the second result, by
+// user name). Tenants and workers are no users: they log in by token,
+// through the auth callout (natsauth.ServerAuth sets it up for the embedded
+// server).
 func Users(p schemas.Prefix) ([]*server.User, map[string]string, error) {
+	// auth.conf's callout needs an issuer to parse; the users do not
+	// depend on it.
+	issuer, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := issuer.PublicKey()
+	if err != nil {
+		return nil, nil, err
+	}
 	var defs strings.Builder
+	fmt.Fprintf(&defs, "%s: %q\n", calloutIssuerVar, pub)
 	seen := map[string]bool{}
 	for _, m := range passwordVar.FindAllStringSubmatch(authConf, -1) {
 		if !seen[m[1]] {
@@ -47,36 +66,6 @@ func Users(p schemas.Prefix) ([]*server.User, map[string]string, error) {
 		passwords[u.Username] = u.Password
 	}
 	return opts.Users, passwords, nil
-}
-
-// CalloutAuthConf returns auth.conf with tenants by token turned on as its
-// comment says: the auth_callout block uncommented, and the users
-// pace-worker and pace-client, whose rights span every job, removed.
-func CalloutAuthConf() (string, error) {
-	var out []string
-	inBlock, found, skipping := false, false, false
-	for line := range strings.SplitSeq(authConf, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "# auth_callout {":
-			inBlock, found = true, true
-		case strings.HasPrefix(trimmed, "{user: pace-worker,") || strings.HasPrefix(trimmed, "{user: pace-client,"):
-			skipping = true
-		}
-		if skipping {
-			skipping = trimmed != "}}"
-			continue
-		}
-		if inBlock {
-			line = strings.Replace(line, "# ", "", 1)
-			inBlock = trimmed != "# }"
-		}
-		out = append(out, line)
-	}
-	if !found {
-		return "", fmt.Errorf("auth.conf has no commented auth_callout block")
-	}
-	return strings.Join(out, "\n"), nil
 }
 
 func randomPassword() string {

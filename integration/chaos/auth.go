@@ -9,14 +9,14 @@ import (
 
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
-	natsconf "github.com/pace-platform/pace/deploy/nats"
 )
 
-// busAuth is the chaos system's NATS authentication, as a distributed
-// installation turns tenants by token on (docs/security.md): every stage
-// logs in as its own user of deploy/nats/auth.conf, the managers answer the
-// servers' auth callout, the test submits and reads as the tenant "chaos",
-// and the workers the gates start connect with their job's token.
+// busAuth is the chaos system's NATS authentication, that of a distributed
+// installation (docs/security.md, "Tenants in distributed mode"): every
+// stage logs in as its own user of deploy/nats/auth.conf, the managers
+// answer the servers' auth callout, the test submits and reads as the
+// tenant "chaos", and the workers the gates start connect with their job's
+// token.
 type busAuth struct {
 	conf       string            // the cluster configuration including the auth
 	serverEnv  []string          // the passwords and the callout's issuer
@@ -29,12 +29,12 @@ type busAuth struct {
 // tenantToken is the token of the tenant that owns the test's job.
 const tenantToken = "chaos-token"
 
-// newBusAuth writes the cluster's configuration with auth.conf's callout on,
-// and the keys and token file of the stages, into dir.
+// newBusAuth writes the cluster's configuration including auth.conf as
+// shipped, and the keys and token file of the stages, into dir.
 func newBusAuth(t *testing.T, dir string) *busAuth {
 	t.Helper()
 	a := &busAuth{passwords: map[string]string{}}
-	for _, f := range []string{"cluster.conf", "limits.conf", "jetstream.conf"} {
+	for _, f := range []string{"cluster.conf", "limits.conf", "jetstream.conf", "auth.conf"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", f))
 		if err != nil {
 			t.Fatal(err)
@@ -44,11 +44,6 @@ func newBusAuth(t *testing.T, dir string) *busAuth {
 		}
 		write(t, filepath.Join(dir, f), data)
 	}
-	conf, err := natsconf.CalloutAuthConf()
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "auth.conf"), []byte(conf))
 	a.conf = filepath.Join(dir, "cluster.conf")
 
 	issuer, pub, err := natsauth.NewIssuer()

@@ -24,9 +24,11 @@ type Config struct {
 	WorkerSecretKeys []string `json:"worker_secret_keys,omitempty"`
 	// JobToken, when set, returns the NATS token of a job's workers, given
 	// to its pods as PACE_TOKEN: on a bus that authenticates tenants (pace
-	// up --token-file) it lets them reach their job and nothing else. The
-	// token is then in the Job's pod template, readable by whoever may read
-	// Jobs in its namespace.
+	// up --token-file, pace stage gate --job-token-key) it lets them reach
+	// their job and nothing else. The token is then in the Job's pod
+	// template, readable by whoever may read Jobs in its namespace. The
+	// worker Secret then holds no credentials: only the CA and a client
+	// certificate (WorkerSecretKeys ca.crt, tls.crt, tls.key).
 	JobToken func(job string) string `json:"-"`
 }
 
@@ -72,8 +74,8 @@ func (c Config) keys() []string {
 // Validate checks c. The URL must not carry credentials: they would be in
 // every Job. A worker Secret's keys must be known, each given once,
 // and name one way to authenticate at most (user and password, creds or
-// nkey), as `pace worker` accepts; a user needs its password and a client
-// certificate its key.
+// nkey), as `pace worker` accepts, none beside a JobToken; a user needs its
+// password and a client certificate its key.
 func (c Config) Validate() (errs field.ErrorList) {
 	if strings.TrimSpace(c.NATSURL) == "" {
 		errs = append(errs, field.Required(field.NewPath("nats_url"), "worker pods need the URL of the NATS servers"))
@@ -114,8 +116,13 @@ func (c Config) Validate() (errs field.ErrorList) {
 	if has("user") != has("password") {
 		errs = append(errs, field.Invalid(p, strings.Join(keys, ","), "user and password go together"))
 	}
-	if modes := boolCount(has("user") || has("password"), has("creds"), has("nkey")); modes > 1 {
+	modes := boolCount(has("user") || has("password"), has("creds"), has("nkey"))
+	switch {
+	case modes > 1:
 		errs = append(errs, field.Invalid(p, strings.Join(keys, ","), "user/password, creds and nkey exclude each other: choose one way to authenticate"))
+	case modes == 1 && c.JobToken != nil:
+		errs = append(errs, field.Invalid(p, strings.Join(keys, ","),
+			"workers authenticate with their job's token (PACE_TOKEN): the worker Secret may hold only ca.crt, tls.crt and tls.key"))
 	}
 	if has("tls.crt") != has("tls.key") {
 		errs = append(errs, field.Invalid(p, strings.Join(keys, ","), "tls.crt and tls.key go together"))

@@ -8,6 +8,7 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	const url = "tls://pace-nats.pace.svc:4222"
+	jobToken := func(job string) string { return "job:" + job + ":mac" }
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -28,6 +29,12 @@ func TestConfigValidate(t *testing.T) {
 		{"user without password", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"user", "ca.crt"}}, "user and password go together"},
 		{"two ways to authenticate", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"user", "password", "nkey"}}, "exclude each other"},
 		{"certificate without key", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds", "tls.crt"}}, "tls.crt and tls.key go together"},
+		{"job token and CA (deploy/kubernetes)", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"ca.crt"}, JobToken: jobToken}, ""},
+		{"job token and client certificate", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"tls.crt", "tls.key"}, JobToken: jobToken}, ""},
+		{"job token and the default keys", Config{NATSURL: url, WorkerSecret: "w", JobToken: jobToken},
+			`worker_secret_keys: Invalid value: "user,password,ca.crt": workers authenticate with their job's token`},
+		{"job token and creds", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds"}, JobToken: jobToken},
+			"the worker Secret may hold only ca.crt, tls.crt and tls.key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := tc.cfg.Validate()

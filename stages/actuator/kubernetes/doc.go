@@ -9,7 +9,10 @@
 // credentials, nkey and client certificate files from a read-only Secret
 // volume at CredentialsDir, with PACE_NATS_CA (…) naming them. The pods
 // reference the Secret; the runtime never reads it, so no secret value is
-// in the Job, and the gate needs no right on Secrets.
+// in the Job, and the gate needs no right on Secrets. With Config.JobToken
+// (a bus that authenticates workers by their job's token, as
+// deploy/kubernetes runs it) the pods get PACE_TOKEN in their template,
+// and the Secret holds only the CA (and a client certificate).
 //
 // Worker pods meet the restricted Pod Security Standard: they run as
 // WorkerUID (non-root, also their fsGroup), with the RuntimeDefault

@@ -45,6 +45,11 @@ func TestWorkerPodCredentials(t *testing.T) {
 		{"no secret", Config{NATSURL: url}, nil, nil},
 		{"the job's token (pace up --token-file)", Config{NATSURL: url, JobToken: func(job string) string { return "job:" + job + ":mac" }},
 			[]corev1.EnvVar{{Name: "PACE_TOKEN", Value: "job:render:mac"}}, nil},
+		{"the job's token and the CA (deploy/kubernetes)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats",
+			WorkerSecretKeys: []string{"ca.crt"}, JobToken: func(job string) string { return "job:" + job + ":mac" }}, []corev1.EnvVar{
+			{Name: "PACE_TOKEN", Value: "job:render:mac"},
+			{Name: "PACE_NATS_CA", Value: "/etc/pace/nats/ca.crt"},
+		}, []string{"nats-credentials:ca.crt"}},
 		{"password and CA (the default keys)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats"}, []corev1.EnvVar{
 			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
 			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},

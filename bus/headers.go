@@ -117,7 +117,10 @@ func Decode[T any, P interface {
 }
 
 // childTraceparent returns a traceparent continuing parent's trace with a new
-// span id, or a new sampled trace when parent is not a valid version-00 value.
+// span id and parent's flags, or a new trace when parent is not a valid
+// version-00 value. A new trace is not marked sampled: Pace records no span
+// of it, and a sampled mark makes the NATS server parse every header of
+// every message, looking for trace destinations.
 func childTraceparent(parent string) string {
 	var span [8]byte
 	_, _ = rand.Read(span[:])
@@ -126,5 +129,5 @@ func childTraceparent(parent string) string {
 	}
 	var trace [16]byte
 	_, _ = rand.Read(trace[:])
-	return "00-" + hex.EncodeToString(trace[:]) + "-" + hex.EncodeToString(span[:]) + "-01"
+	return "00-" + hex.EncodeToString(trace[:]) + "-" + hex.EncodeToString(span[:]) + "-00"
 }

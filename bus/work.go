@@ -255,12 +255,42 @@ func (c *Client) ensureWorkConsumer(ctx context.Context, rec *schemas.JobRecord)
 // PublishResult stores the result of one item. The first result of an item
 // wins: a later one returns ErrDuplicateResult and is discarded.
 func (c *Client) PublishResult(ctx context.Context, r *schemas.Result) error {
-	msg, err := NewMsg(ctx, c.prefix.Results(r.Job, r.ItemID), r)
+	msg, err := c.resultMsg(ctx, r)
 	if err != nil {
 		return err
 	}
-	msg.Header.Set(schemas.HeaderMsgID, r.Job+"/"+r.ItemID)
 	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0))
+	return resultStored(r, ack, err)
+}
+
+// publishResultAsync sends r without waiting for the server; the future
+// says whether it was stored (see resultStored).
+func (c *Client) publishResultAsync(ctx context.Context, r *schemas.Result) (jetstream.PubAckFuture, error) {
+	msg, err := c.resultMsg(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)
+	}
+	return f, nil
+}
+
+// resultMsg is r's message on pace.results.<job>.<item>: its id makes a
+// retried publish a no-op, and the stream keeps one message per item.
+func (c *Client) resultMsg(ctx context.Context, r *schemas.Result) (*nats.Msg, error) {
+	msg, err := NewMsg(ctx, c.prefix.Results(r.Job, r.ItemID), r)
+	if err != nil {
+		return nil, err
+	}
+	msg.Header.Set(schemas.HeaderMsgID, r.Job+"/"+r.ItemID)
+	return msg, nil
+}
+
+// resultStored turns the server's answer to a result into nil (stored),
+// ErrDuplicateResult (the item already had one) or the error.
+func resultStored(r *schemas.Result, ack *jetstream.PubAck, err error) error {
 	switch {
 	case Conflict(err):
 		return ErrDuplicateResult

@@ -107,6 +107,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var presence sync.WaitGroup
 	presence.Go(func() { w.announce(ctx) })
 	defer presence.Wait()
+	settling := make(chan unsettled, w.o.concurrency)
+	var settler sync.WaitGroup
+	settler.Go(func() { w.settle(hctx, settling) })
 	pause := newPause(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		n := acquire(ctx, slots, fetchLinger)
@@ -116,7 +119,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		got, err := w.fetch(ctx, cons, n, func(msg jetstream.Msg) {
 			wg.Go(func() {
 				defer func() { <-slots }()
-				w.handle(hctx, msg, leases)
+				w.handle(hctx, msg, leases, settling)
 			})
 		})
 		for range n - got {
@@ -139,6 +142,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopHandlers()
 		<-done
 	}
+	close(settling)
+	settler.Wait()
 	w.log.Info("worker stopped", "processed", w.processed.Load(), "failed", w.failed.Load())
 	return nil
 }
@@ -193,7 +198,7 @@ func ignoreWaitEnd(err error) error {
 	return err
 }
 
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases) {
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, settling chan<- unsettled) {
 	md, err := msg.Metadata()
 	if err != nil {
 		w.log.Error("item without metadata", "err", err)
@@ -207,35 +212,80 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases) 
 		w.deadLetterMalformed(ctx, msg, md, err)
 		return
 	}
-	log := w.log.With("item", item.ID, "delivery", md.NumDelivered)
 
 	leases.add(msg)
 	start := time.Now()
-	out, herr := w.h(MessageContext(ctx, msg.Headers()), item)
+	mctx := MessageContext(ctx, msg.Headers())
+	out, herr := w.h(mctx, item)
 	leases.remove(msg)
 
 	if herr != nil {
 		w.failed.Add(1)
-		log.Debug("item failed", "err", herr)
+		w.log.Debug("item failed", "item", item.ID, "delivery", md.NumDelivered, "err", herr)
 		w.c.recordFailure(ctx, w.job, item.ID, herr)
 		w.retry(ctx, msg, md.NumDelivered)
 		return
 	}
 	res := &schemas.Result{ItemID: item.ID, Job: w.job, Output: out, Worker: w.o.id, Attempt: int(md.NumDelivered),
 		Duration: schemas.Duration(time.Since(start)), FinishedAt: w.c.now()}
-	switch err := w.c.PublishResult(MessageContext(ctx, msg.Headers()), res); {
+	stored, err := w.c.publishResultAsync(mctx, res)
+	if err != nil {
+		w.settled(ctx, msg, md.NumDelivered, res, err)
+		return
+	}
+	settling <- unsettled{msg: msg, delivered: md.NumDelivered, res: res, stored: stored}
+}
+
+// unsettled is a processed item whose result is on its way to the stream.
+type unsettled struct {
+	msg       jetstream.Msg
+	delivered uint64
+	res       *schemas.Result
+	stored    jetstream.PubAckFuture
+}
+
+// resultWait bounds the wait for the server's answer to a result.
+const resultWait = 30 * time.Second
+
+// settle waits, in order, for the server's answer to each result sent and
+// settles its item, until settling is closed. Results are sent without
+// waiting, so a slot is free for the next item while the server stores the
+// last one's result: the worker keeps many results in flight with few slots.
+func (w *Worker) settle(ctx context.Context, settling <-chan unsettled) {
+	timeout := time.NewTimer(resultWait)
+	defer timeout.Stop()
+	for u := range settling {
+		timeout.Reset(resultWait)
+		var err error
+		select {
+		case ack := <-u.stored.Ok():
+			err = resultStored(u.res, ack, nil)
+		case perr := <-u.stored.Err():
+			err = resultStored(u.res, nil, perr)
+		case <-timeout.C:
+			err = fmt.Errorf("publish result %s/%s: no answer within %s", u.res.Job, u.res.ItemID, resultWait)
+		}
+		w.settled(ctx, u.msg, u.delivered, u.res, err)
+	}
+}
+
+// settled acknowledges an item whose result is stored (by this worker, or
+// by another before it), and returns it to the queue when storing failed.
+func (w *Worker) settled(ctx context.Context, msg jetstream.Msg, delivered uint64, res *schemas.Result, err error) {
+	switch {
 	case errors.Is(err, ErrDuplicateResult):
 		w.duplicates.Add(1)
-		log.Debug("late result discarded: the item already has one")
+		w.log.Debug("late result discarded: the item already has one", "item", res.ItemID, "delivery", delivered)
 	case err != nil:
-		log.Warn("result not stored, item will be retried", "err", err)
-		w.retry(ctx, msg, md.NumDelivered)
+		w.log.Warn("result not stored, item will be retried", "item", res.ItemID, "delivery", delivered, "err", err)
+		w.retry(ctx, msg, delivered)
 		return
 	default:
 		w.processed.Add(1)
 	}
 	if err := msg.Ack(); err != nil {
-		log.Warn("ack failed; the item will be redelivered and its result deduplicated", "err", err)
+		w.log.Warn("ack failed; the item will be redelivered and its result deduplicated",
+			"item", res.ItemID, "delivery", delivered, "err", err)
 	}
 }
 

@@ -57,8 +57,9 @@ func TestNATSStatefulSetRunsDeployNATS(t *testing.T) {
 	for i := range replicas {
 		pod := fmt.Sprintf("%s-%d", ss.Name, i)
 		t.Run(pod, func(t *testing.T) {
-			vols := natsVolumes(t, testSecrets(t))
-			opts := natsOptions(t, ss, pod, vols)
+			secrets := testSecrets(t)
+			vols := natsVolumes(t, secrets)
+			opts := natsOptions(t, ss, pod, vols, secrets)
 			if opts.ServerName != pod {
 				t.Errorf("server_name = %q, want the pod's name %q", opts.ServerName, pod)
 			}
@@ -93,13 +94,15 @@ func TestNATSStatefulSetRunsDeployNATS(t *testing.T) {
 
 // natsOptions returns what nats-server makes of the StatefulSet's container
 // arguments and environment in pod, with each mounted volume's path (in
-// arguments and variables) replaced by the local directory of volumes.
-func natsOptions(t *testing.T, ss *appsv1.StatefulSet, pod string, volumes map[string]string) *server.Options {
+// arguments and variables) replaced by the local directory of volumes, and
+// Secrets resolved as resolveSecret does.
+func natsOptions(t *testing.T, ss *appsv1.StatefulSet, pod string, volumes map[string]string,
+	secrets map[string]map[string]string) *server.Options {
 	t.Helper()
 	c := ss.Spec.Template.Spec.Containers[0]
 	local := mountMapper(t, c.VolumeMounts, volumes)
 	for _, e := range c.Env {
-		t.Setenv(e.Name, local(resolve(t, e, pod)))
+		t.Setenv(e.Name, local(resolveSecret(t, secrets, e, pod)))
 	}
 	args := make([]string, len(c.Args))
 	for i, a := range c.Args {
@@ -165,15 +168,13 @@ func resolve(t *testing.T, e corev1.EnvVar, pod string) string {
 
 // checkUsers checks that each stage connects as a user of the server's
 // configuration, with the password the server reads from the same Secret
-// key, and that workers have a user too.
+// key. Workers and tenants have no user: they log in by token through the
+// auth callout (TestNATSAuthCalloutWiring).
 func checkUsers(t *testing.T, objs []*unstructured.Unstructured, opts *server.Options) {
 	t.Helper()
 	users := map[string]string{}
 	for _, u := range opts.Users {
 		users[u.Username] = u.Password
-	}
-	if _, ok := users["pace-worker"]; !ok {
-		t.Error("no NATS user pace-worker for the workers")
 	}
 	for _, o := range objs {
 		if o.GetKind() != "Deployment" {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/schemas"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 )
@@ -36,9 +37,12 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	cfg := &rest.Config{Host: cp.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA},
 		WarningHandler: podSecurity}
 	gate := kubernetes.NewForConfigOrDie(cfg)
-	rtCfg := gateRuntimeConfig(t, objs)
+	rtCfg := gateRuntimeConfig(t, objs, testSecrets(t))
 	if rtCfg.WorkerSecret == "" {
-		t.Error("the gate gives worker pods no NATS credentials: want --kube-worker-secret")
+		t.Error("the gate gives worker pods no NATS CA: want --kube-worker-secret")
+	}
+	if rtCfg.JobToken == nil {
+		t.Error("the gate gives worker pods no NATS credentials: want --job-token-key")
 	}
 	rt, err := kubeactuator.New(gate, rtCfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -115,14 +119,22 @@ func gateToken(t *testing.T, objs []*unstructured.Unstructured) string {
 }
 
 // gateRuntimeConfig is the Kubernetes runtime's configuration that the
-// gate Deployment's arguments give.
-func gateRuntimeConfig(t *testing.T, objs []*unstructured.Unstructured) kubeactuator.Config {
+// gate Deployment's arguments give, its job tokens made with the key of
+// secrets that --job-token-key reads.
+func gateRuntimeConfig(t *testing.T, objs []*unstructured.Unstructured, secrets map[string]map[string]string) kubeactuator.Config {
 	t.Helper()
 	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "pace-gate"))
 	var cfg kubeactuator.Config
 	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
 		name, value, _ := strings.Cut(a, "=")
 		switch name {
+		case "--job-token-key":
+			secret, key := secretFile(t, d, value)
+			jobs, err := natsauth.NewJobTokens([]byte(secrets[secret][key]))
+			if err != nil {
+				t.Fatalf("--job-token-key: Secret %s key %s: %v", secret, key, err)
+			}
+			cfg.JobToken = jobs.Mint
 		case "--pod-nats-url":
 			cfg.NATSURL = value
 		case "--kube-worker-secret":

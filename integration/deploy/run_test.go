@@ -24,37 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/pace-platform/pace/bus/bustest"
 )
-
-// testSecrets returns the contents of the Secrets that docs/deploy.md has
-// the operator create, by name and key, with a new test CA and a loopback
-// certificate. Passwords (secretKeyRef) resolve as in resolve, the same on
-// the NATS servers' side and the stages'.
-func testSecrets(t *testing.T) map[string]map[string]string {
-	t.Helper()
-	files := bustest.TLS(t)
-	read := func(f string) string {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(data)
-	}
-	secrets := map[string]map[string]string{
-		"pace-api-tokens": {"tokens.csv": testToken + ",alice,alice-uid,\"tenants\"\n"},
-		"pace-nats-tls":   {"tls.crt": read(files.Cert), "tls.key": read(files.Key), "ca.crt": read(files.CA)},
-	}
-	secrets["pace-worker-nats"] = workerSecrets(secrets)
-	return secrets
-}
 
 // TestStagePodsBecomeReady runs each stage as its pod would: the image's
 // binary with the Deployment's arguments and environment (ConfigMaps,
 // Secrets and the pod name resolved, mounted files written out), against
-// a NATS server running the StatefulSet's configuration with its users and
-// permissions (the three servers routed over loopback), and
+// a NATS server running the StatefulSet's configuration with its users,
+// permissions and auth callout (the three servers routed over loopback), and
 // the gate against the real kube-apiserver with its ServiceAccount's token
 // in place of the in-cluster configuration. The manager starts first, as
 // it alone may create streams. Every stage must become ready, lead its
@@ -114,7 +90,7 @@ func startNATS(t *testing.T, ss *appsv1.StatefulSet, secrets map[string]map[stri
 	var urls []string
 	var servers []*server.Server
 	for i := range n {
-		opts := natsOptions(t, ss, fmt.Sprintf("%s-%d", ss.Name, i), natsVolumes(t, secrets))
+		opts := natsOptions(t, ss, fmt.Sprintf("%s-%d", ss.Name, i), natsVolumes(t, secrets), secrets)
 		if len(opts.Routes) != n {
 			t.Fatalf("%d routes in the configuration, %d replicas", len(opts.Routes), n)
 		}
@@ -210,15 +186,7 @@ func startPod(t *testing.T, bin string, objs []*unstructured.Unstructured, secre
 		maps.Copy(env, typed[corev1.ConfigMap](t, find(t, objs, "ConfigMap", from.ConfigMapRef.Name)).Data)
 	}
 	for _, e := range c.Env {
-		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil && secrets[ref.SecretKeyRef.Name] != nil {
-			v, ok := secrets[ref.SecretKeyRef.Name][ref.SecretKeyRef.Key]
-			if !ok {
-				t.Fatalf("env %s: Secret %s has no key %s", e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
-			}
-			env[e.Name] = v
-			continue
-		}
-		env[e.Name] = resolve(t, e, name+"-test")
+		env[e.Name] = resolveSecret(t, secrets, e, name+"-test")
 	}
 	dir := t.TempDir()
 	volumes := map[string]string{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pace-platform/pace/auth/natsauth"
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 )
@@ -29,9 +32,10 @@ const workerSecretTemplate = "deploy/kubernetes/pace-worker-nats.template.yaml"
 // TestWorkerSecretTemplate checks the worker Secret's template against the
 // gate: it is the Secret the gate's --kube-worker-secret names, in the
 // namespace whose RoleBinding lets the gate run jobs, with exactly the
-// keys the gate's runtime references and placeholders for the values, and
-// the apiserver accepts it (server-side dry run, strict fields). Worker
-// pods run as the image's user.
+// keys the gate's runtime references (no credentials: the workers log in
+// with their job's token) and placeholders for the values, and the
+// apiserver accepts it (server-side dry run, strict fields). Worker pods
+// run as the image's user.
 func TestWorkerSecretTemplate(t *testing.T) {
 	objs := render(t, base)
 	data, err := os.ReadFile(filepath.Join(repo, workerSecretTemplate))
@@ -43,7 +47,7 @@ func TestWorkerSecretTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := typed[corev1.Secret](t, u)
-	cfg := gateRuntimeConfig(t, objs)
+	cfg := gateRuntimeConfig(t, objs, testSecrets(t))
 	binding := find(t, objs, "RoleBinding", "pace-gate")
 	if secret.Name != cfg.WorkerSecret || secret.Namespace != binding.GetNamespace() {
 		t.Errorf("template is Secret %s/%s; the gate references %s in %s", secret.Namespace, secret.Name, cfg.WorkerSecret, binding.GetNamespace())
@@ -55,12 +59,15 @@ func TestWorkerSecretTemplate(t *testing.T) {
 	var got []string
 	for k, v := range secret.StringData {
 		got = append(got, k)
-		if k != "user" && !strings.HasPrefix(v, "REPLACE") {
+		if !strings.HasPrefix(v, "REPLACE") {
 			t.Errorf("key %s holds a value, want a placeholder", k)
 		}
 	}
 	if slices.Sort(got); !slices.Equal(got, slices.Sorted(slices.Values(keys))) {
 		t.Errorf("template keys %v, the gate references %v", got, keys)
+	}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Errorf("the gate's worker Secret: %v", errs.ToAggregate())
 	}
 	if kubeactuator.WorkerUID != nonRootUID {
 		t.Errorf("worker pods run as %d, the image's user is %d", kubeactuator.WorkerUID, nonRootUID)
@@ -79,21 +86,16 @@ func TestWorkerSecretTemplate(t *testing.T) {
 	}
 }
 
-// workerSecrets returns the test contents of the worker Secret as
-// docs/deploy.md has the operator create it: the worker's user, the
-// password the NATS servers read from pace-nats-users (as resolve writes
-// it) and the CA of pace-nats-tls.
-func workerSecrets(secrets map[string]map[string]string) map[string]string {
-	return map[string]string{"user": "pace-worker", "password": "secret:pace-nats-users:worker",
-		"ca.crt": secrets["pace-nats-tls"]["ca.crt"]}
-}
-
 // runWorkerJob submits a job for Kubernetes to the manager and waits for
-// the gate to create its Job with the gate's token. There being no kubelet,
-// it runs the Job's pod template itself, as startPod does: `pace worker`
-// must connect to the TLS NATS servers as pace-worker with the CA and the
-// password of the worker Secret, and process every item; then the worker
-// exits 0 on SIGTERM with no permission refused.
+// the gate to create its Job with the gate's token: its pods get the job's
+// token, made with the key of Secret pace-job-token, and no other
+// credentials. There being no kubelet, it runs the Job's pod template
+// itself, as startPod does: `pace worker` must connect to the TLS NATS
+// servers with that token, which the manager's authorization service
+// admits, and the CA of the worker Secret, and process every item; then
+// the worker exits 0 on SIGTERM with no permission refused. The tenant
+// then reads the job's results on the bus with its API token
+// (checkTenantOnBus).
 func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, secrets map[string]map[string]string,
 	natsURL string, manager *stageProc) {
 	t.Helper()
@@ -123,9 +125,23 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"password", "ca.crt"} {
-		if strings.Contains(string(raw), strings.TrimSpace(secrets["pace-worker-nats"][key])) {
-			t.Errorf("the Job carries the worker Secret's %s, want a reference to it", key)
+	if strings.Contains(string(raw), strings.TrimSpace(secrets["pace-worker-nats"]["ca.crt"])) {
+		t.Error("the Job carries the worker Secret's ca.crt, want a reference to it")
+	}
+	jobs, err := natsauth.NewJobTokens([]byte(secrets["pace-job-token"]["job-token.key"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if got, want := env["PACE_TOKEN"], jobs.Mint(created.JobID); got != want {
+		t.Errorf("worker pods' PACE_TOKEN = %q, want the job's token %q", got, want)
+	}
+	for _, k := range []string{"PACE_NATS_USER", "PACE_NATS_PASSWORD", "PACE_NATS_CREDS", "PACE_NATS_NKEY"} {
+		if _, ok := env[k]; ok {
+			t.Errorf("worker pods get %s: want their job's token alone", k)
 		}
 	}
 
@@ -145,6 +161,47 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 		t.Errorf("job %s with %d items ok, want completed with 5:\n%s", status.Status, status.ItemsOK, w.logTail())
 	}
 	w.stop(t)
+	checkTenantOnBus(t, secrets, natsURL, created.JobID, jobs)
+}
+
+// checkTenantOnBus connects to the NATS servers as the test token's tenant,
+// who owns job, and reads its five results: the manager's authorization
+// service admits the API's tokens. Another job's worker token reads
+// nothing of job, and the static users of earlier versions are refused.
+func checkTenantOnBus(t *testing.T, secrets map[string]map[string]string, natsURL, job string, jobs *natsauth.JobTokens) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte(secrets["pace-nats-tls"]["ca.crt"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(opt bus.Option) (*bus.Client, error) {
+		return bus.Connect(ctx, natsURL, bus.WithTLS(ca, "", ""), opt, bus.WithConnectTimeout(time.Minute))
+	}
+	tenant, err := connect(bus.WithTokenAuth(testToken))
+	if err != nil {
+		t.Fatalf("the tenant connects with its API token: %v", err)
+	}
+	defer tenant.Close(ctx) //nolint:errcheck // read only
+	if results, err := tenant.StoredResults(ctx, job); err != nil || len(results) != 5 {
+		t.Errorf("the tenant reads %d results of its job (%v), want 5", len(results), err)
+	}
+	other, err := connect(bus.WithTokenAuth(jobs.Mint("another-job")))
+	if err != nil {
+		t.Fatalf("another job's worker connects: %v", err)
+	}
+	defer other.Close(ctx) //nolint:errcheck // read only
+	if _, err := other.StoredResults(ctx, job); !errors.Is(err, bus.ErrNotPermitted) {
+		t.Errorf("another job's worker reads the job's results: %v, want ErrNotPermitted", err)
+	}
+	for _, user := range []string{"pace-worker", "pace-client"} {
+		c, err := connect(bus.WithUserPassword(user, "secret:pace-nats-users:"+strings.TrimPrefix(user, "pace-")))
+		if err == nil {
+			_ = c.Close(ctx)
+			t.Errorf("%s connected: want workers and tenants by token only", user)
+		}
+	}
 }
 
 // api calls the manager's job API as the test token's user with body as

@@ -79,6 +79,17 @@ func jobRef(job string) []byte {
 }
 
 func (c *Client) call(ctx context.Context, subject string, data []byte, opts []CallOption) (*SubmitReply, error) {
+	var r SubmitReply
+	if err := c.callInto(ctx, subject, data, opts, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// callInto sends a request to the manager, with the connection's token,
+// and decodes its answer into reply; an error answer is a
+// *schemas.APIError.
+func (c *Client) callInto(ctx context.Context, subject string, data []byte, opts []CallOption, reply any) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultRequestTimeout)
@@ -91,25 +102,24 @@ func (c *Client) call(ctx context.Context, subject string, data []byte, opts []C
 	}
 	for _, opt := range opts {
 		if err := opt(msg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("%s: no manager is listening (is 'pace up' running?): %w", subject, err)
+		return fmt.Errorf("%s: no manager is listening (is 'pace up' running?): %w", subject, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", subject, err)
+		return fmt.Errorf("%s: %w", subject, err)
 	}
 	var apiErr schemas.APIError
 	if json.Unmarshal(resp.Data, &apiErr) == nil && apiErr.Code != 0 {
-		return nil, &apiErr
+		return &apiErr
 	}
-	var r SubmitReply
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("%s: unreadable reply: %w", subject, err)
+	if err := json.Unmarshal(resp.Data, reply); err != nil {
+		return fmt.Errorf("%s: unreadable reply: %w", subject, err)
 	}
-	return &r, nil
+	return nil
 }
 
 // Status returns job's current record. It returns ErrJobNotFound for an

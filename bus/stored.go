@@ -2,10 +2,12 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/schemas"
@@ -105,43 +107,60 @@ func allRead(follow bool) readDone {
 }
 
 // read iterates over the messages of one subject filter of a stream, oldest
-// first, through an ordered consumer. Each time it has read every stored
-// message it asks done whether to end; with a nil done it follows new
-// messages until ctx ends. An error ends it; the end of ctx ends it
-// without one.
+// first. Each time it has read every stored message it asks done whether to
+// end; with a nil done it follows new messages until ctx ends. An error
+// ends it; the end of ctx ends it without one.
+//
+// It reads through an ordered consumer, or, on a connection that may not
+// create consumers (WithTokenAuth), through one the manager makes for it
+// (pace.control.read), made again from the next message when it is lost.
 func (c *Client) read(ctx context.Context, family, filter string, done readDone) iter.Seq2[jetstream.Msg, error] {
 	return func(yield func(jetstream.Msg, error) bool) {
-		var cons jetstream.Consumer
-		caughtUp := false
+		var (
+			cons     jetstream.Consumer
+			next     uint64 // the sequence after the last message read
+			caughtUp bool
+		)
 		// While a server of a cluster stops or restarts, creating the
 		// consumer can be refused for a moment (no responders, 503
 		// "insufficient resources" while the stream elects a leader).
-		err := RetryTemporary(ctx, c.log, readBudget, "read "+filter, func(ctx context.Context) (err error) {
-			ctx, done := c.guard(ctx)
-			defer func() { err = notPermitted(ctx, err); done() }()
-			if cons == nil {
-				cons, err = c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
-					FilterSubjects: []string{filter},
-				})
-				if err != nil {
-					return err
+		open := func() error {
+			return RetryTemporary(ctx, c.log, readBudget, "read "+filter, func(ctx context.Context) (err error) {
+				ctx, done := c.guard(ctx)
+				defer func() { err = notPermitted(ctx, err); done() }()
+				switch {
+				case cons != nil:
+				case c.token != "":
+					if cons, err = c.readerConsumer(ctx, family, filter, next); err != nil {
+						return err
+					}
+				default:
+					cons, err = c.js.OrderedConsumer(ctx, c.prefix.Stream(family), jetstream.OrderedConsumerConfig{
+						FilterSubjects: []string{filter},
+					})
+					if err != nil {
+						return err
+					}
 				}
-			}
-			if done != nil {
-				info, err := cons.Info(ctx)
-				if err != nil {
-					return err
+				if done != nil {
+					info, err := cons.Info(ctx)
+					if err != nil {
+						return err
+					}
+					caughtUp = info.NumPending == 0
 				}
-				caughtUp = info.NumPending == 0
-			}
-			return nil
-		})
-		if err != nil {
-			yield(nil, fmt.Errorf("read %s: %w", filter, err))
-			return
+				return nil
+			})
 		}
+		defer func() { c.dropReader(cons) }()
 		var failingSince time.Time // of the temporary fetch failures in a row
 		for ctx.Err() == nil {
+			if cons == nil {
+				if err := open(); err != nil {
+					yield(nil, fmt.Errorf("read %s: %w", filter, err))
+					return
+				}
+			}
 			if caughtUp && done != nil {
 				end, err := done(ctx, cons)
 				if err != nil {
@@ -157,13 +176,17 @@ func (c *Client) read(ctx context.Context, family, filter string, done readDone)
 				caughtUp = true // also when nothing came within the wait
 				for msg := range batch.Messages() {
 					if md, err := msg.Metadata(); err == nil {
-						caughtUp = md.NumPending == 0
+						caughtUp, next = md.NumPending == 0, md.Sequence.Stream+1
 					}
 					if !yield(msg, nil) {
 						return
 					}
 				}
 				err = ignoreWaitEnd(batch.Error())
+			}
+			if err != nil && c.token != "" && readerLost(err) {
+				cons, caughtUp = nil, false // the manager makes another from next
+				continue
 			}
 			if err == nil || !Temporary(err) {
 				failingSince = time.Time{}
@@ -186,6 +209,27 @@ func (c *Client) read(ctx context.Context, family, filter string, done readDone)
 				return
 			}
 		}
+	}
+}
+
+// readerLost reports whether a fetch failed because its consumer is gone:
+// deleted after ReaderIdle, or lost with a server.
+func readerLost(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// dropReader deletes a consumer the manager made for a read that ended;
+// an ordered consumer deletes itself.
+func (c *Client) dropReader(cons jetstream.Consumer) {
+	if cons == nil || c.token == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info := cons.CachedInfo()
+	if err := c.js.DeleteConsumer(ctx, info.Stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		c.log.Debug("reader consumer not deleted; it expires by itself", "consumer", info.Name, "err", err)
 	}
 }
 

@@ -97,21 +97,24 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 // does not exist, and makes sure its work consumer matches its spec.
 //
 // A connection authenticated with a token (WithTokenAuth) may not write job
-// records, and may reach only the jobs its user owned when it connected: for
-// a job it cannot read, OpenJob asks the manager to declare it
-// (pace.control.declare: created for this user, or confirmed as theirs),
+// records or create consumers, and may reach only the jobs its user owned
+// when it connected: for a job it cannot read, or whose work consumer is
+// missing, OpenJob asks the manager to declare it (pace.control.declare:
+// created for this user with its work consumer, or confirmed as theirs),
 // then reconnects, so that the server grants the connection the job.
 func (c *Client) OpenJob(ctx context.Context, job string) (_ *schemas.JobRecord, err error) {
 	if !schemas.ValidToken(job) {
 		return nil, fmt.Errorf("job %q: must be 1-128 letters, digits, '-' or '_'", job)
 	}
 	rec, err := c.openJob(ctx, job)
-	if c.token != "" && errors.Is(err, ErrNotPermitted) {
+	if c.token != "" && (errors.Is(err, ErrNotPermitted) || errors.Is(err, jetstream.ErrConsumerNotFound)) {
 		if _, err := c.call(ctx, c.prefix.Control("declare"), jobRef(job), nil); err != nil {
 			return nil, fmt.Errorf("open job %s: %w", job, err)
 		}
-		if err := c.reconnect(ctx); err != nil {
-			return nil, fmt.Errorf("open job %s: %w", job, err)
+		if errors.Is(err, ErrNotPermitted) {
+			if err := c.reconnect(ctx); err != nil {
+				return nil, fmt.Errorf("open job %s: %w", job, err)
+			}
 		}
 		rec, err = c.openJob(ctx, job)
 	}
@@ -140,6 +143,17 @@ func (c *Client) openJob(ctx context.Context, job string) (_ *schemas.JobRecord,
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open job %s: %w", job, err)
+	}
+	if c.token != "" { // the manager makes the work consumer: see ReadRequest
+		_, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+		switch {
+		case err == nil:
+		case errors.Is(err, jetstream.ErrConsumerNotFound) && (rec.State.Final() || rec.StopRequested):
+			// A finished job, whose callers refuse it.
+		default:
+			return nil, fmt.Errorf("work consumer of %s: %w", job, err)
+		}
+		return rec, nil
 	}
 	if _, err := c.ensureWorkConsumer(ctx, rec); err != nil {
 		return nil, err

@@ -2,7 +2,10 @@ package natsauth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/manager"
 )
 
 const tokens = `alice-token,alice,1
@@ -23,14 +29,60 @@ root-token,root,0,"pace:admins"
 // env is a bus that authenticates as pace up's does, with alice's job
 // "a1" and bob's job "b1" declared.
 type env struct {
-	url  string
-	jobs *natsauth.JobTokens
+	url   string
+	jobs  *natsauth.JobTokens
+	admin *bus.Client // as the stages: may create consumers
 }
 
+// start starts the bus and Pace's manager, which makes consumers for
+// readers (pace.control.read).
 func start(t *testing.T) *env {
 	t.Helper()
 	a := bustest.Authenticated(t, tokens, map[string]string{"a1": "alice", "b1": "bob"})
-	return &env{url: a.Server.ClientURL(), jobs: a.Jobs}
+	tf, err := auth.ParseTokens(strings.NewReader(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(a.Admin, manager.Config{}, manager.WithUsers(tf), manager.WithAuthenticator(tf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, m.Run)
+	return &env{url: a.Server.ClientURL(), jobs: a.Jobs, admin: a.Admin}
+}
+
+// reader asks the manager, as token's user, for a consumer reading filter
+// of stream, and returns it.
+func (r *raw) reader(t *testing.T, token, stream, filter string) (jetstream.Consumer, error) {
+	t.Helper()
+	req := nats.NewMsg("pace.control.read")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Data, _ = json.Marshal(map[string]string{"stream": stream, "filter_subject": filter})
+	var reply *nats.Msg
+	var err error
+	bustest.Eventually(t, 30*time.Second, "the manager answers", func() bool {
+		reply, err = r.nc.RequestMsg(req, 5*time.Second)
+		return !errors.Is(err, nats.ErrNoResponders)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		Stream, Consumer string
+		Code             int    `json:"error_code"`
+		Message          string `json:"error_message"`
+	}
+	if err := json.Unmarshal(reply.Data, &answer); err != nil {
+		t.Fatalf("reply %s: %v", reply.Data, err)
+	}
+	if answer.Code != 0 {
+		return nil, fmt.Errorf("%d %s", answer.Code, answer.Message)
+	}
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js.Consumer(context.Background(), answer.Stream, answer.Consumer)
 }
 
 // raw is a careless or hostile client: nats.go alone, no Pace SDK.
@@ -120,7 +172,7 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 	ctx := context.Background()
 	alice := e.mustConnect(t, "alice-token")
 
-	// Its own job: push an item, read its results.
+	// Its own job: push an item, store a result, read it.
 	js, err := jetstream.New(alice.nc)
 	if err != nil {
 		t.Fatal(err)
@@ -128,12 +180,22 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 	if _, err := js.Publish(ctx, "pace.work.a1", []byte(`{"id":"i1","payload":"x"}`)); err != nil {
 		t.Errorf("push to own job: %v", err)
 	}
-	results, err := js.OrderedConsumer(ctx, "PACE_RESULTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"pace.results.a1.*"}})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := js.Publish(ctx, "pace.results.a1.i1", []byte(`{"item_id":"i1","job":"a1","result":"X"}`)); err != nil {
+		t.Errorf("result for own job: %v", err)
 	}
-	if _, err := results.Info(ctx); err != nil {
-		t.Errorf("read own results: %v", err)
+	results, err := alice.reader(t, "alice-token", "PACE_RESULTS", "pace.results.a1.>")
+	if err != nil {
+		t.Fatalf("reader of own results: %v", err)
+	}
+	if msg, err := results.Next(); err != nil || msg.Subject() != "pace.results.a1.i1" {
+		t.Errorf("own result: %v %v", msg, err)
+	}
+	// The manager makes readers of its own jobs only, and none that spans jobs.
+	for filter, want := range map[string]string{"pace.results.b1.>": "404", "pace.results.*.>": "403",
+		"pace.work.a1": "400", "pace.results.a1": "400"} {
+		if _, err := alice.reader(t, "alice-token", "PACE_RESULTS", filter); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("reader of %s: %v, want %s", filter, err, want)
+		}
 	}
 
 	for _, subject := range []string{
@@ -153,10 +215,17 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 		"$JS.API.CONSUMER.CREATE.PACE_RESULTS.x.pace.results.b1.>", // bob's results
 		"$JS.API.CONSUMER.CREATE.PACE_RESULTS.x",                   // a filter the server cannot see
 		"$JS.API.CONSUMER.CREATE.PACE_WORK.work-b1.pace.work.b1",   // bob's items
-		"$JS.API.CONSUMER.LIST.PACE_RESULTS",                       // others' consumer names
-		"$SYS.REQ.USER.AUTH",                                       // the authorization service
-		"$JS.API.CONSUMER.MSG.NEXT.PACE_METRICS.controller",        // a stage's messages
-		"$JS.API.CONSUMER.DELETE.PACE_DECISIONS.pace-actuator",     // a stage's consumer
+		// Any consumer, even on its own job: a push consumer's deliver
+		// subject, which permissions cannot see, would copy its messages
+		// into any stream (pace.k8s.requests, a bucket), filling it.
+		"$JS.API.CONSUMER.CREATE.PACE_RESULTS.x.pace.results.a1.>",
+		"$JS.API.CONSUMER.DURABLE.CREATE.PACE_RESULTS.x",
+		"$JS.API.CONSUMER.CREATE.PACE_WORK.work-a1.pace.work.a1",
+		"$JS.API.CONSUMER.CREATE.KV_pace_jobs.x.$KV.pace_jobs.a1",
+		"$JS.API.CONSUMER.LIST.PACE_RESULTS",                   // others' consumer names
+		"$SYS.REQ.USER.AUTH",                                   // the authorization service
+		"$JS.API.CONSUMER.MSG.NEXT.PACE_METRICS.controller",    // a stage's messages
+		"$JS.API.CONSUMER.DELETE.PACE_DECISIONS.pace-actuator", // a stage's consumer
 		"$JS.API.CONSUMER.CREATE.PACE_JOBS.pace-actuator-events.pace.jobs.a1.>",
 	} {
 		if !alice.refused(t, subject) {
@@ -197,17 +266,14 @@ func TestAnAdminReadsEveryJob(t *testing.T) {
 	e := start(t)
 	ctx := context.Background()
 	root := e.mustConnect(t, "root-token")
-	js, err := jetstream.New(root.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, job := range []string{"a1", "b1"} {
-		results, err := js.OrderedConsumer(ctx, "PACE_RESULTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"pace.results." + job + ".*"}})
+	for stream, filter := range map[string]string{"PACE_RESULTS": "pace.results.b1.>", "PACE_JOBS": "pace.jobs.*.>",
+		"PACE_ADMISSION": "pace.admission.>"} {
+		cons, err := root.reader(t, "root-token", stream, filter)
 		if err == nil {
-			_, err = results.Info(ctx)
+			_, err = cons.Info(ctx)
 		}
 		if err != nil {
-			t.Errorf("results of %s: %v", job, err)
+			t.Errorf("reader of %s: %v", filter, err)
 		}
 	}
 	for _, subject := range []string{"$KV.pace_jobs.a1", "pace.k8s.requests", "pace.jobs.b1.terminated"} {
@@ -215,4 +281,67 @@ func TestAnAdminReadsEveryJob(t *testing.T) {
 			t.Errorf("an admin may publish to %s", subject)
 		}
 	}
+}
+
+// The SDK reads a tenant's streams through consumers the manager makes, and
+// when one is lost (unread for bus.ReaderIdle, or with a server) it goes on
+// from the next message through a new one: nothing skipped, nothing twice.
+func TestATenantReadsThroughTheManager(t *testing.T) {
+	e := start(t)
+	ctx := testCtx(t)
+	alice, err := bus.Connect(ctx, e.url, bus.WithTokenAuth("alice-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = alice.Close(ctx) }()
+	if err := alice.PushItems(ctx, "a1", bus.Items("x", "y")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := alice.Worker("a1", func(_ context.Context, it *schemas.WorkItem) (string, error) {
+		return strings.ToUpper(it.Payload), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, w.Run)
+	bustest.Eventually(t, time.Minute, "both results read", func() bool {
+		got, err := alice.StoredResults(ctx, "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got) == 2
+	})
+
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next, stop := iter.Pull2(alice.Results(fctx, "a1", bus.Follow()))
+	defer stop()
+	for range 2 {
+		if _, err, ok := next(); err != nil || !ok {
+			t.Fatalf("follow: %v %v", err, ok)
+		}
+	}
+	// The reader's consumer is lost.
+	results, err := e.admin.JetStream().Stream(ctx, "PACE_RESULTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range results.ConsumerNames(ctx).Name() {
+		if err := results.DeleteConsumer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := alice.PushItems(ctx, "a1", bus.Items("z")); err != nil {
+		t.Fatal(err)
+	}
+	r, err, ok := next()
+	if err != nil || !ok || r.Output != "Z" {
+		t.Fatalf("after the reader was lost: %+v %v %v, want the third result", r, err, ok)
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

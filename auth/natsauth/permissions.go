@@ -3,24 +3,12 @@ package natsauth
 import (
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 )
 
-// Streams a tenant reads per job, with the subject of one job in each.
-var readable = []struct {
-	family  string
-	subject func(p schemas.Prefix, job string) string
-}{
-	{"RESULTS", func(p schemas.Prefix, job string) string { return p.Results(job, ">") }},
-	{"DEAD", func(p schemas.Prefix, job string) string { return p.Dead(job) }},
-	{"LOGS", func(p schemas.Prefix, job string) string { return p.Logs(job) }},
-	{"JOBS", func(p schemas.Prefix, job string) string { return p.Jobs(job, schemas.JobEventType(">")) }},
-	{"DECISIONS", func(p schemas.Prefix, job string) string { return p.Decisions(job) }},
-	{"METRICS", func(p schemas.Prefix, job string) string { return p.Metrics(job, schemas.ProgressMetrics) }},
-}
-
 // stageConsumers are the durable consumers Pace's stages read the streams
-// of readable with (their default names): a caller who could fetch from one
+// of bus.JobStreams with (their default names): a caller who could fetch from one
 // would take its stage's messages (and read every job's), one who could
 // update or delete it would stop its stage. The collector's counting
 // consumers have unguessable names instead (per job, so they cannot be
@@ -39,47 +27,42 @@ func common(p schemas.Prefix, inbox string) jwt.Permissions {
 	perms.Sub.Allow.Add(inbox + ".>")
 	for family, names := range stageConsumers {
 		for _, name := range names {
-			api := "$JS.API.CONSUMER.*." + p.Stream(family) + "." + name // info, delete; create with a filter
+			api := "$JS.API.CONSUMER.*." + p.Stream(family) + "." + name // info, delete
 			perms.Pub.Deny.Add(api, api+".>", "$JS.API.CONSUMER.MSG.NEXT."+p.Stream(family)+"."+name)
 		}
 	}
-	// Reading a consumer one has created: its name is random, and no
-	// caller may list consumers, so a name is known only to its creator.
-	for _, r := range readable {
-		s := p.Stream(r.family)
+	// Reading through a consumer the manager made for the caller
+	// (pace.control.read): its name is random, and no caller may list
+	// consumers, so a name is known only to whoever asked for it. No caller
+	// may create a consumer: its deliver subject, which permissions cannot
+	// see, would let it have the server copy its messages into any stream.
+	for _, s := range bus.JobStreams {
+		s := p.Stream(s.Family)
 		perms.Pub.Allow.Add("$JS.API.CONSUMER.MSG.NEXT."+s+".*", "$JS.API.CONSUMER.INFO."+s+".*",
 			"$JS.API.CONSUMER.DELETE."+s+".*")
 	}
-	jobs := kvStream(p)
-	perms.Pub.Allow.Add("$JS.API.CONSUMER.DELETE."+jobs+".*", "$JS.API.CONSUMER.INFO."+jobs+".*", "$JS.FC."+jobs+".>")
+	perms.Pub.Allow.Add(p.Control("read"))
 	return perms
 }
 
 // kvStream is the stream of the jobs bucket.
 func kvStream(p schemas.Prefix) string { return "KV_" + p.Bucket("jobs") }
 
-// readJob lets a caller read job's record and its streams: results, dead
-// letters, logs, events, decisions and progress. Consumers are created with
-// the filter in the API subject, so the server checks it is job's.
+// readJob lets a caller read job's record; its streams are read through
+// consumers the manager makes (pace.control.read), which checks the job.
 func readJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
-	for _, r := range readable {
-		perms.Pub.Allow.Add("$JS.API.CONSUMER.CREATE." + p.Stream(r.family) + ".*." + r.subject(p, job))
-	}
-	jobs := kvStream(p)
-	key := "$KV." + p.Bucket("jobs") + "." + job
-	perms.Pub.Allow.Add("$JS.API.DIRECT.GET."+jobs+"."+key, "$JS.API.CONSUMER.CREATE."+jobs+".*."+key)
+	perms.Pub.Allow.Add("$JS.API.DIRECT.GET." + kvStream(p) + ".$KV." + p.Bucket("jobs") + "." + job)
 }
 
 // workJob lets a caller process job's items: fetch them from the job's
-// work consumer, acknowledge them, store results, dead letters and failures,
-// and announce its presence.
+// work consumer (which the manager makes), acknowledge them, store results,
+// dead letters and failures, and announce its presence.
 func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 	work, consumer := p.Stream("WORK"), "work-"+job
 	if job == "*" { // every job's consumer: an admin
 		consumer = "*"
 	}
 	perms.Pub.Allow.Add(
-		"$JS.API.CONSUMER.CREATE."+work+"."+consumer+"."+p.Work(job),
 		"$JS.API.CONSUMER.INFO."+work+"."+consumer,
 		"$JS.API.CONSUMER.MSG.NEXT."+work+"."+consumer,
 		"$JS.ACK."+work+"."+consumer+".>",
@@ -117,8 +100,8 @@ func Worker(p schemas.Prefix, inbox, job string) jwt.Permissions {
 func Admin(p schemas.Prefix, inbox string) jwt.Permissions {
 	perms := Tenant(p, inbox, []string{"*"})
 	perms.Pub.Allow.Add("$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES",
-		"$JS.API.CONSUMER.CREATE."+p.Stream("ADMISSION")+".*.>",
 		"$JS.API.CONSUMER.MSG.NEXT."+p.Stream("ADMISSION")+".*",
+		"$JS.API.CONSUMER.INFO."+p.Stream("ADMISSION")+".*",
 		"$JS.API.CONSUMER.DELETE."+p.Stream("ADMISSION")+".*")
 	return perms
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/stages/manager"
 )
 
 // users are the users of auth.conf, by the suffix of their password
@@ -60,8 +61,9 @@ func authServer(t *testing.T) *authBus {
 	return &authBus{url: start(t, load(t, "single.conf", env)).ClientURL(), issuer: issuer, jobs: jobs}
 }
 
-// callout runs the authorization service on a pace-manager connection, as
-// pace stage manager --nats-callout-key --token-file --job-token-key does,
+// callout runs the authorization service and the manager on a pace-manager
+// connection, as pace stage manager --nats-callout-key --token-file
+// --job-token-key does,
 // until the test ends, and returns once it admits a tenant. The bus must be
 // provisioned; the owners of the jobs declared by then are known to the
 // service from its first answer.
@@ -71,7 +73,14 @@ func (b *authBus) callout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bustest.Run(t, natsauth.New(connect(t, context.Background(), b.url, "manager"), b.issuer, tokens, b.jobs, nil).Run)
+	mc := connect(t, context.Background(), b.url, "manager")
+	bustest.Run(t, natsauth.New(mc, b.issuer, tokens, b.jobs, nil).Run)
+	// The manager answers pace.control.read: tenants read through consumers it makes.
+	m, err := manager.New(mc, manager.Config{}, manager.WithUsers(tokens), manager.WithAuthenticator(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, m.Run)
 	bustest.Eventually(t, time.Minute, "the authorization service answers", func() bool {
 		nc, err := nats.Connect(b.url, nats.Token(aliceToken))
 		if err == nil {

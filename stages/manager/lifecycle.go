@@ -165,6 +165,10 @@ func (m *Manager) Declare(ctx context.Context, u auth.User, id string) (*schemas
 	case rec.State.Final() || rec.StopRequested:
 		return nil, apiError(http.StatusConflict, "job %s is %s: it takes no items", id, rec.State)
 	}
+	// Callers may not create the work consumer their workers fetch from.
+	if err := m.bus.EnsureWork(ctx, rec); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
@@ -16,8 +18,8 @@ import (
 )
 
 // serveNATS answers submissions on pace.submit and commands on
-// pace.control.stop, pace.control.terminate and pace.control.declare (see
-// Declare), with the same code path
+// pace.control.stop, pace.control.terminate, pace.control.declare (see
+// Declare) and pace.control.read (see Read), with the same code path
 // and errors as the HTTP API. The returned func unsubscribes and waits for
 // running handlers.
 func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
@@ -45,7 +47,7 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		}
 	}
 	const queue = "pace-manager"
-	subs := make([]*nats.Subscription, 0, 4)
+	subs := make([]*nats.Subscription, 0, 5)
 	for subject, fn := range map[string]func(context.Context, auth.User, *nats.Msg) (any, error){
 		p.Submit(): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
 			rec, err := m.Submit(ctx, u, msg.Data, msg.Header.Get("Content-Type"))
@@ -62,6 +64,9 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		},
 		p.Control("declare"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
 			return m.command(ctx, u, msg.Data, m.Declare)
+		},
+		p.Control("read"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
+			return m.Read(ctx, u, msg.Data)
 		},
 	} {
 		sub, err := nc.QueueSubscribe(subject, queue, handle(fn))
@@ -118,4 +123,39 @@ func (m *Manager) natsUser(msg *nats.Msg) (auth.User, error) {
 		return auth.AnonymousUser(), nil
 	}
 	return u, nil
+}
+
+// Read makes a consumer that reads one of a job's streams for a caller who
+// may see the job, or any job's (and admission events) for an admin: on a
+// bus that authenticates, tenants and workers cannot create consumers (see
+// bus.ReadRequest). The consumer is a pull consumer without
+// acknowledgements and deliver subject, deleted once unread for
+// bus.ReaderIdle.
+func (m *Manager) Read(ctx context.Context, u auth.User, data []byte) (*bus.ReadReply, error) {
+	if m.refusesAnonymous(u) {
+		return nil, apiError(http.StatusUnauthorized, "reading a job needs credentials")
+	}
+	var req bus.ReadRequest
+	if errs, _ := decodeStrict(data, &req, nil); len(errs) > 0 {
+		return nil, invalidAs("request", errs)
+	}
+	cfg, job, errs := req.ReadConfig(m.bus.Prefix())
+	if len(errs) > 0 {
+		return nil, invalidAs("request", errs)
+	}
+	switch admin := m.callerOf(u).admin; {
+	case admin: // every job's, those that no longer or do not yet exist too
+	case job == "":
+		return nil, apiError(http.StatusForbidden, "filter_subject %s spans jobs: only admins read every job's messages",
+			req.FilterSubject)
+	default:
+		if _, err := m.Job(ctx, u, job); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Name = nuid.Next()
+	if _, err := m.bus.JetStream().CreateConsumer(ctx, req.Stream, cfg); err != nil {
+		return nil, fmt.Errorf("reader of %s on %s: %w", req.FilterSubject, req.Stream, err)
+	}
+	return &bus.ReadReply{Stream: req.Stream, Consumer: cfg.Name}, nil
 }

@@ -2,15 +2,14 @@
 // of STREAM on SUBJECT as JSON lines, waiting for those not yet stored, for
 // at most SECONDS (default 60; exit 1 when they did not come).
 //
-// It reads with an ordered consumer: ephemeral, created by this client,
-// without acknowledgements. Its filter is one subject, passed as a string:
-// nats.js then creates it on $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>,
-// the API subject the server checks against the caller's rights (only its
-// own jobs). An array of filters, even of one, goes to
-// $JS.API.CONSUMER.CREATE.<stream>, which no tenant may use.
+// A tenant may not create consumers: it asks the manager for one on
+// pace.control.read ({stream, filter_subject, deliver_policy}), which checks
+// the filter is within a job the caller may read and answers with the name
+// of a pull consumer without acknowledgements, deleted after a minute
+// unread. The client reads it by name.
 //   node examples/clients/node/follow.mjs PACE_RESULTS "pace.results.$job.*" 3
 import { jetstream } from "@nats-io/jetstream";
-import { connectPace } from "./pace.mjs";
+import { call, connectPace } from "./pace.mjs";
 
 const [stream, subject, count, seconds = "60"] = process.argv.slice(2);
 if (!count) {
@@ -20,7 +19,8 @@ if (!count) {
 const nc = await connectPace();
 try {
   const js = jetstream(nc);
-  const consumer = await js.consumers.get(stream, { filter_subjects: subject });
+  const reader = await call(nc, "pace.control.read", JSON.stringify({ stream, filter_subject: subject }));
+  const consumer = await js.consumers.get(reader.stream, reader.consumer);
   const deadline = Date.now() + Number(seconds) * 1000;
   let got = 0;
   while (got < Number(count) && Date.now() < deadline) {

@@ -36,7 +36,8 @@ export class APIError extends Error {
 
 // call sends a request to the manager (pace.submit, pace.control.*) with
 // the Authorization header it identifies the caller by, and returns the
-// reply {job_id, status}, or throws an APIError.
+// reply ({job_id, status}; {stream, consumer} for pace.control.read), or
+// throws an APIError.
 export async function call(nc, subject, body, { token = process.env.PACE_TOKEN, contentType } = {}) {
   const h = headers();
   h.set("Authorization", `Bearer ${token}`);

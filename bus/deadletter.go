@@ -321,6 +321,9 @@ func (c *Client) Letter(ctx context.Context, store LetterStore, seq uint64) (*St
 		return nil, fmt.Errorf("read %s sequence %d: %w", name, seq, err)
 	}
 	d, err := Decode[schemas.DeadLetter](raw.Data, raw.Header)
+	if err == nil && c.prefix.SubjectJob(raw.Subject) != d.Job {
+		err = fmt.Errorf("%w: a letter of job %q kept on %s", ErrMalformed, d.Job, raw.Subject)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s sequence %d: %w", name, seq, err)
 	}

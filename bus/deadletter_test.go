@@ -328,3 +328,54 @@ func TestTwoStagesSetAsideAMessageOnce(t *testing.T) {
 		t.Errorf("letters = %d (%v), want 1: one message, however many stages set it aside", len(dead), err)
 	}
 }
+
+// TestForgedLettersAreNotRedrivenElsewhere: a job's workers, and so its
+// owner, may write letters on pace.dead.<job>. A letter is not a way to have
+// whoever redrives it (an admin, an operator with a stage's credentials)
+// publish to another subject or another job's.
+func TestForgedLettersAreNotRedrivenElsewhere(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	at := time.Now()
+	request := []byte(`{"verb":"create","kind":"Job"}`)
+	for name, tc := range map[string]struct {
+		store   bus.LetterStore
+		subject string // where the letter is kept
+		letter  *schemas.DeadLetter
+	}{
+		"an infrastructure request": {bus.DeadItems, c.Prefix().Dead("j1"),
+			bus.MalformedLetter("j1", c.Prefix().KubeRequests(), request, nil, errors.New("forged"), at)},
+		"another job's event": {bus.DeadItems, c.Prefix().Dead("j1"),
+			bus.MalformedLetter("j1", c.Prefix().Jobs("j2", schemas.EventTerminated), request, nil, errors.New("forged"), at)},
+		"another job's letter": {bus.DeadItems, c.Prefix().Dead("j1"),
+			bus.MalformedLetter("j2", c.Prefix().Work("j2"), request, nil, errors.New("forged"), at)},
+		"a message of another job": {bus.DeadMessages, c.Prefix().Metrics("j1", schemas.DeadMetrics),
+			bus.MalformedLetter("j1", c.Prefix().Metrics("j2", schemas.RawMetrics), request, nil, errors.New("x"), at)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := c.PublishDeadLetter(ctx, tc.subject, tc.letter, ""); err != nil {
+				t.Fatal(err)
+			}
+			var seq uint64
+			for l, err := range c.Letters(ctx, tc.store, "*", false) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				seq = l.Seq
+			}
+			err := c.Redrive(ctx, &bus.StoredLetter{Store: tc.store, Seq: seq})
+			if !errors.Is(err, bus.ErrMalformed) {
+				t.Errorf("redrive = %v, want ErrMalformed", err)
+			}
+		})
+	}
+	for _, family := range []string{"K8S", "JOBS", "WORK"} {
+		info, err := c.JetStream().Stream(ctx, c.Prefix().Stream(family))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.CachedInfo().State.Msgs; n != 0 {
+			t.Errorf("%s holds %d messages after the redrives, want none", family, n)
+		}
+	}
+}

@@ -69,6 +69,10 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 		}
 		fallthrough
 	case d.Reason == schemas.Malformed && (d.Raw != nil || d.RawObject != "") && d.Subject != "":
+		if !c.redrivableTo(l.Store, d) {
+			return fmt.Errorf("%w: a malformed message of job %s kept in %s is not redriven to %s", ErrMalformed,
+				d.Job, l.Store, d.Subject)
+		}
 		body, err := c.LetterBody(ctx, d)
 		if err != nil {
 			return err
@@ -165,4 +169,16 @@ func (c *Client) hasResult(ctx context.Context, job, item string) (bool, error) 
 		return false, fmt.Errorf("result of %s/%s: %w", job, item, err)
 	}
 	return true, nil
+}
+
+// redrivableTo reports whether a malformed message kept in store may go back
+// to its subject: a work item to its job's queue (the letters of work items
+// are written by the job's workers, which its owner may be), any other
+// message (kept by Pace's stages) to one of its job's subjects. A letter is
+// never a way to have whoever redrives it publish elsewhere.
+func (c *Client) redrivableTo(store LetterStore, d *schemas.DeadLetter) bool {
+	if store == DeadItems {
+		return d.Subject == c.prefix.Work(d.Job)
+	}
+	return c.prefix.SubjectJob(d.Subject) == d.Job
 }

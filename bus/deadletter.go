@@ -57,6 +57,23 @@ func (c *Client) recordFailure(ctx context.Context, job, item string, cause erro
 	}
 }
 
+// LastFailure returns the error of job's latest failed item attempt that is
+// still remembered (items being retried), or "" when there is none.
+func (c *Client) LastFailure(ctx context.Context, job string) (string, error) {
+	stream, err := c.js.Stream(ctx, "KV_"+c.prefix.Bucket(failuresBucket))
+	if err != nil {
+		return "", fmt.Errorf("failures of %s: %w", job, err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, "$KV."+c.prefix.Bucket(failuresBucket)+"."+job+".>")
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("failures of %s: %w", job, err)
+	}
+	return string(msg.Data), nil
+}
+
 // SetAside is how a stage deals with a message it cannot read: it keeps
 // the message as a dead letter (reason malformed, the message byte for
 // byte) on pace.metrics.<job>.dead, the job read from the message's

@@ -86,6 +86,22 @@ func (c *Client) call(ctx context.Context, subject string, data []byte, opts []C
 	return &r, nil
 }
 
+// FailJob asks the manager to fail job, with reason, if it is running (on
+// pace.control.fail; on a bus that authenticates, only Pace's stages may).
+// It is how a runtime that sees a job's workers break applies the job's
+// failure policy.
+func (c *Client) FailJob(ctx context.Context, job, reason string) error {
+	data, _ := json.Marshal(FailRequest{JobID: job, Reason: reason})
+	_, err := c.call(ctx, c.prefix.Control("fail"), data, nil)
+	return err
+}
+
+// FailRequest is the body of pace.control.fail.
+type FailRequest struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason"`
+}
+
 // callInto sends a request to the manager, with the connection's token,
 // and decodes its answer into reply; an error answer is a
 // *schemas.APIError.

@@ -22,6 +22,10 @@ type WorkState struct {
 	// did not accept items (reason refused): they were never its work, so
 	// Dead leaves them out.
 	Refused int
+	// Redelivered counts the items waiting or in flight that were
+	// delivered before: their worker failed them, or let their lease
+	// expire.
+	Redelivered int
 }
 
 // JobWork returns where job's items are.
@@ -34,7 +38,7 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 		return ws, fmt.Errorf("work state of %s: %w", job, err)
 	default:
 		ci := cons.CachedInfo()
-		ws.Pending, ws.InFlight = int(ci.NumPending), ci.NumAckPending
+		ws.Pending, ws.InFlight, ws.Redelivered = int(ci.NumPending), ci.NumAckPending, ci.NumRedelivered
 	}
 	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
 	if err != nil {
@@ -49,6 +53,12 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 		ws.Dead, ws.Refused, err = c.deadItems(ctx, job, results)
 	}
 	return ws, err
+}
+
+// ResultCount returns how many of job's items have a result.
+func (c *Client) ResultCount(ctx context.Context, job string) (int, error) {
+	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
+	return len(results), err
 }
 
 // deadItems counts job's items with a dead letter and no result in

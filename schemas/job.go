@@ -97,6 +97,8 @@ type JobSpec struct {
 	Controller ControllerSpec `json:"controller,omitzero"`
 	// Actuator selects where the workers run.
 	Actuator ActuatorSpec `json:"actuator,omitzero"`
+	// Failure says when the job is failed rather than left to run.
+	Failure FailurePolicy `json:"failure,omitzero"`
 	// ResourcesLifetime is how long a finished job's resources (queue,
 	// workers, metrics) are kept before cleanup (Asperathos' job_resources_lifetime).
 	ResourcesLifetime Duration `json:"resources_lifetime,omitempty"`
@@ -207,6 +209,7 @@ func (s JobSpec) WithDefaults() JobSpec {
 	if r.Initial == 0 {
 		r.Initial = r.Min
 	}
+	s.Failure = s.Failure.withDefaults(s.ItemTimeout)
 	return s
 }
 
@@ -259,6 +262,7 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 			errs = append(errs, field.Invalid(wp.Child("url"), w.URL, "must be an http or https URL"))
 		}
 	}
+	errs = append(errs, s.Failure.validate(p.Child("failure"))...)
 	r, rp := s.Replicas, p.Child("replicas")
 	if r.Min < 0 {
 		errs = append(errs, field.Invalid(rp.Child("min"), r.Min, "must be >= 0"))

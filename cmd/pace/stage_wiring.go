@@ -460,7 +460,8 @@ func wireGate(ctx context.Context, w *wiring) error {
 		}
 		if cf.actuator == "local" {
 			output := actuator.NewWorkerLog(c, w.log)
-			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, output.Line, w.log)
+			crashes := actuator.NewCrashes(c, output, w.log)
+			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, output.Line, crashes.Exited, w.log)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -452,7 +452,11 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 		defer cancel()
 		c := connect(t, ctx, url, user)
 		for _, subject := range subjects {
-			d := bus.MalformedLetter(job, origin, body, nats.Header{"X-User": {user}}, errors.New("test"), time.Now())
+			from := origin
+			if subject == p.Dead(job) { // a work item's letter, which goes back to its queue only
+				from = p.Work(job)
+			}
+			d := bus.MalformedLetter(job, from, body, nats.Header{"X-User": {user}}, errors.New("test"), time.Now())
 			for range 2 {
 				if err := c.PublishDeadLetter(ctx, subject, d, user+"/"+subject); err != nil {
 					t.Errorf("pace-%s keeping a large body on %s: %v", user, subject, err)

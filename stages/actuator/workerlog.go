@@ -41,7 +41,11 @@ type jobOutput struct {
 	limit   *rate.Limiter
 	dropped int
 	last    time.Time // of its last line
+	tail    []string  // its last tailLines lines, oldest first, rate-limited or not
 }
+
+// tailLines is how many of a job's last output lines Tail keeps.
+const tailLines = 5
 
 // NewWorkerLog returns a WorkerLog publishing with c; call Run.
 func NewWorkerLog(c *bus.Client, log *slog.Logger) *WorkerLog {
@@ -59,6 +63,7 @@ func (l *WorkerLog) Line(job, worker, line string) {
 		l.jobs[job] = o
 	}
 	o.last = at
+	o.tail = append(o.tail[max(0, len(o.tail)-tailLines+1):], line)
 	if !o.limit.AllowN(at, 1) {
 		o.dropped++
 		l.mu.Unlock()
@@ -79,6 +84,17 @@ func (l *WorkerLog) Line(job, worker, line string) {
 		}
 	}
 	l.mu.Unlock()
+}
+
+// Tail returns the last lines the workers of job wrote, oldest first, while
+// the job's output is remembered (a minute after its last line).
+func (l *WorkerLog) Tail(job string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o := l.jobs[job]; o != nil {
+		return append([]string(nil), o.tail...)
+	}
+	return nil
 }
 
 // forgetIdle drops the limiters of jobs silent for a minute, whose buckets

@@ -378,6 +378,9 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		}
 		ev := finished(rec, ws)
 		if ev == nil {
+			ev = m.breach(ctx, rec, ws)
+		}
+		if ev == nil {
 			return nil
 		}
 		ev.Job = rec.ID

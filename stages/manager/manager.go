@@ -39,7 +39,7 @@ type Manager struct {
 	httpClient *http.Client
 	random     io.Reader
 
-	// mu guards submitting: the jobs this process is creating.
+	// mu guards submitting (the jobs this process is creating) and progress.
 	mu         sync.Mutex
 	submitting map[string]bool
 
@@ -51,6 +51,8 @@ type Manager struct {
 	// sweeping guards sightings: one stray-item sweep at a time.
 	sweeping  sync.Mutex
 	sightings map[string]sighting // by work subject, items of jobs not found
+
+	progress map[string]progressMark // by running job; guarded by mu
 }
 
 // Option configures New.
@@ -87,7 +89,8 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 	}
 	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
 		httpClient: http.DefaultClient, random: rand.Reader, submitting: map[string]bool{},
-		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{}}
+		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{},
+		progress: map[string]progressMark{}}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
 			return nil, err

@@ -19,7 +19,8 @@ import (
 
 // serveNATS answers submissions on pace.submit and commands on
 // pace.control.stop, pace.control.terminate, pace.control.declare (see
-// Declare) and pace.control.read (see Read), with the same code path
+// Declare), pace.control.read (see Read) and pace.control.fail (see Fail),
+// with the same code path
 // and errors as the HTTP API. The returned func unsubscribes and waits for
 // running handlers.
 func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
@@ -47,7 +48,7 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		}
 	}
 	const queue = "pace-manager"
-	subs := make([]*nats.Subscription, 0, 5)
+	subs := make([]*nats.Subscription, 0, 6)
 	for subject, fn := range map[string]func(context.Context, auth.User, *nats.Msg) (any, error){
 		p.Submit(): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
 			rec, err := m.Submit(ctx, u, msg.Data, msg.Header.Get("Content-Type"))
@@ -67,6 +68,13 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		},
 		p.Control("read"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
 			return m.Read(ctx, u, msg.Data)
+		},
+		p.Control("fail"): func(ctx context.Context, _ auth.User, msg *nats.Msg) (any, error) {
+			rec, err := m.Fail(ctx, msg.Data)
+			if err != nil {
+				return nil, err
+			}
+			return bus.SubmitReply{JobID: rec.ID, State: string(rec.State)}, nil
 		},
 	} {
 		sub, err := nc.QueueSubscribe(subject, queue, handle(fn))

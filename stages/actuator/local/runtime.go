@@ -40,6 +40,9 @@ type Config struct {
 	// JobEnv, when set, is extra environment for the replicas of one job,
 	// e.g. their job's token (PACE_TOKEN) on a bus that authenticates.
 	JobEnv func(job string) []string `json:"-"`
+	// Exited, when set, is told of each replica that exited on its own (or
+	// could not start) and is about to be restarted, with the reason.
+	Exited func(job, replica string, err error) `json:"-"`
 }
 
 func (c Config) withDefaults() Config {
@@ -313,6 +316,7 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 		started := time.Now()
 		if err := cmd.Start(); err != nil {
 			log.Error("replica did not start", "err", err)
+			r.exited(w.Job, rep.id, fmt.Errorf("did not start: %w", err))
 		} else {
 			rep.mu.Lock()
 			rep.proc = cmd.Process
@@ -328,6 +332,10 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 					backoff = time.Second
 				}
 				log.Warn("replica exited, restarting", "err", err, "in", backoff)
+				if err == nil {
+					err = errors.New("exit status 0")
+				}
+				r.exited(w.Job, rep.id, err)
 			case <-rep.stop:
 				rep.mu.Lock()
 				grace := rep.grace
@@ -347,6 +355,12 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (r *Runtime) exited(job, replica string, err error) {
+	if r.cfg.Exited != nil {
+		r.cfg.Exited(job, replica, err)
 	}
 }
 

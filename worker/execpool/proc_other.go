@@ -1,0 +1,12 @@
+//go:build !linux
+
+package execpool
+
+import (
+	"os"
+	"syscall"
+)
+
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func signalGroup(p *os.Process, sig syscall.Signal) error { return syscall.Kill(-p.Pid, sig) }

@@ -1,0 +1,257 @@
+package execpool
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// exitWait bounds the wait for the exit status of a process that closed its
+// output, for the item's error.
+const exitWait = time.Second
+
+// process is one running `sh -c CMD` and the goroutines that serve it.
+type process struct {
+	cmd    *exec.Cmd
+	stdin  *os.File      // the write end of its standard input
+	stdout *os.File      // the read end of its standard output
+	lines  chan line     // its answers, one per line, then one with the read error; read by the item holding it
+	exited chan struct{} // closed once it is reaped; waitErr is set before
+	stderr *tail
+
+	waitErr  error
+	stopping chan struct{} // closed by stop
+	stopOnce sync.Once
+	stalled  atomic.Bool // its stall was logged
+}
+
+// line is one answer of a process, or why there is none.
+type line struct {
+	text []byte
+	err  error
+}
+
+// start runs a new process; its reader and reaper count in wg.
+func (p *Pool) start() (*process, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close() //nolint:errcheck // unused pipe
+		inW.Close() //nolint:errcheck // unused pipe
+		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
+	}
+	pr := &process{stdin: inW, stdout: outR, lines: make(chan line), exited: make(chan struct{}),
+		stderr: &tail{w: p.cfg.Stderr}, stopping: make(chan struct{})}
+	cmd := exec.Command("sh", "-c", p.cfg.Command)
+	cmd.Env = p.cfg.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, pr.stderr
+	cmd.SysProcAttr = procAttr()
+	cmd.WaitDelay = p.cfg.KillDelay // bounds the copy of stderr when another program keeps it open
+	err = cmd.Start()
+	inR.Close()  //nolint:errcheck // the child's end, which it holds now
+	outW.Close() //nolint:errcheck // the child's end: the reader sees EOF once the child closes its own
+	if err != nil {
+		inW.Close()  //nolint:errcheck // no child
+		outR.Close() //nolint:errcheck // no child
+		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
+	}
+	pr.cmd = cmd
+	p.wg.Go(pr.read)
+	p.wg.Go(func() {
+		pr.waitErr = cmd.Wait()
+		close(pr.exited)
+	})
+	return pr, nil
+}
+
+// read passes the process's output lines to lines until it ends or the
+// process is stopped.
+func (pr *process) read() {
+	r := bufio.NewReaderSize(pr.stdout, 64<<10)
+	for {
+		text, err := readLine(r)
+		select {
+		case pr.lines <- line{text, err}:
+		case <-pr.stopping:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readLine returns the next line of r without its newline; a line longer
+// than maxAnswer is an error.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var long []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if err == nil {
+			if long == nil {
+				return append([]byte(nil), frag[:len(frag)-1]...), nil
+			}
+			return append(long, frag[:len(frag)-1]...), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+		if len(long)+len(frag) > maxAnswer {
+			return nil, fmt.Errorf("answer longer than %d bytes", maxAnswer)
+		}
+		long = append(long, frag...)
+	}
+}
+
+// call sends an item's line and returns the answer line. It fails, with
+// ErrProcessFailed, when the process ends, is stopped or writes a line too
+// long; ctx ending stops the process.
+func (p *Pool) call(ctx context.Context, pr *process, req []byte) ([]byte, error) {
+	cancelled := context.AfterFunc(ctx, func() { p.discard(pr) })
+	defer cancelled()
+	if p.cfg.StallWarning > 0 && !pr.stalled.Load() {
+		stall := time.AfterFunc(p.cfg.StallWarning, func() {
+			if !pr.stalled.Swap(true) {
+				p.log.Warn("process has not answered an item yet: if its command buffers its output when it is a pipe, "+
+					"make it flush each line (stdbuf -oL, sed -u, awk fflush(), python -u, jq --unbuffered)",
+					"pid", pr.cmd.Process.Pid, "waited", p.cfg.StallWarning.String())
+			}
+		})
+		defer stall.Stop()
+	}
+	if _, err := pr.stdin.Write(req); err != nil {
+		if ctx.Err() != nil {
+			return nil, p.cancelled(ctx)
+		}
+		return nil, pr.failure(fmt.Errorf("write item: %w", err))
+	}
+	select {
+	case l := <-pr.lines:
+		switch {
+		case l.err == nil:
+			return l.text, nil
+		case ctx.Err() != nil: // the output ended because the process was stopped
+			return nil, p.cancelled(ctx)
+		case errors.Is(l.err, io.EOF) || errors.Is(l.err, os.ErrClosed):
+			return nil, pr.failure(errors.New("closed its output before answering"))
+		default:
+			return nil, pr.failure(l.err)
+		}
+	case <-ctx.Done():
+		return nil, p.cancelled(ctx)
+	case <-pr.stopping:
+		if ctx.Err() != nil {
+			return nil, p.cancelled(ctx)
+		}
+		return nil, fmt.Errorf("%w: stopped before answering (the pool is closing)", ErrProcessFailed)
+	}
+}
+
+// cancelled is the error of an item whose context ended while its process worked.
+func (p *Pool) cancelled(ctx context.Context) error {
+	return fmt.Errorf("%w: stopped, the item's context ended: %w", ErrProcessFailed, context.Cause(ctx))
+}
+
+// failure describes a process that failed cause, with its exit status and
+// the end of its standard error once it has exited.
+func (pr *process) failure(cause error) error {
+	t := time.NewTimer(exitWait)
+	defer t.Stop()
+	select {
+	case <-pr.exited:
+	case <-t.C:
+		return fmt.Errorf("%w: %w", ErrProcessFailed, cause)
+	}
+	msg := fmt.Sprintf("%v: process exited", cause)
+	if pr.waitErr != nil {
+		msg = fmt.Sprintf("%v: %v", cause, pr.waitErr)
+	}
+	if end := strings.TrimSpace(pr.stderr.String()); end != "" {
+		msg += ": " + end
+	}
+	return fmt.Errorf("%w: %s", ErrProcessFailed, msg)
+}
+
+// healthy reports whether an idle process may take an item: it has not
+// exited, and no line or end of output waits unread.
+func (pr *process) healthy(log *slog.Logger) bool {
+	select {
+	case <-pr.exited:
+		return false
+	case <-pr.stopping:
+		return false
+	case l := <-pr.lines:
+		if l.err == nil {
+			log.Warn("process wrote a line no item asked for: stopping it", "pid", pr.cmd.Process.Pid, "line", string(clip(l.text)))
+		}
+		return false
+	default:
+		return true
+	}
+}
+
+// stop ends the process once: it closes its input, sends SIGTERM to its
+// group and, in a goroutine counted in wg, SIGKILL once it has exited (to
+// what else of the group is left) or killDelay later.
+func (pr *process) stop(wg *sync.WaitGroup, killDelay time.Duration) {
+	pr.stopOnce.Do(func() {
+		close(pr.stopping)
+		pr.stdin.Close() //nolint:errcheck // ends a blocked write; a filter sees end of input
+		_ = signalGroup(pr.cmd.Process, syscall.SIGTERM)
+		wg.Go(func() {
+			t := time.NewTimer(killDelay)
+			defer t.Stop()
+			select {
+			case <-pr.exited:
+			case <-t.C:
+			}
+			_ = signalGroup(pr.cmd.Process, syscall.SIGKILL)
+			<-pr.exited
+			pr.stdout.Close() //nolint:errcheck // ends the reader if a program of the group escaped and holds the pipe
+		})
+	})
+}
+
+// tail forwards a process's standard error to w and keeps its end for the
+// error of an item whose process dies.
+type tail struct {
+	w io.Writer // nil discards
+
+	mu  sync.Mutex
+	end []byte // guarded by mu; the last tailSize bytes
+}
+
+// tailSize bounds the standard error kept for an item's error.
+const tailSize = 2048
+
+func (t *tail) Write(b []byte) (int, error) {
+	if t.w != nil {
+		_, _ = t.w.Write(b) // a failed forward must not fail the process
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.end = append(t.end, b...)
+	if len(t.end) > tailSize {
+		t.end = append(t.end[:0], t.end[len(t.end)-tailSize:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.end)
+}

@@ -124,9 +124,13 @@ type WorkerSpec struct {
 	// Image and Command run as the worker pods (Kubernetes actuator).
 	Image   string   `json:"image,omitempty"`
 	Command []string `json:"command,omitempty"`
-	// Exec is a shell command run once per item by the local actuator,
-	// like 'pace worker --exec': item on stdin, result on stdout.
+	// Exec is a shell command the local actuator runs as 'pace worker
+	// --exec' does: item on stdin, result on stdout.
 	Exec string `json:"exec,omitempty"`
+	// ExecMode is how Exec gets the items, as 'pace worker --exec-mode':
+	// ExecItem (the default: a process per item), ExecLines or ExecJSON (a
+	// process per concurrency slot, fed an item per line).
+	ExecMode string `json:"exec_mode,omitempty" jsonschema:"enum=item,enum=lines,enum=json"`
 	// Env is extra environment for the workers.
 	Env map[string]string `json:"env,omitempty"`
 	// Resources are container limits and requests, e.g. {"cpu": "500m"}.
@@ -137,10 +141,17 @@ type WorkerSpec struct {
 	TerminationGrace Duration          `json:"termination_grace,omitempty"`
 }
 
+// Exec modes of WorkerSpec.ExecMode; empty means ExecItem.
+const (
+	ExecItem  = "item"
+	ExecLines = "lines"
+	ExecJSON  = "json"
+)
+
 // IsZero reports whether w sets nothing: empty lists and maps count as
 // absent, so they are left out of JSON as omitempty leaves out its fields.
 func (w WorkerSpec) IsZero() bool {
-	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && len(w.Env) == 0 && w.Resources == nil &&
+	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && w.ExecMode == "" && len(w.Env) == 0 && w.Resources == nil &&
 		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0
 }
 
@@ -287,6 +298,12 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image"))
 	}
 	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxInterval)
+	switch em := s.Worker.ExecMode; {
+	case em != "" && em != ExecItem && em != ExecLines && em != ExecJSON:
+		errs = append(errs, field.NotSupported(p.Child("worker", "exec_mode"), em, []string{ExecItem, ExecLines, ExecJSON}))
+	case em != "" && s.Worker.Exec == "":
+		errs = append(errs, field.Forbidden(p.Child("worker", "exec_mode"), "applies to worker.exec only"))
+	}
 	errs = nonNegativeDuration(errs, p.Child("resources_lifetime"), s.ResourcesLifetime)
 	return errs
 }

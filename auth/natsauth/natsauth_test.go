@@ -224,6 +224,7 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 		"$JS.API.CONSUMER.CREATE.KV_pace_jobs.x.$KV.pace_jobs.a1",
 		"$JS.API.CONSUMER.LIST.PACE_RESULTS",                   // others' consumer names
 		"$SYS.REQ.USER.AUTH",                                   // the authorization service
+		"pace.control.fail",                                    // failing jobs: the stages' alone
 		"$JS.API.CONSUMER.MSG.NEXT.PACE_METRICS.controller",    // a stage's messages
 		"$JS.API.CONSUMER.DELETE.PACE_DECISIONS.pace-actuator", // a stage's consumer
 		"$JS.API.CONSUMER.CREATE.PACE_JOBS.pace-actuator-events.pace.jobs.a1.>",

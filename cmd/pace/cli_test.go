@@ -290,6 +290,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad job", []string{"push", "a.b"}, nil, exitUsage, `job "a.b"`},
 		{"worker without exec", []string{"worker", "j"}, nil, exitUsage, "--exec is required"},
 		{"bad concurrency", []string{"worker", "j", "--exec", "cat", "-c", "0"}, nil, exitUsage, "--concurrency 0"},
+		{"bad exec mode", []string{"worker", "j", "--exec", "cat", "--exec-mode", "batch"}, nil, exitUsage,
+			`invalid argument "batch" for "--exec-mode" flag: want item, lines or json`},
 		{"bad output", []string{"results", "j", "-o", "yaml"}, nil, exitUsage, `invalid argument "yaml" for "-o, --output" flag: want text or json`},
 		{"bad env", []string{"worker", "j", "--exec", "cat"}, map[string]string{"PACE_CONCURRENCY": "many"}, exitUsage, "PACE_CONCURRENCY"},
 		{"bad size", []string{"up", "--max-store", "lots"}, nil, exitUsage, "--max-store"},

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // squaresOrCrash squares each line, noting its process's pid in dir/pids,
@@ -78,6 +80,42 @@ func TestWorkerLinesMode(t *testing.T) {
 	}
 	if stderr := worker.Stderr.(fmt.Stringer).String(); !strings.Contains(stderr, "crash on 13") {
 		t.Errorf("the process's stderr did not reach the worker's:\n%s", stderr)
+	}
+	u.stop(t)
+}
+
+// TestSubmittedJobInJSONMode: a job spec's worker.exec_mode reaches the
+// workers the local actuator starts.
+func TestSubmittedJobInJSONMode(t *testing.T) {
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq is not installed")
+	}
+	u := startUp(t, t.TempDir())
+	dir := t.TempDir()
+	const n = 40
+	items := make([]string, n)
+	for i := range items {
+		items[i] = strconv.Itoa(i + 1)
+	}
+	jobID := submit(t, u.httpURL, map[string]any{
+		"name": "json", "mode": "batch", "deadline": "5m", "workload": map[string]any{"items": items},
+		"worker": map[string]any{"exec_mode": "json",
+			"exec": fmt.Sprintf(`echo $$ >> '%s/pids'; exec jq -c --unbuffered '{id, result: (.payload | tonumber | . * . | tostring)}'`, dir)},
+	})
+	var status string
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var v map[string]any
+		getJSON(t, u.httpURL+"/submissions/"+jobID, &v)
+		if status, _ = v["status"].(string); final(status) {
+			break
+		}
+	}
+	if status != "completed" {
+		t.Fatalf("job ended %q, want completed", status)
+	}
+	checkSquares(t, parseResults(t, u.pace(t, "", "results", jobID, "-o", "json")), n)
+	if got := processesStarted(t, dir); got != 1 {
+		t.Errorf("%d processes served the job's %d items (one replica, concurrency 1), want 1", got, n)
 	}
 	u.stop(t)
 }

@@ -60,6 +60,8 @@ type Worker struct {
 	Job string
 	// Exec, when set, runs `pace worker Job --exec Exec`.
 	Exec string
+	// ExecMode, when set with Exec, adds `--exec-mode ExecMode`.
+	ExecMode string
 	// Command is the job's own worker program, used when Exec is empty.
 	Command []string
 	// Env is extra environment for the replica.
@@ -225,6 +227,9 @@ func (r *Runtime) command(w Worker, id string) *exec.Cmd {
 	if w.Exec != "" {
 		cmd = exec.Command(r.cfg.Binary, "worker", w.Job, "--exec", w.Exec, "--nats", r.cfg.NATSURL,
 			"--id", id, "--grace", (r.cfg.Grace - r.cfg.Grace/10).String(), "--connect-timeout", "0") // done before the kill
+		if w.ExecMode != "" {
+			cmd.Args = append(cmd.Args, "--exec-mode", w.ExecMode)
+		}
 	} else {
 		cmd = exec.Command(w.Command[0], w.Command[1:]...)
 	}

@@ -218,3 +218,48 @@ func TestReplicasGetACleanEnvironment(t *testing.T) {
 		t.Errorf("a variable of Pace's own environment reached the replica:\n%s", env)
 	}
 }
+
+// TestExecWorkerArguments: an exec worker runs `pace worker JOB --exec CMD`,
+// with --exec-mode when the job sets one.
+func TestExecWorkerArguments(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "pace")
+	writeArgs := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$DIR/$PACE_WORKER_ID.tmp\" && mv \"$DIR/$PACE_WORKER_ID.tmp\" \"$DIR/$PACE_WORKER_ID\"\nexec sleep 1000\n"
+	if err := os.WriteFile(fake, []byte(writeArgs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := local.New(local.Config{Binary: fake, NATSURL: "nats://127.0.0.1:1", Grace: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	tests := []struct {
+		job, mode string
+		want      string // the arguments after the worker's id, one per line
+	}{
+		{"item", "", "worker\nitem\n--exec\ncat\n"},
+		{"lines", "lines", "worker\nlines\n--exec\ncat\n"},
+	}
+	for _, tt := range tests {
+		if _, err := r.Scale(context.Background(), local.Worker{Job: tt.job, Exec: "cat", ExecMode: tt.mode, Env: map[string]string{"DIR": dir}}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range tests {
+		var args string
+		eventually(t, "the arguments of "+tt.job, func() bool {
+			b, err := os.ReadFile(filepath.Join(dir, tt.job+"-0"))
+			args = string(b)
+			return err == nil
+		})
+		if !strings.HasPrefix(args, tt.want) {
+			t.Errorf("%s: arguments\n%s\nwant them to start with\n%s", tt.job, args, tt.want)
+		}
+		if got := strings.Contains(args, "--exec-mode\nlines\n"); got != (tt.mode != "") {
+			t.Errorf("%s: --exec-mode lines given = %t, want %t:\n%s", tt.job, got, tt.mode != "", args)
+		}
+	}
+}

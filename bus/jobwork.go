@@ -55,6 +55,20 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 	return ws, err
 }
 
+// QueuedItems returns, by job, how many items wait in its queue or are
+// being processed, from one look at the work stream.
+func (c *Client) QueuedItems(ctx context.Context) (map[string]int, error) {
+	counts, err := c.subjectCounts(ctx, workFamily, c.prefix.Work("*"))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(counts))
+	for subject, n := range counts {
+		out[c.prefix.SubjectJob(subject)] = int(n)
+	}
+	return out, nil
+}
+
 // ResultCount returns how many of job's items have a result.
 func (c *Client) ResultCount(ctx context.Context, job string) (int, error) {
 	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -35,6 +36,25 @@ func Temporary(err error) bool {
 		return apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers
 	}
 	return false
+}
+
+// JetStream's codes for a store out of room: the server's or account's
+// storage (insufficient resources), or a stream's bounds with discard new
+// (maximum bytes or messages exceeded, in a store failure).
+const (
+	errCodeInsufficientResources = 10023
+	errCodeStoreFailed           = 10077
+)
+
+// StoreFull reports whether err is JetStream refusing a message for want of
+// room, rather than failing: retrying soon stores nothing more.
+func StoreFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStoreFailed &&
+		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages"))
 }
 
 // RetryTemporary runs step until it succeeds, returns an error that is not

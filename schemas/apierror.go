@@ -14,6 +14,9 @@ type APIError struct {
 	Message string       `json:"error_message"`
 	Name    string       `json:"error_name"`
 	Details []FieldError `json:"details,omitempty"`
+	// RetryAfter, in seconds, says when a refusal for want of room may be
+	// tried again (HTTP: the Retry-After header too).
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // FieldError is one invalid field of a request, with its JSON path.

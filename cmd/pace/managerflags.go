@@ -21,6 +21,8 @@ type managerFlags struct {
 	resourceInterval time.Duration
 	allowAnonymous   bool
 	localExec        string
+	maxJobItems      int
+	maxUserQueued    int
 }
 
 func (f *managerFlags) add(fs *pflag.FlagSet) {
@@ -30,6 +32,8 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.Var(&f.maxWorkload, "max-workload", "largest workload downloaded or read for a job")
 	fs.DurationVar(&f.workloadTimeout, "workload-timeout", 30*time.Second, "time limit of a workload download")
 	fs.DurationVar(&f.resourceInterval, "job-check-interval", time.Second, "how often running jobs are checked for completion")
+	fs.IntVar(&f.maxJobItems, "max-job-items", 1_000_000, "most items one submission may have (413 beyond)")
+	fs.IntVar(&f.maxUserQueued, "max-user-queued", 2_000_000, "most items one user may have queued or running in unfinished jobs (429 beyond, until some are done)")
 	f.addAccess(fs)
 }
 
@@ -39,8 +43,11 @@ func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 	fs.StringVar(&f.localExec, "local-exec", manager.LocalExecAll, "whose jobs may run workers on this host, as Pace's own user: all, admins (pace:admins) or none")
 }
 
-// validate refuses a bad --local-exec before anything starts.
+// validate refuses a bad --local-exec or quota before anything starts.
 func (f *managerFlags) validate() error {
+	if f.maxJobItems < 1 || f.maxUserQueued < 1 {
+		return usageError("--max-job-items %d and --max-user-queued %d: must be at least 1", f.maxJobItems, f.maxUserQueued)
+	}
 	switch f.localExec {
 	case manager.LocalExecAll, manager.LocalExecAdmins, manager.LocalExecNone:
 		return nil
@@ -56,7 +63,8 @@ func (f *managerFlags) validate() error {
 func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, LocalMaxReplicas: localMax, LocalExec: f.localExec}
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, LocalMaxReplicas: localMax, LocalExec: f.localExec,
+		MaxJobItems: f.maxJobItems, MaxUserQueued: f.maxUserQueued}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

@@ -101,6 +101,9 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pace"`)
 	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	writeJSON(w, e.Code, e)
 }
 

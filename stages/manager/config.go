@@ -50,6 +50,13 @@ type Config struct {
 	// LocalExecAdmins only pace:admins and system:masters; LocalExecNone
 	// nobody (jobs without a worker spec, or on Kubernetes, are unaffected).
 	LocalExec string `json:"local_exec,omitempty"`
+	// MaxJobItems bounds the items of one submission (413 beyond); 0
+	// means 1,000,000.
+	MaxJobItems int `json:"max_job_items,omitempty"`
+	// MaxUserQueued bounds the items one user may have queued or running
+	// in unfinished jobs: a submission that would pass it is refused (429)
+	// until some are done. 0 means 2,000,000.
+	MaxUserQueued int `json:"max_user_queued,omitempty"`
 }
 
 // Who may run workers on the host (Config.LocalExec).
@@ -85,12 +92,19 @@ func (c Config) Defaults() Config {
 	if c.StrayGrace == 0 {
 		c.StrayGrace = 5 * time.Second
 	}
+	if c.MaxJobItems == 0 {
+		c.MaxJobItems = 1_000_000
+	}
+	if c.MaxUserQueued == 0 {
+		c.MaxUserQueued = 2_000_000
+	}
 	return c
 }
 
 // Validate reports every invalid setting of a defaulted Config.
 func (c Config) Validate() (errs field.ErrorList) {
-	for name, v := range map[string]int64{"max_body_bytes": c.MaxBodyBytes, "max_workload_bytes": c.MaxWorkloadBytes} {
+	for name, v := range map[string]int64{"max_body_bytes": c.MaxBodyBytes, "max_workload_bytes": c.MaxWorkloadBytes,
+		"max_job_items": int64(c.MaxJobItems), "max_user_queued": int64(c.MaxUserQueued)} {
 		if v <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), v, "must be positive"))
 		}

@@ -280,6 +280,9 @@ func (m *Manager) checkRuntime(spec *schemas.JobSpec, who caller) field.ErrorLis
 
 // create assigns an id and runs the job's first transitions.
 func (m *Manager) create(ctx context.Context, sub *submission) (*schemas.JobRecord, error) {
+	if err := m.admit(ctx, sub); err != nil {
+		return nil, err
+	}
 	return m.createAs(ctx, m.newID(sub), sub)
 }
 
@@ -312,7 +315,7 @@ func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*sc
 				items[j].ID = fmt.Sprintf("%06d", i+j+1)
 			}
 			if err := m.bus.PushItems(ctx, id, items); err != nil {
-				return nil, m.fail(ctx, id, err)
+				return nil, m.undo(ctx, id, err)
 			}
 		}
 	}

@@ -46,7 +46,7 @@ func (a *API) OpenAPI() map[string]any {
 				"403":               errResp("not allowed"),
 				"404":               errResp("unknown job (or another user's)"),
 				"409":               errResp("conflicts with the job's state"),
-				"429":               errResp("throttled by API Priority and Fairness; see Retry-After"),
+				"429":               errResp("throttled by API Priority and Fairness, or past a quota; see Retry-After"),
 				"500":               errResp("internal error"),
 			},
 		}
@@ -57,7 +57,9 @@ func (a *API) OpenAPI() map[string]any {
 			content := map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}
 			if rt.path == "/submissions" && rt.method == "POST" {
 				content["application/yaml"] = map[string]any{"schema": map[string]any{"type": "object"}}
-				op["responses"].(map[string]any)["413"] = errResp("body too large")
+				op["responses"].(map[string]any)["413"] = errResp("body too large, or more items than a job may have")
+				op["responses"].(map[string]any)["503"] = errResp("the items could not be stored: nothing was kept; see Retry-After")
+				op["responses"].(map[string]any)["507"] = errResp("the bus is full: nothing was kept; see Retry-After")
 				op["responses"].(map[string]any)["415"] = errResp("unsupported content type")
 			}
 			op["requestBody"] = map[string]any{"required": rt.path == "/submissions" && rt.method == "POST", "content": content}

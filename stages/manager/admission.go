@@ -1,0 +1,78 @@
+package manager
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/pace-platform/pace/bus"
+)
+
+// retryAfterFull is the Retry-After, in seconds, of a submission refused
+// for want of room: the time for some queued work to be done.
+const retryAfterFull = 60
+
+// admit refuses, before anything is stored, a submission larger than
+// Config.MaxJobItems (413) or that would take its owner past
+// Config.MaxUserQueued items queued or running in unfinished jobs (429).
+func (m *Manager) admit(ctx context.Context, sub *submission) error {
+	n := len(sub.items)
+	if n == 0 {
+		return nil
+	}
+	if n > m.cfg.MaxJobItems {
+		return apiError(http.StatusRequestEntityTooLarge,
+			"the workload has %d items: at most %d per job (--max-job-items)", n, m.cfg.MaxJobItems)
+	}
+	queued, err := m.queuedBy(ctx, sub.spec.Owner)
+	if err != nil {
+		return err
+	}
+	if queued+n > m.cfg.MaxUserQueued {
+		e := apiError(http.StatusTooManyRequests,
+			"%s has %d items queued or running in unfinished jobs: %d more would pass the quota of %d (--max-user-queued)",
+			sub.spec.Owner, queued, n, m.cfg.MaxUserQueued)
+		e.RetryAfter = retryAfterFull
+		return e
+	}
+	return nil
+}
+
+// queuedBy counts the items waiting or running in the unfinished jobs of
+// owner: one look at the work stream's subjects.
+func (m *Manager) queuedBy(ctx context.Context, owner string) (int, error) {
+	jobs, err := m.bus.Jobs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	counts, err := m.bus.QueuedItems(ctx)
+	if err != nil {
+		return 0, err
+	}
+	queued := 0
+	for _, rec := range jobs {
+		if rec.Spec.Owner == owner && !rec.State.Final() {
+			queued += counts[rec.ID]
+		}
+	}
+	return queued, nil
+}
+
+// undo removes a job whose items could not all be stored, so that a
+// submission stores its job and all its items or nothing, and returns the
+// refusal: 507 when the bus is full, 503 otherwise, both with Retry-After.
+// Should the removal itself fail, the job is left in the error state.
+func (m *Manager) undo(ctx context.Context, job string, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	if err := m.bus.PurgeJob(ctx, job); err != nil {
+		m.log.Error("job whose items could not be stored not removed", "job", job, "err", err)
+		return m.fail(ctx, job, cause)
+	}
+	m.log.Warn("submission refused: its items could not be stored, nothing was kept", "job", job, "err", cause)
+	code, why := http.StatusServiceUnavailable, "the bus could not store"
+	if bus.StoreFull(cause) {
+		code, why = http.StatusInsufficientStorage, "the bus has no room for"
+	}
+	e := apiError(code, "%s the job's items, nothing was kept; try again later (%v)", why, cause)
+	e.RetryAfter = retryAfterFull
+	return e
+}

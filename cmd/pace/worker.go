@@ -54,11 +54,13 @@ deliveries are used up, moved to the dead-letter subject with its error.
 
 Streaming through one process is tens of times faster than a fork per item
 for quick commands. CMD must answer every line with exactly one line, and
-flush it at once: most programs (tr, grep, sed, awk, python) buffer what
-they write to a pipe and so never answer. Use 'cat'-like programs that do
-not buffer, 'stdbuf -oL CMD', 'sed -u', awk with fflush(), 'python -u' or
-'jq --unbuffered'; the worker warns when a process has not answered an
-item for 10s. A process that exits, answers with a wrong id or garbage
+flush it at once: most programs (tr, sed, grep, awk, python) buffer what
+they write to a pipe and so never answer. Use programs that do not buffer
+(cat, a shell loop of read and echo), 'stdbuf -oL CMD' (C programs such as
+tr), 'sed -u', 'grep --line-buffered', 'python -u', 'jq --unbuffered',
+'mawk -W interactive' (mawk, Debian's awk, buffers its input too) or
+gawk's fflush(); the worker warns when a process has not answered an item
+for 10s. A process that exits, answers with a wrong id or garbage
 (json), or is still working when the worker gives up the item, is killed
 (SIGTERM, then SIGKILL 5s later) and a new one started for the next item;
 the item it held fails and returns to the queue, so nothing is lost, and
@@ -73,7 +75,7 @@ the queue, stops its processes and exits 0.`,
   pace worker thumbnails --exec './thumb.sh' --concurrency 4
   PACE_EXEC='wc -c' pace worker sizes
   pace worker words --exec 'stdbuf -oL tr a-z A-Z' --exec-mode lines   # tr alone buffers: no answer
-  pace worker words --exec "awk '{ print toupper(\$0); fflush() }'" --exec-mode lines -c 4
+  pace worker words --exec 'sed -u s/colour/color/g' --exec-mode lines -c 4
   pace worker words --exec "jq -c --unbuffered '{id, result: (.payload|ascii_upcase)}'" --exec-mode json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), a, args[0]) },

@@ -13,7 +13,9 @@
 // flushed before the process waits for the next line. Programs that buffer
 // their output when it is a pipe (tr, grep, sed, awk, python, most C
 // programs) never answer: run them under `stdbuf -oL`, or use `sed -u`,
-// `awk '{…; fflush()}'`, `python -u`, `jq --unbuffered`.
+// `grep --line-buffered`, `python -u`, `jq --unbuffered`, gawk's fflush(),
+// or `mawk -W interactive` (mawk buffers its input too, so fflush() is not
+// enough).
 //
 //   - Lines: the line is the item's payload, which must not contain a
 //     newline (such an item fails with ErrNewline); the answer line, without

@@ -126,7 +126,7 @@ func (p *Pool) call(ctx context.Context, pr *process, req []byte) ([]byte, error
 		stall := time.AfterFunc(p.cfg.StallWarning, func() {
 			if !pr.stalled.Swap(true) {
 				p.log.Warn("process has not answered an item yet: if its command buffers its output when it is a pipe, "+
-					"make it flush each line (stdbuf -oL, sed -u, awk fflush(), python -u, jq --unbuffered)",
+					"make it flush each line (stdbuf -oL, sed -u, grep --line-buffered, python -u, jq --unbuffered, mawk -W interactive)",
 					"pid", pr.cmd.Process.Pid, "waited", p.cfg.StallWarning.String())
 			}
 		})

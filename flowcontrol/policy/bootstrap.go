@@ -64,7 +64,7 @@ func Mandatory() Objects {
 // Suggested returns fresh copies of the suggested objects: kube-apiserver's
 // (probes, system-*, kube-*, service-accounts, global-default, with their
 // levels) followed by Pace's own (pace-internal, pace-probes,
-// pace-submissions, pace-reads).
+// pace-anonymous, pace-submissions, pace-reads).
 func Suggested() Objects {
 	all := mustLoad(kubeDefaults)
 	var o Objects

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +62,7 @@ type paceUp struct {
 	env      []string // of the bus commands run against it, e.g. PACE_TOKEN
 }
 
-func startUp(t *testing.T, dataDir string, extra ...string) *paceUp {
+func startUp(t testing.TB, dataDir string, extra ...string) *paceUp {
 	t.Helper()
 	args := append([]string{"up", "--data", dataDir, "--http", freeAddr(t), "--nats-listen", freeAddr(t), "--log-format", "json"}, extra...)
 	cmd := exec.Command(paceBin, args...)

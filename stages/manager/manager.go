@@ -307,17 +307,8 @@ func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*sc
 	if err := m.bus.EnsureWork(ctx, rec); err != nil {
 		return nil, m.fail(ctx, id, err)
 	}
-	if len(sub.items) > 0 {
-		const chunk = 1000
-		for i := 0; i < len(sub.items); i += chunk {
-			items := bus.Items(sub.items[i:min(i+chunk, len(sub.items))]...)
-			for j := range items {
-				items[j].ID = fmt.Sprintf("%06d", i+j+1)
-			}
-			if err := m.bus.PushItems(ctx, id, items); err != nil {
-				return nil, m.undo(ctx, id, err)
-			}
-		}
+	if err := m.bus.QueueWorkload(ctx, id, sub.items); err != nil {
+		return nil, m.undo(ctx, id, err)
 	}
 	rec, err = m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventStarted, State: schemas.Ongoing,
 		Total: len(sub.items), Replicas: spec.Replicas.Initial})

@@ -180,16 +180,26 @@ const PaceGroup = "pace.dev"
 //
 //	/{resource}[/{name}[/{subresource}]]
 //
-// (verbs as in KubeResolver: GET without a name is list, or watch with
-// ?watch=true; subresources log, exec, attach, proxy and portforward are
-// long-running and bypass APF); every other path is a non-resource request (probes,
-// /metrics, /debug/...). Pace's manager API uses
-// apf.Resources(apf.PaceGroup, "submissions", "jobs").
+// with verbs as in KubeResolver (GET without a name is list, or watch with
+// ?watch=true). A ".json" at the end of the path names the same route
+// (Pace's API, like Asperathos', serves /submissions.json as /submissions
+// and /submissions/{id}.json as /submissions/{id}). Subresources exec,
+// attach, proxy and portforward are long-running and bypass APF, and so is
+// log when it follows (?follow=true): a log read that ends is an ordinary
+// get. Every other path is a non-resource request (probes, /metrics,
+// /debug/...), whose verb is the lower-case method but for HEAD, resolved
+// as the GET it answers ("head" is no verb a FlowSchema can name, so a
+// HEAD probe is exempt like a GET one). Pace's manager API uses
+// apf.Resources(apf.PaceGroup, "submissions", "plugins").
 func Resources(group string, resources ...string) Resolver {
 	return func(r *http.Request) RequestInfo {
-		parts := splitPath(r.URL.Path)
+		parts := splitPath(strings.TrimSuffix(r.URL.Path, ".json"))
 		if len(parts) == 0 || !slices.Contains(resources, parts[0]) {
-			return RequestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
+			verb := strings.ToLower(r.Method)
+			if r.Method == http.MethodHead {
+				verb = "get"
+			}
+			return RequestInfo{Path: r.URL.Path, Verb: verb}
 		}
 		ri := RequestInfo{IsResourceRequest: true, APIGroup: group, Resource: parts[0], Verb: resourceVerb(r.Method), Path: r.URL.Path}
 		if len(parts) >= 2 {
@@ -210,7 +220,13 @@ func Resources(group string, resources ...string) Resolver {
 			}
 		}
 		// A watch holds no max-inflight slot for its whole life, as in KubeResolver.
-		ri.LongRunning = ri.Verb == "watch" || slices.Contains(longRunningSubresources, ri.Subresource)
+		switch ri.Subresource {
+		case "log":
+			follow, _ := strconv.ParseBool(r.URL.Query().Get("follow"))
+			ri.LongRunning = follow
+		default:
+			ri.LongRunning = ri.Verb == "watch" || slices.Contains(longRunningSubresources, ri.Subresource)
+		}
 		return ri
 	}
 }

@@ -44,16 +44,32 @@ func TestKubeResolver(t *testing.T) {
 }
 
 func TestResources(t *testing.T) {
-	resolve := apf.Resources(apf.PaceGroup, "submissions")
+	resolve := apf.Resources(apf.PaceGroup, "submissions", "plugins")
+	sub := func(verb, name, subresource string, longRunning bool) apf.RequestInfo {
+		return apf.RequestInfo{IsResourceRequest: true, Verb: verb, APIGroup: apf.PaceGroup, Resource: "submissions",
+			Name: name, Subresource: subresource, LongRunning: longRunning}
+	}
 	tests := []struct {
 		method, url string
 		want        apf.RequestInfo
 	}{
-		{"POST", "/submissions", apf.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: apf.PaceGroup, Resource: "submissions"}},
-		{"GET", "/submissions", apf.RequestInfo{IsResourceRequest: true, Verb: "list", APIGroup: apf.PaceGroup, Resource: "submissions"}},
-		{"GET", "/submissions/j1/log", apf.RequestInfo{IsResourceRequest: true, Verb: "get", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "log", LongRunning: true}},
-		{"PUT", "/submissions/j1/stop", apf.RequestInfo{IsResourceRequest: true, Verb: "update", APIGroup: apf.PaceGroup, Resource: "submissions", Name: "j1", Subresource: "stop"}},
+		{"POST", "/submissions", sub("create", "", "", false)},
+		{"POST", "/submissions.json", sub("create", "", "", false)},
+		{"GET", "/submissions", sub("list", "", "", false)},
+		{"GET", "/submissions.json", sub("list", "", "", false)},
+		{"GET", "/submissions/j1.json", sub("get", "j1", "", false)},
+		{"GET", "/submissions/j1/log", sub("get", "j1", "log", false)},
+		{"GET", "/submissions/j1/log.json?follow=false", sub("get", "j1", "log", false)},
+		{"GET", "/submissions/j1/log?follow=true", sub("get", "j1", "log", true)},
+		{"GET", "/submissions/j1/log?follow=1", sub("get", "j1", "log", true)},
+		{"PUT", "/submissions/j1/stop", sub("update", "j1", "stop", false)},
+		{"PUT", "/submissions/j1/stop.json", sub("update", "j1", "stop", false)},
+		{"GET", "/submissions?watch=true", sub("watch", "", "", true)},
+		{"POST", "/plugins.json", apf.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: apf.PaceGroup, Resource: "plugins"}},
 		{"GET", "/healthz", apf.RequestInfo{Verb: "get"}},
+		{"HEAD", "/healthz", apf.RequestInfo{Verb: "get"}},
+		{"POST", "/metrics", apf.RequestInfo{Verb: "post"}},
+		{"GET", "/openapi.json", apf.RequestInfo{Verb: "get"}},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, tt.url, nil)

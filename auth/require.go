@@ -1,0 +1,47 @@
+package auth
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// MetricsReaders may read /metrics, and nothing more than any other
+// authenticated user: the group to give Prometheus' token.
+const MetricsReaders = "pace:metrics"
+
+// Require returns a middleware that lets through only callers in one of
+// groups (put there by Middleware, which must run first): a caller without
+// credentials is refused with 401, any other with 403, in the API's error
+// envelope (schemas.APIError). Serve it only behind an Authenticator: with
+// none, every caller is anonymous and refused.
+//
+//	mux.Handle("GET /metrics", auth.Require(auth.Admins, auth.Masters, auth.MetricsReaders)(metrics))
+func Require(groups ...string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, ok := FromContext(r.Context())
+			if !ok {
+				u = AnonymousUser()
+			}
+			for _, g := range groups {
+				if u.InGroup(g) {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+			e := &schemas.APIError{Code: http.StatusForbidden, Name: "FORBIDDEN",
+				Message: "only members of " + strings.Join(groups, ", ") + " may read " + r.URL.Path}
+			if u.IsAnonymous() {
+				e.Code, e.Name = http.StatusUnauthorized, "UNAUTHORIZED"
+				e.Message = "a bearer token is needed to read " + r.URL.Path
+				w.Header().Set("WWW-Authenticate", `Bearer realm="pace"`)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(e.Code)
+			_ = json.NewEncoder(w).Encode(e)
+		})
+	}
+}

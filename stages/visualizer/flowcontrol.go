@@ -132,7 +132,12 @@ func (s *Server) flowControlEvents(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if u := user(r); !s.cfg.Open && !u.IsAdmin() {
+	u, release, ok := s.openStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if !s.cfg.Open && !u.IsAdmin() {
 		writeError(w, errForbidden)
 		return
 	}

@@ -107,7 +107,12 @@ func (s *Server) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, er
 // jobEvents streams one job's page: a "job" event whenever it changes,
 // ending after the job is final.
 func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
-	ctx, u, id := r.Context(), user(r), trimID(r)
+	u, release, ok := s.openStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, id := r.Context(), trimID(r)
 	next := func() (*JobView, error) {
 		rec, err := s.jobs.Job(ctx, u, id)
 		if err != nil {
@@ -124,18 +129,8 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	wake := make(chan struct{}, 1)
-	go func() { // this job's events wake the stream
-		for _, err := range s.bus.JobEvents(ctx, id, true) {
-			if err != nil {
-				return
-			}
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	wake, unsubscribe := s.wakeups.subscribe(id) // this job's events wake the stream
+	defer unsubscribe()
 	s.loop(ctx, st, wake, "job", first, func() (any, error) { return next() })
 }
 

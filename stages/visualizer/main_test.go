@@ -36,11 +36,19 @@ type env struct {
 	srv  *bus.Server
 	c    *bus.Client
 	http *httptest.Server
+	ui   *visualizer.Server
 }
 
 // newEnv starts the env; opts set up the UI over the env's bus client
 // before its routes are registered.
 func newEnv(t *testing.T, opts ...func(*visualizer.Server, *bus.Client)) *env {
+	t.Helper()
+	return newEnvWith(t, visualizer.Config{Interval: 50 * time.Millisecond}, opts...)
+}
+
+// newEnvWith starts the env with the UI's configuration cfg, its Run
+// following job events as pace up runs it.
+func newEnvWith(t *testing.T, uiCfg visualizer.Config, opts ...func(*visualizer.Server, *bus.Client)) *env {
 	t.Helper()
 	srv := bustest.Server(t)
 	e := &env{t: t, srv: srv, c: bustest.Client(t, srv)}
@@ -56,19 +64,23 @@ func newEnv(t *testing.T, opts ...func(*visualizer.Server, *bus.Client)) *env {
 		t.Fatal(err)
 	}
 	manager.NewAPI(m).Register(mux)
-	ui := visualizer.New(m, e.c, visualizer.Config{Interval: 50 * time.Millisecond}, nil)
+	e.ui = visualizer.New(m, e.c, uiCfg, nil)
 	for _, o := range opts {
-		o(ui, e.c)
+		o(e.ui, e.c)
 	}
-	ui.Register(mux)
+	e.ui.Register(mux)
 	e.http.Start()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, uiDone := make(chan error, 1), make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
+	go func() { uiDone <- e.ui.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("manager run: %v", err)
+		}
+		if err := <-uiDone; err != nil {
+			t.Errorf("ui run: %v", err)
 		}
 		e.http.Close()
 	})
@@ -131,6 +143,14 @@ type event struct {
 // events opens an event stream and returns its events; it ends with the test.
 func (e *env) events(path, token string) (int, <-chan event) {
 	e.t.Helper()
+	code, ch, _ := e.stream(path, token)
+	return code, ch
+}
+
+// stream opens an event stream and returns its events and the func that
+// closes it; it ends with the test at the latest.
+func (e *env) stream(path, token string) (int, <-chan event, func()) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.http.URL+path, nil)
@@ -145,7 +165,7 @@ func (e *env) events(path, token string) (int, <-chan event) {
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 		close(ch)
-		return resp.StatusCode, ch
+		return resp.StatusCode, ch, cancel
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		e.t.Errorf("content type %q, want text/event-stream", ct)
@@ -173,7 +193,7 @@ func (e *env) events(path, token string) (int, <-chan event) {
 			}
 		}
 	}()
-	return resp.StatusCode, ch
+	return resp.StatusCode, ch, cancel
 }
 
 // next waits for the first event of ch into v that satisfies cond, failing

@@ -45,9 +45,16 @@ type Config struct {
 	Interval time.Duration `json:"interval"`
 	// LogTail is how many log lines the job page shows; 0 means 50.
 	LogTail int `json:"log_tail"`
-	// Open shows the flow-control page to every caller, not only admins
-	// (the API has no authentication).
+	// Open serves the event streams to callers without credentials and
+	// the flow-control page to every caller, not only admins (the API has
+	// no authentication).
 	Open bool `json:"open"`
+	// MaxStreams bounds the event streams open at once; beyond it a new
+	// one is refused with 429. 0 means 256.
+	MaxStreams int `json:"max_streams"`
+	// MaxStreamsPerUser bounds the event streams of one user (every
+	// caller is one anonymous user when Open); 0 means 8.
+	MaxStreamsPerUser int `json:"max_streams_per_user"`
 	// AnswerWait is how long the flow-control page waits for the answers
 	// of the processes holding APF state (SetRemoteFlowControl); 0 means
 	// 500ms.
@@ -65,6 +72,12 @@ func (c Config) Defaults() Config {
 	if c.AnswerWait <= 0 {
 		c.AnswerWait = 500 * time.Millisecond
 	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 256
+	}
+	if c.MaxStreamsPerUser <= 0 {
+		c.MaxStreamsPerUser = 8
+	}
 	return c
 }
 
@@ -76,14 +89,19 @@ type Server struct {
 	log  *slog.Logger
 	// fcView reads the flow-control page's data; nil: no such page.
 	fcView func(context.Context) (*FlowControlView, error)
+	// streams counts the open event streams; wakeups wakes them on job
+	// events (Run).
+	streams *streams
+	wakeups wakeups
 }
 
-// New returns the UI over jobs and b.
+// New returns the UI over jobs and b. Run wakes its streams on job events.
 func New(jobs Jobs, b Bus, cfg Config, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{jobs: jobs, bus: b, cfg: cfg.Defaults(), log: log}
+	cfg = cfg.Defaults()
+	return &Server{jobs: jobs, bus: b, cfg: cfg, log: log, streams: newStreams(cfg)}
 }
 
 // Register adds the UI's routes under Prefix to mux.
@@ -162,6 +180,10 @@ func writeError(w http.ResponseWriter, err error) {
 	if errors.As(err, &ae) {
 		e = ae
 	}
+	if e.Code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="pace"`)
+	}
+	retryAfter(w, e)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Code)
 	_ = json.NewEncoder(w).Encode(e)
@@ -212,7 +234,12 @@ func (s *Server) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
 
 // listEvents streams the jobs list: a "jobs" event when it changes.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
-	ctx, u := r.Context(), user(r)
+	u, release, ok := s.openStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx := r.Context()
 	rows, err := s.rows(ctx, u)
 	if err != nil {
 		writeError(w, err)
@@ -222,18 +249,8 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	wake := make(chan struct{}, 1)
-	go func() { // any job event wakes the stream
-		for _, err := range s.bus.JobEvents(ctx, "", true) {
-			if err != nil {
-				return
-			}
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	wake, unsubscribe := s.wakeups.subscribe("") // any job event wakes the stream
+	defer unsubscribe()
 	s.loop(ctx, st, wake, "jobs", rows, func() (any, error) { return s.rows(ctx, u) })
 }
 

@@ -26,8 +26,15 @@
       try {
         const r = await fetch(url, { headers: headers(), signal: ctl.signal });
         if (ctl.signal.aborted) return; // superseded, e.g. by a sign-in
+        if (r.status === 401 && !token()) { notice("Sign in with your API token."); showLogin(); return; }
         if (r.status === 401 || r.status === 403) { notice("Sign in: this token may not see it (" + r.status + ")."); showLogin(); return; }
         if (r.status === 404) { notice("Not found."); return; }
+        if (r.status === 429) { // too many pages open: wait as long as asked
+          const s = Number(r.headers.get("Retry-After")) || 5;
+          notice("Too many pages open; retrying in " + s + " s.");
+          await new Promise((res) => setTimeout(res, 1000 * s));
+          continue;
+        }
         if (!r.ok) throw new Error("HTTP " + r.status);
         const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";

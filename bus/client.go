@@ -29,6 +29,9 @@ type Client struct {
 	denied *refusals
 
 	malformed *malformedEvents // job events that could not be decoded
+
+	kvMu sync.Mutex
+	jobs jetstream.KeyValue // the jobs bucket, once opened; guarded by kvMu
 }
 
 // ErrNotPermitted is wrapped by the error of a call the server refused for

@@ -173,30 +173,39 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 // Jobs returns every readable job record, in no particular order. One
 // that cannot be decoded is logged and left out: it must not hide the
 // others (UpdateJob replaces it).
+//
+// The records come in one pass over the bucket (its latest value per key),
+// not one request per job.
 func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lister, err := kv.ListKeys(ctx)
+	watch, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
+	defer watch.Stop() //nolint:errcheck // ending a one-pass read
 	var out []*schemas.JobRecord
-	for key := range lister.Keys() {
-		rec, _, err := c.Job(ctx, key)
-		switch {
-		case errors.Is(err, ErrJobNotFound):
-			continue // deleted meanwhile
-		case errors.Is(err, ErrMalformed):
-			c.log.Warn("unreadable job record left out", "job", key, "err", err)
-			continue
-		case err != nil:
-			return nil, err
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list jobs: %w", ctx.Err())
+		case e, ok := <-watch.Updates():
+			if !ok {
+				return nil, errors.New("list jobs: the bucket's reader ended")
+			}
+			if e == nil { // every stored record has come
+				return out, nil
+			}
+			var rec schemas.JobRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				c.log.Warn("unreadable job record left out", "job", e.Key(), "err", err)
+				continue
+			}
+			out = append(out, &rec)
 		}
-		out = append(out, rec)
 	}
-	return out, nil
 }
 
 // UpdateJob applies fn to job's record and stores it with compare-and-set,
@@ -238,11 +247,19 @@ func (c *Client) UpdateJob(ctx context.Context, job string, fn func(*schemas.Job
 	return nil, fmt.Errorf("update job %s: %w", job, ctx.Err())
 }
 
+// jobsKV returns the jobs bucket, opened once: opening asks the server for
+// the bucket's stream, a request a job check per job would repeat.
 func (c *Client) jobsKV(ctx context.Context) (jetstream.KeyValue, error) {
+	c.kvMu.Lock()
+	defer c.kvMu.Unlock()
+	if c.jobs != nil {
+		return c.jobs, nil
+	}
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
 	if err != nil {
 		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
 	}
+	c.jobs = kv
 	return kv, nil
 }
 

@@ -61,6 +61,27 @@ type job struct {
 	rec   schemas.JobRecord
 	final bool      // reached a final state: sample once more, then forget
 	last  time.Time // last sample
+	// A job whose samples do not change is sampled every `every` rounds
+	// (1, 2, 4, … up to maxIdleRounds): skip is the rounds left to skip,
+	// seen what its last sample counted.
+	skip, every int
+	seen        sampleCounts
+}
+
+// maxIdleRounds is the most rounds between two samples of a job whose
+// counts do not change (an idle job's heartbeat: 30 s at the default 1 s
+// interval). Events and queue activity sample a job at once whatever its
+// backoff: a thousand idle jobs cost next to nothing.
+const maxIdleRounds = 30
+
+// sampleCounts is what tells two samples of a job apart but for time.
+type sampleCounts struct {
+	state                                             schemas.JobState
+	pending, inFlight, done, dead, redelivered, repls int
+}
+
+func countsOf(s *schemas.Sample) sampleCounts {
+	return sampleCounts{s.State, s.Pending, s.InFlight, s.Done, s.Dead, s.Redelivered, s.Replicas}
 }
 
 // New returns a collector publishing with c. replicas may be nil, then the
@@ -223,7 +244,7 @@ func (c *Collector) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 		// Pace's own actuation (a scaled event applied to the record): the
 		// next interval sample sees the new count. Sampling at once would
 		// start a new decision cycle on every actuation (issue 19).
-		j.rec = rec
+		j.rec, j.skip, j.every = rec, 0, 1
 		return
 	}
 	j.rec = rec
@@ -307,7 +328,8 @@ func (c *Collector) onEvent(tokens []string) {
 func (c *Collector) markDue(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.jobs[id]; ok {
+	if j, ok := c.jobs[id]; ok {
+		j.skip, j.every = 0, 1
 		c.queueUrgentLocked(id)
 	}
 }
@@ -316,7 +338,8 @@ func (c *Collector) markDue(id string) {
 func (c *Collector) markActive(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.jobs[id]; ok {
+	if j, ok := c.jobs[id]; ok {
+		j.skip, j.every = 0, 1
 		c.active[id] = struct{}{}
 	}
 }
@@ -353,7 +376,11 @@ func (c *Collector) startRound(ctx context.Context) {
 		c.roundStart = c.clk.Now()
 		c.roundDone = make(chan struct{})
 	}
-	for id := range c.jobs {
+	for id, j := range c.jobs {
+		if j.skip > 0 && !j.final {
+			j.skip--
+			continue
+		}
 		if !c.queued[id] {
 			c.queued[id] = true
 			c.bulk = append(c.bulk, id)
@@ -409,21 +436,33 @@ func (c *Collector) worker(ctx context.Context, futures chan<- jetstream.PubAckF
 			rec, final = j.rec, j.final
 		}
 		c.mu.Unlock()
+		var s *schemas.Sample
 		if known {
-			if f := c.collect(ctx, &rec, dead); f != nil {
+			var f jetstream.PubAckFuture
+			if f, s = c.collect(ctx, &rec, dead); f != nil {
 				futures <- f
 			}
 		}
-		c.done(ctx, id, final, bulk)
+		c.done(ctx, id, final, bulk, s)
 	}
 }
 
-// done records a job's sample and forgets the job after its final one.
-func (c *Collector) done(ctx context.Context, id string, final, bulk bool) {
+// done records a job's sample s (nil: none was taken) and forgets the job
+// after its final one; a job whose counts did not change since its last
+// sample waits twice as many rounds for its next.
+func (c *Collector) done(ctx context.Context, id string, final, bulk bool, s *schemas.Sample) {
 	now := c.clk.Now()
 	c.mu.Lock()
 	if j, ok := c.jobs[id]; ok {
 		j.last = now
+		if s != nil {
+			if counts := countsOf(s); counts == j.seen && j.every > 0 {
+				j.every = min(2*j.every, maxIdleRounds)
+			} else {
+				j.every, j.seen = 1, counts
+			}
+			j.skip = j.every - 1
+		}
 		if final {
 			delete(c.jobs, id)
 		}
@@ -441,8 +480,9 @@ func (c *Collector) done(ctx context.Context, id string, final, bulk bool) {
 }
 
 // collect samples one job and publishes the sample asynchronously; dead
-// nil reads the job's dead letters with it.
-func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) jetstream.PubAckFuture {
+// nil reads the job's dead letters with it. It returns the publish and the
+// sample, both nil when the job could not be sampled.
+func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) (jetstream.PubAckFuture, *schemas.Sample) {
 	var s *schemas.Sample
 	var err error
 	if dead == nil {
@@ -466,7 +506,7 @@ func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead ma
 		if ctx.Err() == nil {
 			c.log.Warn("job not sampled", "job", rec.ID, "err", err)
 		}
-		return nil
+		return nil, nil
 	}
-	return f
+	return f, s
 }

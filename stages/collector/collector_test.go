@@ -190,10 +190,13 @@ func TestCollectorKnownStates(t *testing.T) {
 		return n > n1 && s.Done == 3
 	})
 
-	// The interval samples every running job, idle ones too.
+	// The interval samples every running job, idle ones too, if less often
+	// (TestIdleJobsAreSampledLessOften): tick until it shows.
 	_, n2 := got.last("j2")
-	clk.Step(time.Hour)
-	got.waitFor(t, "j2", "interval sample", func(_ schemas.Sample, n int) bool { return n > n2 })
+	got.waitFor(t, "j2", "interval sample", func(_ schemas.Sample, n int) bool {
+		clk.Step(time.Hour)
+		return n > n2
+	})
 
 	// A lifecycle event samples its job at once, without a tick.
 	_, n2 = got.last("j2")
@@ -236,8 +239,10 @@ func TestCollectorKnownStates(t *testing.T) {
 	got.waitFor(t, "j1", "final sample", func(s schemas.Sample, _ int) bool { return s.State == schemas.Completed })
 	bustest.Eventually(t, 10*time.Second, "counting consumers of j1 deleted", func() bool { return len(counters()) == 0 })
 	_, nEnd := got.last("j1")
-	clk.Step(time.Hour)
-	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool { return n > n2 })
+	got.waitFor(t, "j2", "interval sample after j1 ended", func(_ schemas.Sample, n int) bool {
+		clk.Step(time.Hour)
+		return n > n2
+	})
 	if _, n := got.last("j1"); n != nEnd {
 		t.Errorf("j1 sampled %d times after its final sample", n-nEnd)
 	}
@@ -391,5 +396,47 @@ func TestActuationDoesNotSample(t *testing.T) {
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v, want nil on cancel", err)
+	}
+}
+
+// An idle job, whose counts do not change, is sampled every 2, 4, … up to
+// 30 intervals, not at each: a thousand idle jobs cost next to nothing.
+// Queue activity samples it at once again.
+func TestIdleJobsAreSampledLessOften(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bustest.Client(t, bustest.Server(t))
+	got := record(t, c)
+	t0 := time.Now()
+	idle := schemas.JobRecord{ID: "idle", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
+		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
+	putRecord(t, c, idle)
+	clk := testingclock.NewFakeClock(t0)
+	col, err := collector.New(c, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond}, replicas{}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- col.Run(ctx) }()
+	got.waitFor(t, "idle", "first sample", func(schemas.Sample, int) bool { return true })
+	_, first := got.last("idle")
+	for range 62 { // rounds 1 … 62: samples at 1, 3, 7, 15, 31 and 61
+		clk.Step(time.Second)
+		time.Sleep(20 * time.Millisecond) // for the round to run
+	}
+	if _, n := got.last("idle"); n-first > 12 || n-first < 3 {
+		t.Errorf("an idle job was sampled %d times in 62 intervals, want about 6", n-first)
+	}
+	_, n := got.last("idle")
+	if err := c.PushItems(ctx, "idle", bus.Items("x")); err != nil {
+		t.Fatal(err)
+	}
+	got.waitFor(t, "idle", "sample on its first item", func(s schemas.Sample, m int) bool {
+		clk.Step(200 * time.Millisecond)
+		return m > n && s.Pending == 1
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }

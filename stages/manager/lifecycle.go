@@ -23,6 +23,7 @@ func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobR
 	if err != nil {
 		return nil, err
 	}
+	m.wake(ev.Job)
 	rec, err := m.bus.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
 		return applyEvent(cur, ev, seq), nil
 	})
@@ -352,6 +353,10 @@ func (m *Manager) Reconcile(ctx context.Context) {
 }
 
 func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error {
+	if rec.State.Final() { // however it ended
+		m.forgetCheck(rec.ID)
+		m.forgetProgress(rec.ID)
+	}
 	switch rec.State {
 	case schemas.Created:
 		m.mu.Lock()
@@ -366,6 +371,9 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		}
 		return nil
 	case schemas.Ongoing:
+		if !m.due(rec.ID) {
+			return nil
+		}
 		if rec.StopRequested && rec.Spec.Mode == schemas.Batch {
 			// Items a failed worker returned after the stop are dropped too.
 			if _, err := m.bus.DropQueued(ctx, rec.ID); err != nil {
@@ -381,8 +389,10 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 			ev = m.breach(ctx, rec, ws)
 		}
 		if ev == nil {
+			m.checked(rec.ID, ws)
 			return nil
 		}
+		m.forgetCheck(rec.ID)
 		ev.Job = rec.ID
 		_, err = m.emit(ctx, ev)
 		if err == nil {

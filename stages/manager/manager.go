@@ -39,7 +39,8 @@ type Manager struct {
 	httpClient *http.Client
 	random     io.Reader
 
-	// mu guards submitting (the jobs this process is creating) and progress.
+	// mu guards submitting (the jobs this process is creating), progress
+	// and checks.
 	mu         sync.Mutex
 	submitting map[string]bool
 
@@ -53,6 +54,7 @@ type Manager struct {
 	sightings map[string]sighting // by work subject, items of jobs not found
 
 	progress map[string]progressMark // by running job; guarded by mu
+	checks   map[string]jobCheck     // by running job; guarded by mu
 }
 
 // Option configures New.
@@ -90,7 +92,7 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
 		httpClient: http.DefaultClient, random: rand.Reader, submitting: map[string]bool{},
 		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{},
-		progress: map[string]progressMark{}}
+		progress: map[string]progressMark{}, checks: map[string]jobCheck{}}
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
 			return nil, err

@@ -86,6 +86,19 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		}
 		subs = append(subs, sub)
 	}
+	// A job whose progress moved is checked at the next pass (see due).
+	progress, err := nc.Subscribe(p.Metrics("*", schemas.ProgressMetrics), func(msg *nats.Msg) {
+		if pr, err := bus.Decode[schemas.Progress](msg.Data, msg.Header); err == nil {
+			m.moved(pr)
+		}
+	})
+	if err != nil {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+		return nil, err
+	}
+	subs = append(subs, progress)
 	return func() {
 		for _, s := range subs {
 			_ = s.Unsubscribe()

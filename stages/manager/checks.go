@@ -13,7 +13,7 @@ const maxIdlePasses = 30
 
 // jobCheck is when a running job is checked next, by job-check pass.
 type jobCheck struct {
-	skip, every int            // passes left to skip; passes between checks
+	skip, every int           // passes left to skip; passes between checks
 	last        bus.WorkState // what the last check found
 }
 

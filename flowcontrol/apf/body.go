@@ -64,7 +64,7 @@ func ReadBody(l BodyLimits) func(http.Handler) http.Handler {
 				if u, ok := auth.FromContext(r.Context()); !ok || u.IsAnonymous() {
 					if n := anonymous.Add(1); n > int64(l.MaxAnonymous) {
 						anonymous.Add(-1)
-						w.Header().Set("Connection", "close")
+						endReading(w)
 						TooManyRequests(w, 1, fmt.Sprintf("%d request bodies without credentials are being read: send a bearer token, or try again later", l.MaxAnonymous))
 						return
 					}
@@ -116,6 +116,16 @@ func timedOut(err error) bool {
 // refuseBody answers a request whose body was not read, closing the
 // connection: what is left of the body is not worth reading.
 func refuseBody(w http.ResponseWriter, code int, name, msg string) {
-	w.Header().Set("Connection", "close")
+	endReading(w)
 	writeError(w, code, name, msg)
+}
+
+// endReading closes the connection after the response, without waiting for
+// the rest of the body: net/http would otherwise read what is left of it
+// (up to 256 KiB) to reuse the connection, without a deadline, and a
+// client that stopped sending would keep the connection, and a graceful
+// shutdown, waiting.
+func endReading(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }

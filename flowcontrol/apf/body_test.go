@@ -101,16 +101,22 @@ func (s *bodyServer) slowPost(t *testing.T, name, token string, length int) net.
 	return conn
 }
 
-// response reads the HTTP response on conn, waiting at most patience.
+// response reads the HTTP response on conn, waiting at most patience, and
+// requires the server to close the connection after it (it must not wait
+// for the rest of a body that is not coming).
 func response(t *testing.T, conn net.Conn) (*http.Response, string) {
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(patience))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("read response: %v", err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after the response: %d bytes, %v; want the server to close the connection", n, err)
+	}
 	return resp, string(b)
 }
 
@@ -178,9 +184,9 @@ func TestReadBodyTooLarge(t *testing.T) {
 func TestReadBodyBoundsAnonymousReads(t *testing.T) {
 	s := newBodyServer(t, apf.BodyLimits{MaxBytes: 1 << 20, Timeout: time.Minute, MaxAnonymous: 1}, nil)
 	slow := s.slowPost(t, "anonymous", "", 100)
-	code, body := post(t, s.URL+"/submissions", "", `{}`)
-	if code != http.StatusTooManyRequests || !strings.Contains(body, "without credentials") {
-		t.Errorf("second anonymous body: %d %s, want 429", code, body)
+	refused := s.slowPost(t, "refused", "", 100)
+	if resp, body := response(t, refused); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "without credentials") {
+		t.Errorf("second anonymous body: %d %s, want 429", resp.StatusCode, body)
 	}
 	if code, _ := post(t, s.URL+"/submissions", "alice-token", `{}`); code != http.StatusOK {
 		t.Errorf("alice beside it: %d, want 200", code)

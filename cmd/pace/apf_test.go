@@ -73,7 +73,7 @@ func TestAPFClassifyIgnoresGenericEnv(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	out, errOut, code := runPace(t, "apf", "classify", "--resource", "pods", "-o", "json")
-	if code != exitOK || !strings.Contains(out, `"flowSchema":"global-default","priorityLevel":"global-default","distinguisher":"system:anonymous"`) {
+	if code != exitOK || !strings.Contains(out, `"flowSchema":"pace-anonymous","priorityLevel":"pace-anonymous","distinguisher":""`) {
 		t.Errorf("exit %d, out %s, err %s; want the anonymous defaults", code, out, errOut)
 	}
 	help, _, _ := runPace(t, "apf", "classify", "--help")
@@ -107,7 +107,7 @@ func TestAPFShardingTable(t *testing.T) {
 
 func TestAPFDefaultsRoundTrip(t *testing.T) {
 	out, _, code := runPace(t, "apf", "defaults")
-	if code != exitOK || strings.Count(out, "kind: FlowSchema") != 15 || strings.Count(out, "kind: PriorityLevelConfiguration") != 10 {
+	if code != exitOK || strings.Count(out, "kind: FlowSchema") != 16 || strings.Count(out, "kind: PriorityLevelConfiguration") != 11 {
 		t.Fatalf("exit %d, %d schemas, %d levels", code, strings.Count(out, "kind: FlowSchema"), strings.Count(out, "kind: PriorityLevelConfiguration"))
 	}
 	f := t.TempDir() + "/d.yaml"

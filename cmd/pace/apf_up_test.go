@@ -30,7 +30,7 @@ func httpGet(t *testing.T, url, token string) (int, string, http.Header) {
 func TestUpAPF(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("alice-token,alice,1,\"team-a\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("alice-token,alice,1,\"team-a\"\nroot-token,root,0,\"pace:admins\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	u := startUp(t, filepath.Join(dir, "data"), "--token-file", tokens,
@@ -42,7 +42,7 @@ func TestUpAPF(t *testing.T) {
 	if code, _, _ := httpGet(t, u.httpURL+"/livez", "wrong"); code != 401 {
 		t.Errorf("bad token: %d, want 401", code)
 	}
-	code, body, _ := httpGet(t, u.httpURL+"/metrics", "alice-token")
+	code, body, _ := httpGet(t, u.httpURL+"/metrics", "root-token")
 	for _, want := range []string{
 		`apiserver_flowcontrol_nominal_limit_seats{priority_level="pace-submissions"}`,
 		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="probes",priority_level="exempt"}`,
@@ -53,7 +53,7 @@ func TestUpAPF(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	code, body, _ = httpGet(t, u.httpURL+"/debug/api_priority_and_fairness/dump_priority_levels", "alice-token")
+	code, body, _ = httpGet(t, u.httpURL+"/debug/api_priority_and_fairness/dump_priority_levels", "root-token")
 	if code != 200 || !strings.HasPrefix(body, "PriorityLevelName,") || !strings.Contains(body, "pace-submissions,") {
 		t.Errorf("dump_priority_levels: %d\n%s", code, body)
 	}

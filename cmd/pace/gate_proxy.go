@@ -25,6 +25,7 @@ import (
 type gateProxyOptions struct {
 	fc       flowcontrolFlags
 	http     httpFlags
+	maxBody  byteSize
 	upstream string
 	// TLS to the upstream: CA bundle and client certificate (PEM files)
 	upstreamCA, upstreamCert, upstreamKey string
@@ -32,13 +33,16 @@ type gateProxyOptions struct {
 
 // Upstream limits: connecting, the TLS handshake and the response headers
 // are bounded (kube-apiserver answers within its 60 s request timeout and
-// starts a watch at once); bodies stream without a limit.
+// starts a watch at once); response bodies stream without a limit. Request
+// bodies are read whole before admission, at most --max-body
+// (kube-apiserver's own limit by default).
 const (
 	upstreamDialTimeout     = 10 * time.Second
 	upstreamTLSTimeout      = 10 * time.Second
 	upstreamHeaderTimeout   = 90 * time.Second
 	upstreamMaxHeaderBytes  = 1 << 20
 	upstreamIdleConnTimeout = 90 * time.Second
+	proxyMaxBody            = 3 << 20
 )
 
 func newGateProxyCmd(a *app) *cobra.Command {
@@ -52,7 +56,9 @@ API Priority and Fairness admits it. Requests are authenticated with
 method and path, API group, resource/subresource, namespace, name, list vs
 get, watch), classified by the FlowSchemas of --flowcontrol-config over the defaults,
 charged seats by kube-apiserver's work estimator, and queued per priority
-level; rejected ones get 429 with Retry-After. Watches hold their seat until
+level; rejected ones get 429 with Retry-After. A request body is read whole
+before the request queues: one larger than --max-body is refused with 413,
+one not in within --body-timeout with 408. Watches hold their seat until
 the upstream starts responding; exec, attach, port-forward, proxy and log
 requests bypass the queues, as in kube-apiserver.
 
@@ -68,7 +74,8 @@ header is passed through, so the upstream authenticates every caller itself.
 
 The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
-itself.`,
+itself. With --token-file, /metrics is served to members of pace:admins,
+system:masters and pace:metrics only, the dumps to the first two.`,
 		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --http :8443 --tls-cert proxy.crt --tls-key proxy.key --token-file tokens.csv
   pace gate proxy --upstream http://127.0.0.1:9000 --flowcontrol-config apf.yaml --max-requests-inflight 10 --max-mutating-requests-inflight 10`,
 		Args: exactArgs(0),
@@ -83,6 +90,8 @@ itself.`,
 	f.StringVar(&o.upstreamCA, "upstream-ca", "", "CA file (PEM) that verifies an https --upstream (default: the system roots)")
 	f.StringVar(&o.upstreamCert, "upstream-cert", "", "client certificate file (PEM) presented to the upstream")
 	f.StringVar(&o.upstreamKey, "upstream-key", "", "private key file (PEM) of --upstream-cert")
+	o.maxBody = proxyMaxBody
+	f.Var(&o.maxBody, "max-body", "largest request body passed upstream (read whole before admission; 413 beyond)")
 	o.fc.add(f)
 	addPolicyFileAlias(f, &o.fc.config)
 	return cmd
@@ -172,10 +181,11 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	mux.HandleFunc("/healthz", ok)
 	mux.HandleFunc("/livez", ok)
 	mux.HandleFunc("/readyz", ok)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle(apf.DebugPrefix, gate.DebugHandler())
+	mux.Handle("GET /metrics", only(authn != nil, metricsReaders...)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle(apf.DebugPrefix, only(authn != nil, dumpReaders...)(gate.DebugHandler()))
 	mux.Handle("/", proxy)
-	handler := auth.Middleware(authn)(gate.Middleware(apf.KubeResolver, apf.LearnObjectCounts())(mux))
+	admitted := gate.Middleware(apf.KubeResolver, apf.LearnObjectCounts())(mux)
+	handler := auth.Middleware(authn)(apf.ReadBody(o.http.bodyLimits(int64(o.maxBody), authn != nil))(admitted))
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {

@@ -91,8 +91,9 @@ type wiring struct {
 	// NATS token when the bus authenticates (nil: none).
 	jobEnv func(job string) []string
 
-	fc      *apf.Gate // one per process: pace up's job API and bus gate share its seats
-	apiGate bool      // the job API is served: api goes behind fc
+	fc      *apf.Gate    // one per process: pace up's job API and bus gate share its seats
+	apiGate bool         // the job API is served: api goes behind fc
+	resolve apf.Resolver // classifies the job API's requests by their routes
 	authn   auth.Authenticator
 	mgr     *manager.Manager // the manager of the job API, if wired
 
@@ -134,7 +135,7 @@ type term struct {
 func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c.MalformedJobEvents())
-	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg), root: http.NewServeMux(),
+	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg, f.fc.tokenFile != ""), root: http.NewServeMux(),
 		addr: ln.Addr().String(), url: f.http.url(ln), natsURL: natsURL, workerEnv: workerEnv}
 }
 
@@ -232,12 +233,21 @@ func rerun(ctx context.Context, log *slog.Logger, loop func(context.Context) err
 	}
 }
 
-// handler is the HTTP handler of everything wired.
+// handler is the HTTP handler of everything wired: callers authenticated
+// first (a bad token is refused before anything is read), then the API's
+// bodies read whole, within --body-timeout and --max-body, and only then
+// the API admitted by APF, so that no seat waits on a slow client. The UI
+// is outside APF; its streams bound themselves.
 func (w *wiring) handler() http.Handler {
 	var h http.Handler = w.api
 	if w.apiGate {
-		h = w.fc.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(h)
+		h = w.fc.Middleware(w.resolve)(h)
 	}
+	maxBody := int64(w.f.manager.maxBody)
+	if maxBody <= 0 { // a stage without the job API's flags
+		maxBody = 8 << 20
+	}
+	h = apf.ReadBody(w.f.http.bodyLimits(maxBody, w.authn != nil))(h)
 	w.root.Handle("/", h)
 	return auth.Middleware(w.authn)(w.root)
 }
@@ -320,8 +330,8 @@ func wireManager(ctx context.Context, w *wiring) error {
 		return err
 	}
 	api.Register(w.api)
-	w.api.Handle(apf.DebugPrefix, fc.DebugHandler())
-	w.apiGate, w.mgr = true, mgr
+	w.api.Handle(apf.DebugPrefix, only(authn != nil, dumpReaders...)(fc.DebugHandler()))
+	w.apiGate, w.resolve, w.mgr = true, api.Resolver(), mgr
 	w.loops = append(w.loops, c.DeadLetters, countJobs(c, fc.ObjectCounts(), w.log))
 	if w.f.tokens.calloutKey != "" {
 		if err := w.serveCallout(c, authn); err != nil {
@@ -565,5 +575,7 @@ func wireVisualizer(ctx context.Context, w *wiring) error {
 		ui.SetRemoteFlowControl(c)
 	}
 	ui.Register(w.root)
+	w.reg.MustRegister(ui.Metrics())
+	w.loops = append(w.loops, ui.Run) // one reader of the job events wakes every stream
 	return nil
 }

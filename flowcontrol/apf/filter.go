@@ -50,7 +50,7 @@ func LearnObjectCounts() FilterOption {
 // Gate.Watches until it ends. With APF disabled (Config.Disabled) it applies
 // the two max-inflight limits instead.
 //
-//	handler := auth.Middleware(authn)(gate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux))
+//	handler := auth.Middleware(authn)(apf.ReadBody(limits)(gate.Middleware(api.Resolver())(mux)))
 func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Handler) http.Handler {
 	if g.cfg.Disabled {
 		return g.maxInflight(resolve)

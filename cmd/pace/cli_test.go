@@ -107,13 +107,13 @@ func (u *paceUp) stop(t *testing.T) {
 	}
 	select {
 	case err := <-u.waitDone:
+		u.waitDone <- err // for the cleanup, also when this fails
 		if err != nil {
 			t.Fatalf("pace up exit after SIGTERM: %v; stderr:\n%s", err, u.stderr)
 		}
 	case <-time.After(2 * time.Minute): // a stop ends the wait at once; a slow machine must not fail it
 		t.Fatal("pace up did not stop within 2 minutes of SIGTERM")
 	}
-	u.waitDone <- nil // for the cleanup
 }
 
 // pace runs the binary with args against u and returns its stdout.

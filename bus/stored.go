@@ -219,15 +219,18 @@ func readerLost(err error) bool {
 		errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders)
 }
 
-// dropReader deletes a consumer the manager made for a read that ended;
-// an ordered consumer deletes itself.
+// dropReader deletes the consumer of a read that ended, rather than leave
+// it to expire: one the manager made, or an ordered consumer's current one.
 func (c *Client) dropReader(cons jetstream.Consumer) {
-	if cons == nil || c.token == "" {
+	if cons == nil {
+		return
+	}
+	info := cons.CachedInfo()
+	if info == nil || info.Name == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	info := cons.CachedInfo()
 	if err := c.js.DeleteConsumer(ctx, info.Stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		c.log.Debug("reader consumer not deleted; it expires by itself", "consumer", info.Name, "err", err)
 	}

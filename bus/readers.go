@@ -173,7 +173,9 @@ func (c *Client) readerConsumer(ctx context.Context, family, filter string, seq 
 	data, _ := json.Marshal(req)
 	var reply ReadReply
 	err := c.callInto(ctx, c.prefix.Control("read"), data, nil, &reply)
-	if apiErr := (*schemas.APIError)(nil); errors.As(err, &apiErr) && (apiErr.Code == 403 || apiErr.Code == 404) {
+	// Refused: a token the manager does not know (a worker's), a job that is
+	// not the caller's, a filter spanning jobs.
+	if apiErr := (*schemas.APIError)(nil); errors.As(err, &apiErr) && (apiErr.Code == 401 || apiErr.Code == 403 || apiErr.Code == 404) {
 		return nil, fmt.Errorf("%w: %s", ErrNotPermitted, apiErr.Message)
 	}
 	if err != nil {

@@ -323,14 +323,22 @@ func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
 		FilterSubject: maxDeliveriesAdvisories + c.prefix.Stream(workFamily) + ".*",
 	}
 	stream := c.prefix.Stream(advisoriesFamily)
-	if cons, err := c.js.Consumer(ctx, stream, deadLetterConsumer); err == nil {
+	// Looked up like any call of provisioning: while a stream just scaled
+	// elects its leader a lookup can go unanswered, and an update sent then
+	// for nothing could wait as long.
+	var cons jetstream.Consumer
+	err := c.attempt(ctx, "look up consumer "+deadLetterConsumer, func(ctx context.Context) (err error) {
+		cons, err = c.js.Consumer(ctx, stream, deadLetterConsumer)
+		return err
+	})
+	if err == nil {
 		got := cons.CachedInfo().Config
 		if got.AckPolicy == want.AckPolicy && got.AckWait == want.AckWait && got.Description == want.Description &&
 			got.FilterSubject == want.FilterSubject {
 			return nil
 		}
 	}
-	err := c.attempt(ctx, "provision consumer "+deadLetterConsumer, func(ctx context.Context) error {
+	err = c.attempt(ctx, "provision consumer "+deadLetterConsumer, func(ctx context.Context) error {
 		_, err := c.js.CreateOrUpdateConsumer(ctx, stream, want)
 		return err
 	})

@@ -67,14 +67,18 @@ func (cd *Candidate) Transitions() int64 { return cd.changes.Load() }
 // error, unless the error is Temporary: then it stands by again. Cancellation
 // of ctx returns nil.
 func (cd *Candidate) Run(ctx context.Context, work func(context.Context) error) error {
-	kv, err := cd.c.js.KeyValue(ctx, cd.c.prefix.Bucket(leasesBucket))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	// A stage starting while the cluster recovers (a server restarting, a
+	// stream electing its leader) waits for the bucket, as for the rest of
+	// its start-up calls.
+	var kv jetstream.KeyValue
+	var st jetstream.KeyValueStatus
+	err := RetryTemporary(ctx, cd.log, startupBudget, "open the leases bucket", func(ctx context.Context) (err error) {
+		if kv, err = cd.c.js.KeyValue(ctx, cd.c.prefix.Bucket(leasesBucket)); err != nil {
+			return fmt.Errorf("leases bucket: %w (is the bus provisioned?)", err)
 		}
-		return fmt.Errorf("leader election %s: leases bucket: %w (is the bus provisioned?)", cd.key, err)
-	}
-	st, err := kv.Status(ctx)
+		st, err = kv.Status(ctx)
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -44,6 +44,11 @@ func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
 // It is how items published to a job that does not accept them leave the
 // work stream.
 //
+// A work item that already has a result is not refused but deleted: it is
+// an item processed while its acknowledgement was lost (a server killed
+// mid-ack), left on the stream when its job completed; its letter would
+// stand for work that was done.
+//
 // Each letter keeps the message byte for byte (Raw, Header, Subject; a
 // body too large for its letter goes to the dead-letter object store),
 // and the item's id and payload when it is a readable work item, so that
@@ -76,6 +81,16 @@ func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, wh
 			return moved, nil
 		}
 		seq = raw.Sequence + 1
+		done, err := c.processed(ctx, job, raw)
+		if err != nil {
+			return moved, err
+		}
+		if done {
+			if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return moved, fmt.Errorf("remove processed item %d of %s: %w", raw.Sequence, subject, err)
+			}
+			continue
+		}
 		d := RefusedLetter(job, raw.Subject, raw.Data, raw.Header, why, c.now())
 		d.Sequence = raw.Sequence
 		key := fmt.Sprintf("refused/%s/%d", name, raw.Sequence)
@@ -94,6 +109,16 @@ func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, wh
 		moved++
 	}
 	return moved, nil
+}
+
+// processed reports whether raw, a message of job's work subject, is a
+// work item that has a result.
+func (c *Client) processed(ctx context.Context, job string, raw *jetstream.RawStreamMsg) (bool, error) {
+	it, err := Decode[schemas.WorkItem](raw.Data, raw.Header)
+	if err != nil {
+		return false, nil //nolint:nilerr // not an item: refused as it is
+	}
+	return c.hasResult(ctx, job, it.ID)
 }
 
 // RefusedLetter returns the dead letter of a message published on subject

@@ -78,3 +78,38 @@ func TestRefuseWork(t *testing.T) {
 		t.Errorf("refused letter version %q (%v), want 4", m.Header.Get(schemas.HeaderSchemaVersion), err)
 	}
 }
+
+// An item that already has a result is one processed whose acknowledgement
+// was lost: RefuseWork deletes it without a letter, and refuses the others.
+func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	const subject = "pace.work.done"
+	for _, id := range []string{"a", "b"} {
+		body := fmt.Sprintf(`{"id":%q,"job":"done","payload":"p"}`, id)
+		if _, err := c.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.PublishResult(ctx, &schemas.Result{ItemID: "a", Job: "done", Output: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := c.RefuseWork(ctx, subject, ^uint64(0), "job completed")
+	if err != nil || n != 1 {
+		t.Fatalf("RefuseWork = %d, %v; want 1 moved (b), a deleted", n, err)
+	}
+	if q, err := c.QueuedWork(ctx); err != nil || q.Subjects[subject] != 0 {
+		t.Errorf("queued = %v (%v), want the subject emptied", q.Subjects, err)
+	}
+	var ids []string
+	for l, err := range c.Letters(ctx, bus.DeadItems, "done", false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, l.ItemID)
+	}
+	if len(ids) != 1 || ids[0] != "b" {
+		t.Errorf("letters for items %v, want only b's", ids)
+	}
+}

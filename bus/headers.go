@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -66,26 +65,37 @@ func MessageContext(ctx context.Context, h nats.Header) context.Context {
 // message without a correlation id in ctx starts a new correlation; the
 // traceparent continues ctx's trace with a new span id, or starts a trace.
 func NewMsg(ctx context.Context, subject string, m schemas.Message) (*nats.Msg, error) {
+	return newMsg(subject, m, messageHeader(ctx, m))
+}
+
+// messageHeader returns the headers NewMsg gives m. The messages of a
+// batch share one (cloned), so that the batch is one correlation and one
+// span rather than one per message.
+func messageHeader(ctx context.Context, m schemas.Message) nats.Header {
 	name, _ := m.Schema()
-	version := schemas.Version(m)
-	if errs := m.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errs.ToAggregate())
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", name, err)
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	msg.Header.Set(schemas.HeaderSchema, name)
-	msg.Header.Set(schemas.HeaderSchemaVersion, strconv.Itoa(version))
 	id := CorrelationID(ctx)
 	if id == "" {
 		id = nuid.Next()
 	}
-	msg.Header.Set(schemas.HeaderCorrelationID, id)
-	msg.Header.Set(schemas.HeaderTraceparent, childTraceparent(Traceparent(ctx)))
-	return msg, nil
+	return nats.Header{
+		schemas.HeaderSchema:        {name},
+		schemas.HeaderSchemaVersion: {strconv.Itoa(schemas.Version(m))},
+		schemas.HeaderCorrelationID: {id},
+		schemas.HeaderTraceparent:   {childTraceparent(Traceparent(ctx))},
+	}
+}
+
+// newMsg validates m and encodes it on subject with headers h.
+func newMsg(subject string, m schemas.Message, h nats.Header) (*nats.Msg, error) {
+	name, _ := m.Schema()
+	if errs := m.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errs.ToAggregate())
+	}
+	data, err := encode(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", name, err)
+	}
+	return &nats.Msg{Subject: subject, Data: data, Header: h}, nil
 }
 
 // Decode reads a message of type T. A schema header, when present, must name
@@ -107,7 +117,7 @@ func Decode[T any, P interface {
 			return nil, fmt.Errorf("%w: %s schema version %q, this build reads 1..%d", ErrMalformed, name, got, version)
 		}
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := decode(data, v); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, err)
 	}
 	if errs := v.Validate(); len(errs) > 0 {

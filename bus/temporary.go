@@ -57,6 +57,14 @@ func StoreFull(err error) bool {
 		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages"))
 }
 
+// perSubjectFull reports whether err is JetStream refusing a message because
+// its subject holds as many as the stream keeps (discard new per subject).
+func perSubjectFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
+		strings.Contains(apiErr.Description, "maximum messages per subject")
+}
+
 // RetryTemporary runs step until it succeeds, returns an error that is not
 // Temporary, ctx ends or budget has passed since the first attempt (zero:
 // no bound but ctx). It waits between attempts with exponential backoff,

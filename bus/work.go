@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,7 +54,7 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 		}
 		return fmt.Errorf("push to %s: %w (%s)", job, ErrJobFinished, why)
 	}
-	subject := c.prefix.Work(job)
+	subject, h := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{})
 	now := c.now()
 	futures := make([]jetstream.PubAckFuture, 0, len(items))
 	var pubErr error
@@ -66,13 +67,13 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 		if it.CreatedAt.IsZero() {
 			it.CreatedAt = now
 		}
-		msg, err := NewMsg(ctx, subject, it)
+		msg, err := newMsg(subject, it, maps.Clone(h))
 		if err != nil {
 			pubErr = fmt.Errorf("item %d: %w", i, err)
 			break
 		}
-		msg.Header.Set(schemas.HeaderMsgID, job+"/"+it.ID)
-		f, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(10*time.Second))
+		msg.Header[schemas.HeaderMsgID] = []string{job + "/" + it.ID}
+		f, err := c.js.PublishMsgAsync(msg, stallWait)
 		if err != nil {
 			pubErr = fmt.Errorf("push item %s: %w", it.ID, err)
 			break
@@ -93,6 +94,14 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 	return pubErr
 }
 
+// stallWait bounds how long an asynchronous publish waits for room among
+// the publishes in flight; expectNoResult makes the server refuse a result
+// for an item that has one. Both are made once: the hot path reuses them.
+var (
+	stallWait      = jetstream.WithStallWait(10 * time.Second)
+	expectNoResult = jetstream.WithExpectLastSequencePerSubject(0)
+)
+
 // workloadWindow bounds the items QueueWorkload has in flight.
 const workloadWindow = 4096
 
@@ -103,7 +112,7 @@ const workloadWindow = 4096
 // the server need not remember an id per item for its duplicate window (for
 // 1,000,000 items, over 100 MB for two minutes).
 func (c *Client) QueueWorkload(ctx context.Context, job string, payloads []string) error {
-	subject, now := c.prefix.Work(job), c.now()
+	subject, h, now := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{}), c.now()
 	inflight := make([]jetstream.PubAckFuture, 0, workloadWindow)
 	var first error // the first failure; once it is known, nothing more is sent
 	// settle waits for the answers to futures. Every one is awaited, even
@@ -131,10 +140,11 @@ func (c *Client) QueueWorkload(ctx context.Context, job string, payloads []strin
 		if first != nil {
 			break
 		}
-		msg, err := NewMsg(ctx, subject, &schemas.WorkItem{ID: fmt.Sprintf("%06d", i+1), Job: job, Payload: p, CreatedAt: now})
+		msg, err := newMsg(subject, &schemas.WorkItem{ID: fmt.Sprintf("%06d", i+1), Job: job, Payload: p, CreatedAt: now},
+			maps.Clone(h))
 		if err == nil {
 			var f jetstream.PubAckFuture
-			if f, err = c.js.PublishMsgAsync(msg, jetstream.WithStallWait(10*time.Second)); err == nil {
+			if f, err = c.js.PublishMsgAsync(msg, stallWait); err == nil {
 				inflight = append(inflight, f)
 				continue
 			}
@@ -336,29 +346,27 @@ func (c *Client) publishResultAsync(ctx context.Context, r *schemas.Result) (jet
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(10*time.Second))
+	f, err := c.js.PublishMsgAsync(msg, expectNoResult, stallWait)
 	if err != nil {
 		return nil, fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)
 	}
 	return f, nil
 }
 
-// resultMsg is r's message on pace.results.<job>.<item>: its id makes a
-// retried publish a no-op, and the stream keeps one message per item.
+// resultMsg is r's message on pace.results.<job>.<item>. It carries no
+// message id: the stream keeps one message per item, so a retried publish
+// is refused like any second result, and the server keeps no id per result
+// for its duplicate window.
 func (c *Client) resultMsg(ctx context.Context, r *schemas.Result) (*nats.Msg, error) {
-	msg, err := NewMsg(ctx, c.prefix.Results(r.Job, r.ItemID), r)
-	if err != nil {
-		return nil, err
-	}
-	msg.Header.Set(schemas.HeaderMsgID, r.Job+"/"+r.ItemID)
-	return msg, nil
+	return NewMsg(ctx, c.prefix.Results(r.Job, r.ItemID), r)
 }
 
 // resultStored turns the server's answer to a result into nil (stored),
-// ErrDuplicateResult (the item already had one) or the error.
+// ErrDuplicateResult (the item already had one: the expected-last-sequence
+// check or the stream's one message per subject refused it) or the error.
 func resultStored(r *schemas.Result, ack *jetstream.PubAck, err error) error {
 	switch {
-	case Conflict(err):
+	case Conflict(err), perSubjectFull(err):
 		return ErrDuplicateResult
 	case err != nil:
 		return fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)

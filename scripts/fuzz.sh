@@ -26,6 +26,8 @@ targets=(
 	"schemas FuzzDuration"
 	"schemas FuzzDeadline"
 	"bus FuzzDecode"
+	"bus FuzzDecodeWorkItem"
+	"bus FuzzEncode"
 	"stages/manager FuzzParsePace"
 	"stages/manager FuzzParseAsperathos"
 	"flowcontrol/policy FuzzLoad"

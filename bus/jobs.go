@@ -175,7 +175,9 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 // others (UpdateJob replaces it).
 //
 // The records come in one pass over the bucket (its latest value per key),
-// not one request per job.
+// not one request per job, and a record unchanged since the last call is
+// not decoded again: each record returned is the caller's own copy, whose
+// fields it may set (what they point to is shared and must not change).
 func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
@@ -186,6 +188,10 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer watch.Stop() //nolint:errcheck // ending a one-pass read
+	c.kvMu.Lock()
+	last := c.decoded
+	c.kvMu.Unlock()
+	seen := make(map[string]decodedRecord, len(last))
 	var out []*schemas.JobRecord
 	for {
 		select {
@@ -196,16 +202,30 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 				return nil, errors.New("list jobs: the bucket's reader ended")
 			}
 			if e == nil { // every stored record has come
+				c.kvMu.Lock()
+				c.decoded = seen
+				c.kvMu.Unlock()
 				return out, nil
 			}
-			var rec schemas.JobRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				c.log.Warn("unreadable job record left out", "job", e.Key(), "err", err)
-				continue
+			d, ok := last[e.Key()]
+			if !ok || d.revision != e.Revision() {
+				d = decodedRecord{revision: e.Revision(), rec: new(schemas.JobRecord)}
+				if err := json.Unmarshal(e.Value(), d.rec); err != nil {
+					c.log.Warn("unreadable job record left out", "job", e.Key(), "err", err)
+					continue
+				}
 			}
+			seen[e.Key()] = d
+			rec := *d.rec
 			out = append(out, &rec)
 		}
 	}
+}
+
+// decodedRecord is a job record as Jobs decoded it from a revision.
+type decodedRecord struct {
+	revision uint64
+	rec      *schemas.JobRecord
 }
 
 // UpdateJob applies fn to job's record and stores it with compare-and-set,

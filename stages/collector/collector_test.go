@@ -160,7 +160,10 @@ func TestCollectorKnownStates(t *testing.T) {
 
 	clk := testingclock.NewFakeClock(t0.Add(30 * time.Second))
 	// A long interval, so that activity samples cannot be interval ones.
-	col, err := collector.New(c, collector.Config{Interval: time.Hour, ActivityGap: 200 * time.Millisecond}, replicas{"j1": 2}, clk, nil)
+	// From 2 results on, a job's results are counted by a consumer: j1's
+	// (2, then 3), not j2's (none).
+	col, err := collector.New(c, collector.Config{Interval: time.Hour, ActivityGap: 200 * time.Millisecond, CountConsumerFrom: 2},
+		replicas{"j1": 2}, clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +210,9 @@ func TestCollectorKnownStates(t *testing.T) {
 	_, n2 = got.last("j2")
 
 	// A running job's counting consumer has an unguessable name and cannot
-	// be fetched from: it is a push consumer that delivers nowhere.
-	counters := func() []*jetstream.ConsumerInfo {
+	// be fetched from: it is a push consumer that delivers nowhere. A job
+	// with fewer results than CountConsumerFrom has none.
+	countersOf := func(job string) []*jetstream.ConsumerInfo {
 		st, err := js.Stream(ctx, c.Prefix().Stream("RESULTS"))
 		if err != nil {
 			t.Fatal(err)
@@ -216,7 +220,7 @@ func TestCollectorKnownStates(t *testing.T) {
 		var found []*jetstream.ConsumerInfo
 		list := st.ListConsumers(ctx)
 		for info := range list.Info() {
-			if strings.HasPrefix(info.Name, "count-j1-") {
+			if strings.HasPrefix(info.Name, "count-"+job+"-") {
 				found = append(found, info)
 			}
 		}
@@ -224,6 +228,10 @@ func TestCollectorKnownStates(t *testing.T) {
 			t.Fatal(err)
 		}
 		return found
+	}
+	counters := func() []*jetstream.ConsumerInfo { return countersOf("j1") }
+	if found := countersOf("j2"); len(found) != 0 {
+		t.Errorf("counting consumers of j2, which has no result: %+v, want none", found)
 	}
 	if found := counters(); len(found) != 1 || len(found[0].Name) != len("count-j1-")+22 || found[0].Config.DeliverSubject == "" {
 		t.Fatalf("counting consumers of j1 = %+v, want one push consumer named count-j1-<nuid>", found)

@@ -36,6 +36,14 @@ func countConsumerJob(name string) (string, bool) {
 // nuidLen is the length of a nuid.Next().
 const nuidLen = 22
 
+// counting reports whether job has a counting consumer, or had one.
+func (c *Collector) counting(job string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.counters[job]
+	return ok
+}
+
 // countName returns job's counting consumer's name, a new one when it has
 // none yet.
 func (c *Collector) countName(job string) string {
@@ -158,10 +166,19 @@ func (c *Collector) workStream(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
-// count returns the number of messages on filter in a stream, from the
-// NumPending of a consumer that never delivers, creating it on first use.
+// count returns the number of messages on filter in a stream: from the
+// stream's subject list while they are fewer than Config.CountConsumerFrom
+// (a thousand idle jobs then hold no consumer), then from the NumPending of
+// a consumer that never delivers, created then.
 func (c *Collector) count(ctx context.Context, family, job, filter string) (int, error) {
-	stream, name := c.prefix.Stream(family), c.countName(job)
+	stream := c.prefix.Stream(family)
+	if !c.counting(job) {
+		n, err := c.countSubjects(ctx, stream, filter)
+		if err != nil || n < c.cfg.CountConsumerFrom {
+			return n, err
+		}
+	}
+	name := c.countName(job)
 	info, err := c.countInfo(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		// A push consumer whose deliver subject no one may subscribe to:

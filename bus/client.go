@@ -32,9 +32,7 @@ type Client struct {
 
 	kvMu sync.Mutex
 	jobs jetstream.KeyValue // the jobs bucket, once opened; guarded by kvMu
-	// decoded holds the records Jobs read last, by key, with the revision
-	// each was decoded from: an unchanged record is not decoded again.
-	decoded map[string]decodedRecord // guarded by kvMu
+	listed jobListing // what Jobs read last; guarded by kvMu
 }
 
 // ErrNotPermitted is wrapped by the error of a call the server refused for

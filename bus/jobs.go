@@ -175,24 +175,33 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 // others (UpdateJob replaces it).
 //
 // The records come in one pass over the bucket (its latest value per key),
-// not one request per job, and a record unchanged since the last call is
-// not decoded again: each record returned is the caller's own copy, whose
-// fields it may set (what they point to is shared and must not change).
+// not one request per job. While the bucket is unchanged (the same first
+// and last sequence and message count, which any write or removal moves)
+// the last pass is used again, and a record unchanged since then is not
+// decoded again: an idle manager lists a thousand jobs every second. Each
+// record returned is the caller's own copy, whose fields it may set (what
+// they point to is shared and must not change).
 func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
 		return nil, err
+	}
+	state, err := bucketStateOf(ctx, kv) // read before the pass: a write after it shows next time
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	c.kvMu.Lock()
+	last := c.listed
+	c.kvMu.Unlock()
+	if last.state == state && last.records != nil {
+		return last.copies(), nil
 	}
 	watch, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer watch.Stop() //nolint:errcheck // ending a one-pass read
-	c.kvMu.Lock()
-	last := c.decoded
-	c.kvMu.Unlock()
-	seen := make(map[string]decodedRecord, len(last))
-	var out []*schemas.JobRecord
+	next := jobListing{state: state, byKey: make(map[string]decodedRecord, len(last.byKey))}
 	for {
 		select {
 		case <-ctx.Done():
@@ -202,12 +211,15 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 				return nil, errors.New("list jobs: the bucket's reader ended")
 			}
 			if e == nil { // every stored record has come
+				if next.records == nil {
+					next.records = []*schemas.JobRecord{}
+				}
 				c.kvMu.Lock()
-				c.decoded = seen
+				c.listed = next
 				c.kvMu.Unlock()
-				return out, nil
+				return next.copies(), nil
 			}
-			d, ok := last[e.Key()]
+			d, ok := last.byKey[e.Key()]
 			if !ok || d.revision != e.Revision() {
 				d = decodedRecord{revision: e.Revision(), rec: new(schemas.JobRecord)}
 				if err := json.Unmarshal(e.Value(), d.rec); err != nil {
@@ -215,17 +227,51 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 					continue
 				}
 			}
-			seen[e.Key()] = d
-			rec := *d.rec
-			out = append(out, &rec)
+			next.byKey[e.Key()] = d
+			next.records = append(next.records, d.rec)
 		}
 	}
+}
+
+// jobListing is what a pass of Jobs read: the records in their order and
+// by key, and the bucket's state before the pass.
+type jobListing struct {
+	state   bucketState
+	records []*schemas.JobRecord
+	byKey   map[string]decodedRecord
+}
+
+// copies returns a copy of each record.
+func (l jobListing) copies() []*schemas.JobRecord {
+	out := make([]*schemas.JobRecord, len(l.records))
+	for i, r := range l.records {
+		cp := *r
+		out[i] = &cp
+	}
+	return out
 }
 
 // decodedRecord is a job record as Jobs decoded it from a revision.
 type decodedRecord struct {
 	revision uint64
 	rec      *schemas.JobRecord
+}
+
+// bucketState is what changes in a bucket's stream whenever a value is
+// written, deleted or expires.
+type bucketState struct{ first, last, msgs uint64 }
+
+func bucketStateOf(ctx context.Context, kv jetstream.KeyValue) (bucketState, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return bucketState{}, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return bucketState{}, fmt.Errorf("bucket status of type %T", st)
+	}
+	s := bs.StreamInfo().State
+	return bucketState{first: s.FirstSeq, last: s.LastSeq, msgs: s.Msgs}, nil
 }
 
 // UpdateJob applies fn to job's record and stores it with compare-and-set,

@@ -15,7 +15,7 @@ import (
 // no worker runs) that have nothing to do — a third streaming with
 // replicas.min 0, a third streaming with min 1, a third batch jobs whose
 // items wait for workers — lets them settle, then reports the CPU the pace
-// process spends over 20 s (percent of one core) and its resident size.
+// process spends over 60 s (percent of one core) and its resident size.
 // Run it once: go test -run '^$' -bench IdleJobs -benchtime 1x ./cmd/pace/
 func BenchmarkIdleJobs(b *testing.B) {
 	const jobs = 1000
@@ -39,7 +39,7 @@ func BenchmarkIdleJobs(b *testing.B) {
 	time.Sleep(70 * time.Second) // first samples and decisions; idle jobs back off to their heartbeat
 	b.ResetTimer()
 	start, t0 := cpuTicks(b, pid), time.Now()
-	time.Sleep(20 * time.Second)
+	time.Sleep(60 * time.Second) // two of an idle job's 30-second heartbeats: sampled in step, they come in bursts
 	used, elapsed := cpuTicks(b, pid)-start, time.Since(t0)
 	b.StopTimer()
 	// /proc/<pid>/stat counts in clock ticks of 1/100 s (USER_HZ).

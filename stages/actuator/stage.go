@@ -300,12 +300,23 @@ func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schema
 	if err != nil {
 		return err
 	}
-	if _, err := s.c.JetStream().PublishMsg(ctx, msg); err != nil {
+	// The request's id is its message id: a publish retried after a lost
+	// acknowledgement is stored once, and the gate runs it once.
+	msg.Header.Set(schemas.HeaderMsgID, "kube/"+req.ID)
+	err = bus.RetryTemporary(ctx, s.log, publishBudget, "infrastructure request", func(ctx context.Context) error {
+		_, err := s.c.JetStream().PublishMsg(ctx, msg)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("publish request for %s: %w", rec.ID, err)
 	}
 	s.log.Info("infrastructure request", "job", rec.ID, "verb", req.Verb, "replicas", req.Replicas, "reason", reason)
 	return nil
 }
+
+// publishBudget bounds the retries of a request's publish: past it, the
+// job's next decision asks again.
+const publishBudget = 30 * time.Second
 
 // initialReplicas is the worker count a job starts with.
 func initialReplicas(spec schemas.JobSpec) int {

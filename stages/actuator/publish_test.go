@@ -1,0 +1,40 @@
+package actuator
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// A request published again (a retry after a lost acknowledgement) is
+// stored once: its id is its message id.
+func TestRequestPublishedTwiceIsStoredOnce(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	s := New(c, slog.New(slog.DiscardHandler))
+	rec := &schemas.JobRecord{ID: "j", Spec: schemas.JobSpec{Owner: "alice"}}
+	for range 2 {
+		req := &schemas.KubeRequest{ID: "req-1", Verb: "patch", Subresource: "scale", Replicas: 2}
+		if err := s.publish(ctx, rec, req, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := &schemas.KubeRequest{ID: "req-2", Verb: "patch", Subresource: "scale", Replicas: 3}
+	if err := s.publish(ctx, rec, other, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("%d requests stored, want 2 (req-1 once, req-2)", info.State.Msgs)
+	}
+}

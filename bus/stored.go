@@ -53,6 +53,14 @@ func (c *Client) Logs(ctx context.Context, job string, follow bool) iter.Seq2[*s
 	return stored[schemas.LogLine](ctx, c, logsFamily, c.prefix.Logs(job), follow)
 }
 
+// Decisions iterates over job's scaling decisions (pace.decisions.<job>),
+// oldest first, as Logs does over its lines: without follow it ends after
+// the last stored one; with follow it waits for new ones until ctx ends.
+// The stream keeps a job's recent decisions, not all of them.
+func (c *Client) Decisions(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.Decision, error] {
+	return stored[schemas.Decision](ctx, c, decisionsFamily, c.prefix.Decisions(job), follow)
+}
+
 func collect[T any](seq iter.Seq2[*T, error]) ([]*T, error) {
 	var out []*T
 	for v, err := range seq {

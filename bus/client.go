@@ -30,9 +30,9 @@ type Client struct {
 
 	malformed *malformedEvents // job events that could not be decoded
 
-	kvMu sync.Mutex
-	jobs jetstream.KeyValue // the jobs bucket, once opened; guarded by kvMu
-	listed jobListing // what Jobs read last; guarded by kvMu
+	kvMu   sync.Mutex
+	jobs   jetstream.KeyValue // the jobs bucket, once opened; guarded by kvMu
+	listed jobListing         // what Jobs read last; guarded by kvMu
 }
 
 // ErrNotPermitted is wrapped by the error of a call the server refused for

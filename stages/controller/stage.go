@@ -208,22 +208,6 @@ func (s *Stage) controller(ctx context.Context, job string) (*jobController, err
 	return jc, nil
 }
 
-// Process is the stage's handler: the decision for p, or none (a stale
-// sample, within check_interval of the last decision, a decision that keeps
-// the replicas within the heartbeat, an external controller, or a job in a
-// final state). The controller's state is saved with a decision before it
-// returns.
-func (s *Stage) Process(ctx context.Context, p *schemas.Progress) ([]*schemas.Decision, error) {
-	d, jc, err := s.decide(ctx, p)
-	if err != nil || d == nil {
-		return nil, err
-	}
-	if err := s.save(ctx, p.Job, jc); err != nil {
-		return nil, err
-	}
-	return []*schemas.Decision{d}, nil
-}
-
 // decide runs job's controller on p and returns the decision to publish,
 // nil when there is none or it is not due (see publishable); the state is
 // not saved yet.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -37,7 +36,6 @@ type Manager struct {
 	users      Users
 	authn      auth.Authenticator
 	httpClient *http.Client
-	random     io.Reader
 
 	// mu guards submitting (the jobs this process is creating), progress
 	// and checks.
@@ -80,9 +78,6 @@ func WithHTTPClient(c *http.Client) Option {
 	return func(m *Manager) error { m.httpClient = c; return nil }
 }
 
-// WithRandom sets the source of job ids (default: crypto/rand).
-func WithRandom(r io.Reader) Option { return func(m *Manager) error { m.random = r; return nil } }
-
 // New returns a manager of the jobs on c's bus.
 func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 	cfg = cfg.Defaults()
@@ -90,7 +85,7 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("manager config: %w", errs.ToAggregate())
 	}
 	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
-		httpClient: http.DefaultClient, random: rand.Reader, submitting: map[string]bool{},
+		httpClient: http.DefaultClient, submitting: map[string]bool{},
 		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{},
 		progress: map[string]progressMark{}, checks: map[string]jobCheck{}}
 	for _, opt := range opts {
@@ -332,7 +327,7 @@ func (m *Manager) fail(ctx context.Context, job string, err error) error {
 
 func (m *Manager) newID(sub *submission) string {
 	var b [4]byte
-	_, _ = io.ReadFull(m.random, b[:])
+	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])[:7]
 	if sub.format == FormatAsperathos {
 		return "kj-" + suffix

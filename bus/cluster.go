@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
 )
 
 // clusteredReplicas is the replication factor Pace uses on a cluster that
@@ -37,7 +39,7 @@ func (c *Client) placeableReplicas(ctx context.Context) (int, error) {
 		return 1, nil
 	}
 	probe := jetstream.StreamConfig{
-		Name: c.prefix.Stream("PROBE"), Description: "placement probe of Provision; deleted at once",
+		Name: c.prefix.Stream(schemas.StreamProbe), Description: "placement probe of Provision; deleted at once",
 		Subjects: []string{string(c.prefix) + ".probe"}, Storage: jetstream.MemoryStorage,
 		Replicas: clusteredReplicas, MaxMsgs: 1, Discard: jetstream.DiscardNew,
 	}

@@ -269,7 +269,7 @@ type StoredLetter struct {
 
 // letterSubject is the stream family of store and its subject for job
 // ("*" for every job).
-func (c *Client) letterSubject(store LetterStore, job string) (family, subject string, err error) {
+func (c *Client) letterSubject(store LetterStore, job string) (family schemas.Stream, subject string, err error) {
 	switch store {
 	case DeadItems:
 		return deadFamily, c.prefix.Dead(job), nil

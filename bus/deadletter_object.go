@@ -22,7 +22,7 @@ import (
 // makes a body a third larger, so a message over about 750 KiB cannot be
 // kept in its letter. Each object belongs to one letter, which names it
 // (schemas.DeadLetter.RawObject).
-const lettersBucket = "dead_letters"
+const lettersBucket = schemas.BucketDeadLetters
 
 // letterObjectSweep is how often DeadLetters deletes the objects no letter
 // names, and how old those must be.

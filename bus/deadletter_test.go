@@ -369,7 +369,7 @@ func TestForgedLettersAreNotRedrivenElsewhere(t *testing.T) {
 			}
 		})
 	}
-	for _, family := range []string{"K8S", "JOBS", "WORK"} {
+	for _, family := range []schemas.Stream{schemas.StreamKube, schemas.StreamJobs, schemas.StreamWork} {
 		info, err := c.JetStream().Stream(ctx, c.Prefix().Stream(family))
 		if err != nil {
 			t.Fatal(err)

@@ -101,7 +101,7 @@ func (c *Client) deadItems(ctx context.Context, job string, results map[string]u
 	return dead, refused, nil
 }
 
-func (c *Client) subjectCounts(ctx context.Context, family, filter string) (map[string]uint64, error) {
+func (c *Client) subjectCounts(ctx context.Context, family schemas.Stream, filter string) (map[string]uint64, error) {
 	st, err := c.js.Stream(ctx, c.prefix.Stream(family))
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", family, err)
@@ -196,7 +196,7 @@ func (c *Client) PurgeJob(ctx context.Context, job string) error {
 	if err := c.ReleaseWork(ctx, job); err != nil {
 		return err
 	}
-	for family, subject := range map[string]string{
+	for family, subject := range map[schemas.Stream]string{
 		resultsFamily: c.prefix.JobResults(job), deadFamily: c.prefix.Dead(job),
 		metricsFamily: c.prefix.Metrics(job, "*"), decisionsFamily: c.prefix.Decisions(job),
 		logsFamily: c.prefix.Logs(job), jobsFamily: c.prefix.Jobs(job, "*"),

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
 )
 
 // Worker presence: every running Worker refreshes a key <job>.<worker> in
 // the workers bucket each presenceInterval and deletes it when it stops. A
 // worker not refreshed for presenceTTL is gone (killed, partitioned).
 const (
-	workersBucket    = "workers"
+	workersBucket    = schemas.BucketWorkers
 	presenceInterval = 5 * time.Second
 	presenceTTL      = 3 * presenceInterval
 )

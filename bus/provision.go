@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
 )
 
 // Limits are the retention settings of the provisioned streams.
@@ -55,7 +57,7 @@ const defaultStoreBytes = 600 << 20
 // bytes in the store of each server holding it when the stream is created
 // or scaled, so together they stay under the store (83.5 %), leaving room for
 // the buckets and the dead-letter object store.
-var streamShares = map[string]int64{
+var streamShares = map[schemas.Stream]int64{
 	jobsFamily:       30,  // discard old: lifecycle events, ~300 B each
 	workFamily:       250, // discard new: queued items
 	resultsFamily:    150, // discard new: one result per item until the job is cleaned
@@ -73,17 +75,17 @@ var streamShares = map[string]int64{
 // the dead-letter object store Provision makes, in thousandths of
 // Limits.StoreBytes (7.8 % in all; 91.3 % with the streams'). A full bucket
 // refuses new values: a job record, a failure note, a presence key.
-var bucketShares = map[string]int64{
-	jobsBucket:     40, // job records, 16 revisions each
-	failuresBucket: 10, // last error of items being retried
-	workersBucket:  5,  // presence of running workers
-	"flowcontrol":  2,  // the live APF configuration
-	leasesBucket:   1,  // stage leader leases
-	lettersBucket:  20, // bodies of malformed messages too large for their letters
+var bucketShares = map[schemas.Bucket]int64{
+	jobsBucket:                40, // job records, 16 revisions each
+	failuresBucket:            10, // last error of items being retried
+	workersBucket:             5,  // presence of running workers
+	schemas.BucketFlowControl: 2,  // the live APF configuration
+	leasesBucket:              1,  // stage leader leases
+	lettersBucket:             20, // bodies of malformed messages too large for their letters
 }
 
 // bucketBytes is the size bound of a bucket or object store Provision makes.
-func (l Limits) bucketBytes(bucket string) int64 {
+func (l Limits) bucketBytes(bucket schemas.Bucket) int64 {
 	store := l.StoreBytes
 	if store <= 0 {
 		store = defaultStoreBytes
@@ -92,8 +94,8 @@ func (l Limits) bucketBytes(bucket string) int64 {
 }
 
 // maxBytes is the size bound of a family's stream; -1 means none.
-func (l Limits) maxBytes(family string) int64 {
-	n, ok := l.StreamMaxBytes[family]
+func (l Limits) maxBytes(family schemas.Stream) int64 {
+	n, ok := l.StreamMaxBytes[string(family)]
 	if !ok {
 		store := l.StoreBytes
 		if store <= 0 {
@@ -131,23 +133,23 @@ func (l Limits) withDefaults() Limits {
 // stream holds at most that many messages per subject.
 const LogLinesPerJob = 10_000
 
-// Stream families; the stream name is the upper-case prefix, "_" and the family.
+// Shorter names of the streams and buckets the bus package uses most.
 const (
-	jobsFamily       = "JOBS"
-	workFamily       = "WORK"
-	resultsFamily    = "RESULTS"
-	deadFamily       = "DEAD"
-	metricsFamily    = "METRICS"
-	decisionsFamily  = "DECISIONS"
-	kubeFamily       = "K8S"
-	outcomesFamily   = "K8S_OUTCOMES"
-	admissionFamily  = "ADMISSION"
-	logsFamily       = "LOGS"
-	advisoriesFamily = "ADVISORIES"
+	jobsFamily       = schemas.StreamJobs
+	workFamily       = schemas.StreamWork
+	resultsFamily    = schemas.StreamResults
+	deadFamily       = schemas.StreamDead
+	metricsFamily    = schemas.StreamMetrics
+	decisionsFamily  = schemas.StreamDecisions
+	kubeFamily       = schemas.StreamKube
+	outcomesFamily   = schemas.StreamOutcomes
+	admissionFamily  = schemas.StreamAdmission
+	logsFamily       = schemas.StreamLogs
+	advisoriesFamily = schemas.StreamAdvisories
 
-	jobsBucket     = "jobs"
-	failuresBucket = "failures"
-	leasesBucket   = "leases"
+	jobsBucket     = schemas.BucketJobs
+	failuresBucket = schemas.BucketFailures
+	leasesBucket   = schemas.BucketLeases
 
 	deadLetterConsumer = "dead-letter"
 	// maxDeliveriesAdvisories starts the subject of the server's advisory
@@ -159,7 +161,7 @@ const (
 // streams returns the desired configuration of every stream Pace uses.
 func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	p := string(c.prefix)
-	s := func(family, desc string, subjects ...string) jetstream.StreamConfig {
+	s := func(family schemas.Stream, desc string, subjects ...string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name: c.prefix.Stream(family), Description: desc, Subjects: subjects,
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage,
@@ -253,7 +255,7 @@ func (c *Client) buckets(l Limits) []jetstream.KeyValueConfig {
 			TTL: 7 * 24 * time.Hour, Storage: jetstream.FileStorage, MaxBytes: l.bucketBytes(failuresBucket)},
 		{Bucket: c.prefix.Bucket(workersBucket), Description: "running workers per job",
 			TTL: time.Hour, Storage: jetstream.FileStorage, MaxBytes: l.bucketBytes(workersBucket)},
-		{Bucket: c.prefix.Bucket("flowcontrol"), Description: "live APF FlowSchemas and priority levels", History: 8,
+		{Bucket: c.prefix.Bucket(schemas.BucketFlowControl), Description: "live APF FlowSchemas and priority levels", History: 8,
 			Storage: jetstream.FileStorage, MaxBytes: l.bucketBytes("flowcontrol")},
 		{Bucket: c.prefix.Bucket(leasesBucket), Description: "stage leader leases", TTL: l.LeaseTTL,
 			Storage: jetstream.FileStorage, MaxBytes: l.bucketBytes(leasesBucket)},

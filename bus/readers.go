@@ -18,7 +18,7 @@ import (
 // may read of it.
 type JobStream struct {
 	// Family is the stream's name without the prefix (RESULTS).
-	Family string
+	Family schemas.Stream
 	// Subject is the subjects of job in the stream; "*" for every job.
 	Subject func(p schemas.Prefix, job string) string
 }
@@ -165,7 +165,7 @@ func subset(filter, within string) bool {
 // readerConsumer asks the manager for a consumer reading filter of family's
 // stream from seq (0: from the first message), for a connection that may
 // not create consumers (WithTokenAuth).
-func (c *Client) readerConsumer(ctx context.Context, family, filter string, seq uint64) (jetstream.Consumer, error) {
+func (c *Client) readerConsumer(ctx context.Context, family schemas.Stream, filter string, seq uint64) (jetstream.Consumer, error) {
 	req := ReadRequest{Stream: c.prefix.Stream(family), FilterSubject: filter}
 	if seq > 0 {
 		req.DeliverPolicy, req.OptStartSeq = "by_start_sequence", seq

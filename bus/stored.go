@@ -78,7 +78,7 @@ func collect[T any](seq iter.Seq2[*T, error]) ([]*T, error) {
 func stored[T any, P interface {
 	*T
 	schemas.Message
-}](ctx context.Context, c *Client, family, filter string, follow bool) iter.Seq2[*T, error] {
+}](ctx context.Context, c *Client, family schemas.Stream, filter string, follow bool) iter.Seq2[*T, error] {
 	return func(yield func(*T, error) bool) {
 		for msg, err := range c.read(ctx, family, filter, allRead(follow)) {
 			if err != nil {
@@ -122,7 +122,7 @@ func allRead(follow bool) readDone {
 // It reads through an ordered consumer, or, on a connection that may not
 // create consumers (WithTokenAuth), through one the manager makes for it
 // (pace.control.read), made again from the next message when it is lost.
-func (c *Client) read(ctx context.Context, family, filter string, done readDone) iter.Seq2[jetstream.Msg, error] {
+func (c *Client) read(ctx context.Context, family schemas.Stream, filter string, done readDone) iter.Seq2[jetstream.Msg, error] {
 	return func(yield func(jetstream.Msg, error) bool) {
 		var (
 			cons     jetstream.Consumer

@@ -95,9 +95,45 @@ func (p Prefix) SubjectJob(subject string) string {
 	return "unknown"
 }
 
-// Stream returns the name of the stream holding one family of subjects,
-// e.g. Stream("WORK") = "PACE_WORK".
-func (p Prefix) Stream(family string) string { return strings.ToUpper(string(p)) + "_" + family }
+// Stream is a family of subjects kept in one of Pace's streams; Prefix.Stream
+// names the stream.
+type Stream string
 
-// Bucket returns the name of a key-value bucket, e.g. Bucket("jobs") = "pace_jobs".
-func (p Prefix) Bucket(name string) string { return string(p) + "_" + name }
+// Pace's streams.
+const (
+	StreamJobs       Stream = "JOBS"         // pace.jobs.<job>.<event>
+	StreamWork       Stream = "WORK"         // pace.work.<job>
+	StreamResults    Stream = "RESULTS"      // pace.results.<job>.<item>
+	StreamDead       Stream = "DEAD"         // pace.dead.<job>
+	StreamMetrics    Stream = "METRICS"      // pace.metrics.<job>.<kind>
+	StreamDecisions  Stream = "DECISIONS"    // pace.decisions.<job>
+	StreamKube       Stream = "K8S"          // pace.k8s.requests
+	StreamOutcomes   Stream = "K8S_OUTCOMES" // pace.k8s.outcomes
+	StreamAdmission  Stream = "ADMISSION"    // pace.admission.<level>.<schema>
+	StreamLogs       Stream = "LOGS"         // pace.logs.<job>
+	StreamAdvisories Stream = "ADVISORIES"   // the server's max-deliveries advisories
+	StreamProbe      Stream = "PROBE"        // Provision's placement probe, deleted at once
+)
+
+// Bucket is one of Pace's key-value or object buckets; Prefix.Bucket names it.
+type Bucket string
+
+// Pace's buckets.
+const (
+	BucketJobs        Bucket = "jobs"         // current job records
+	BucketFailures    Bucket = "failures"     // last error of items being retried
+	BucketWorkers     Bucket = "workers"      // running workers per job
+	BucketLeases      Bucket = "leases"       // stage leader leases
+	BucketFlowControl Bucket = "flowcontrol"  // the live APF configuration: flowschemas.NAME, prioritylevels.NAME as JSON
+	BucketController  Bucket = "controller"   // controllers' saved state (the default name)
+	BucketDeadLetters Bucket = "dead_letters" // bodies too large for their dead letter (an object store)
+	BucketPlugins     Bucket = "plugins"      // registered external controllers
+	BucketClusters    Bucket = "clusters"     // registered Kubernetes clusters (kubeconfigs)
+)
+
+// Stream returns the name of the stream holding s, e.g.
+// Stream(StreamWork) = "PACE_WORK".
+func (p Prefix) Stream(s Stream) string { return strings.ToUpper(string(p)) + "_" + string(s) }
+
+// Bucket returns the name of a bucket, e.g. Bucket(BucketJobs) = "pace_jobs".
+func (p Prefix) Bucket(b Bucket) string { return string(p) + "_" + string(b) }

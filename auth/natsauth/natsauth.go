@@ -82,7 +82,7 @@ func New(c *bus.Client, issuer nkeys.KeyPair, users Users, jobs *JobTokens, log 
 // Run follows the job records' owners and answers authorization requests
 // until ctx ends; cancellation returns nil.
 func (s *Service) Run(ctx context.Context) error {
-	kv, err := s.c.JetStream().KeyValue(ctx, s.c.Prefix().Bucket("jobs"))
+	kv, err := s.c.JetStream().KeyValue(ctx, s.c.Prefix().Bucket(schemas.BucketJobs))
 	if err != nil {
 		return fmt.Errorf("natsauth: jobs bucket: %w", err)
 	}

@@ -13,10 +13,10 @@ import (
 // update or delete it would stop its stage. The collector's counting
 // consumers have unguessable names instead (per job, so they cannot be
 // listed here).
-var stageConsumers = map[string][]string{
-	"METRICS":   {"processor", "controller", "sink-influx", "sink-prom"},
-	"DECISIONS": {"pace-actuator"},
-	"JOBS":      {"pace-actuator-events"},
+var stageConsumers = map[schemas.Stream][]string{
+	schemas.StreamMetrics:   {"processor", "controller", "sink-influx", "sink-prom"},
+	schemas.StreamDecisions: {"pace-actuator"},
+	schemas.StreamJobs:      {"pace-actuator-events"},
 }
 
 // common are the rights of every caller: account and stream state (which
@@ -46,19 +46,19 @@ func common(p schemas.Prefix, inbox string) jwt.Permissions {
 }
 
 // kvStream is the stream of the jobs bucket.
-func kvStream(p schemas.Prefix) string { return "KV_" + p.Bucket("jobs") }
+func kvStream(p schemas.Prefix) string { return "KV_" + p.Bucket(schemas.BucketJobs) }
 
 // readJob lets a caller read job's record; its streams are read through
 // consumers the manager makes (pace.control.read), which checks the job.
 func readJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
-	perms.Pub.Allow.Add("$JS.API.DIRECT.GET." + kvStream(p) + ".$KV." + p.Bucket("jobs") + "." + job)
+	perms.Pub.Allow.Add("$JS.API.DIRECT.GET." + kvStream(p) + ".$KV." + p.Bucket(schemas.BucketJobs) + "." + job)
 }
 
 // workJob lets a caller process job's items: fetch them from the job's
 // work consumer (which the manager makes), acknowledge them, store results,
 // dead letters and failures, and announce its presence.
 func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
-	work, consumer := p.Stream("WORK"), "work-"+job
+	work, consumer := p.Stream(schemas.StreamWork), "work-"+job
 	if job == "*" { // every job's consumer: an admin
 		consumer = "*"
 	}
@@ -67,8 +67,8 @@ func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 		"$JS.API.CONSUMER.MSG.NEXT."+work+"."+consumer,
 		"$JS.ACK."+work+"."+consumer+".>",
 		p.Results(job, "*"), p.Dead(job),
-		"$KV."+p.Bucket("failures")+"."+job+".>", "$KV."+p.Bucket("workers")+"."+job+".>",
-		"$JS.API.DIRECT.GET.KV_"+p.Bucket("failures")+".$KV."+p.Bucket("failures")+"."+job+".>",
+		"$KV."+p.Bucket(schemas.BucketFailures)+"."+job+".>", "$KV."+p.Bucket(schemas.BucketWorkers)+"."+job+".>",
+		"$JS.API.DIRECT.GET.KV_"+p.Bucket(schemas.BucketFailures)+".$KV."+p.Bucket(schemas.BucketFailures)+"."+job+".>",
 	)
 }
 
@@ -100,8 +100,8 @@ func Worker(p schemas.Prefix, inbox, job string) jwt.Permissions {
 func Admin(p schemas.Prefix, inbox string) jwt.Permissions {
 	perms := Tenant(p, inbox, []string{"*"})
 	perms.Pub.Allow.Add("$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES",
-		"$JS.API.CONSUMER.MSG.NEXT."+p.Stream("ADMISSION")+".*",
-		"$JS.API.CONSUMER.INFO."+p.Stream("ADMISSION")+".*",
-		"$JS.API.CONSUMER.DELETE."+p.Stream("ADMISSION")+".*")
+		"$JS.API.CONSUMER.MSG.NEXT."+p.Stream(schemas.StreamAdmission)+".*",
+		"$JS.API.CONSUMER.INFO."+p.Stream(schemas.StreamAdmission)+".*",
+		"$JS.API.CONSUMER.DELETE."+p.Stream(schemas.StreamAdmission)+".*")
 	return perms
 }

@@ -63,12 +63,12 @@ func (s *Stage) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	decisions, err := s.consume(ctx, p.Stream("DECISIONS"), "pace-actuator", p.Decisions("*"), s.onDecision)
+	decisions, err := s.consume(ctx, p.Stream(schemas.StreamDecisions), "pace-actuator", p.Decisions("*"), s.onDecision)
 	if err != nil {
 		return err
 	}
 	defer decisions.Stop()
-	events, err := s.consume(ctx, p.Stream("JOBS"), "pace-actuator-events", p.Jobs("*", "*"), s.onEvent)
+	events, err := s.consume(ctx, p.Stream(schemas.StreamJobs), "pace-actuator-events", p.Jobs("*", "*"), s.onEvent)
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func (c *Collector) Metrics() *Metrics { return c.metrics }
 
 // Run samples jobs until ctx ends; cancellation returns nil.
 func (c *Collector) Run(ctx context.Context) error {
-	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket("jobs"))
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(schemas.BucketJobs))
 	if err != nil {
 		return fmt.Errorf("jobs bucket (was the bus provisioned?): %w", err)
 	}

@@ -26,11 +26,11 @@ func TestCountSubjectsAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byConsumer, err := col.count(ctx, resultsFamily, "j", c.Prefix().JobResults("j"))
+	byConsumer, err := col.count(ctx, schemas.StreamResults, "j", c.Prefix().JobResults("j"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bySubjects, err := col.countSubjects(ctx, c.Prefix().Stream(resultsFamily), c.Prefix().JobResults("j"))
+	bySubjects, err := col.countSubjects(ctx, c.Prefix().Stream(schemas.StreamResults), c.Prefix().JobResults("j"))
 	if err != nil {
 		t.Fatal(err)
 	}

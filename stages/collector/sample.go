@@ -59,7 +59,7 @@ func (c *Collector) countName(job string) string {
 
 // loadCounters learns the names of the counting consumers that exist.
 func (c *Collector) loadCounters(ctx context.Context) error {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(resultsFamily))
+	st, err := c.js.Stream(ctx, c.prefix.Stream(schemas.StreamResults))
 	if err != nil {
 		return fmt.Errorf("results stream: %w", err)
 	}
@@ -77,13 +77,6 @@ func (c *Collector) loadCounters(ctx context.Context) error {
 	return names.Err()
 }
 
-// Stream families the collector reads (see bus/provision.go).
-const (
-	workFamily    = "WORK"
-	resultsFamily = "RESULTS"
-	deadFamily    = "DEAD"
-)
-
 // Sample reads the queue state of the job whose record is rec.
 func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schemas.Sample, error) {
 	dead, err := c.deadCounts(ctx, c.prefix.Dead(rec.ID))
@@ -96,7 +89,7 @@ func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schema
 // deadCounts returns the number of dead letters per subject matching filter:
 // one request for every job of a round (one subject per job).
 func (c *Collector) deadCounts(ctx context.Context, filter string) (map[string]uint64, error) {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(deadFamily))
+	st, err := c.js.Stream(ctx, c.prefix.Stream(schemas.StreamDead))
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter stream: %w", err)
 	}
@@ -117,7 +110,7 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	if !s.Deadline.IsZero() && !s.Deadline.After(s.StartedAt) {
 		s.Deadline = time.Time{}
 	}
-	work, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), "work-"+rec.ID)
+	work, err := c.js.Consumer(ctx, c.prefix.Stream(schemas.StreamWork), "work-"+rec.ID)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound): // no item queued yet, or released
 	case err != nil:
@@ -126,7 +119,7 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 		ci := work.CachedInfo()
 		s.Pending, s.InFlight, s.Redelivered = int(ci.NumPending), ci.NumAckPending, ci.NumRedelivered
 	}
-	if s.Done, err = c.count(ctx, resultsFamily, rec.ID, c.prefix.JobResults(rec.ID)); err != nil {
+	if s.Done, err = c.count(ctx, schemas.StreamResults, rec.ID, c.prefix.JobResults(rec.ID)); err != nil {
 		return nil, err
 	}
 	s.Published = s.Pending + s.InFlight + s.Done + s.Dead
@@ -156,7 +149,7 @@ func (c *Collector) workStream(ctx context.Context) (jetstream.Stream, error) {
 	if st != nil {
 		return st, nil
 	}
-	st, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	st, err := c.js.Stream(ctx, c.prefix.Stream(schemas.StreamWork))
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +163,7 @@ func (c *Collector) workStream(ctx context.Context) (jetstream.Stream, error) {
 // stream's subject list while they are fewer than Config.CountConsumerFrom
 // (a thousand idle jobs then hold no consumer), then from the NumPending of
 // a consumer that never delivers, created then.
-func (c *Collector) count(ctx context.Context, family, job, filter string) (int, error) {
+func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filter string) (int, error) {
 	stream := c.prefix.Stream(family)
 	if !c.counting(job) {
 		n, err := c.countSubjects(ctx, stream, filter)
@@ -253,7 +246,7 @@ func (c *Collector) forget(ctx context.Context, job string) {
 }
 
 func (c *Collector) deleteCounter(ctx context.Context, name string) {
-	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(resultsFamily), name)
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(schemas.StreamResults), name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
 		c.log.Warn("counting consumer not deleted", "consumer", name, "err", err)
 	}

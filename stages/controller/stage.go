@@ -22,7 +22,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultDurable   = "controller"
-	DefaultBucket    = "controller"
+	DefaultBucket    = string(schemas.BucketController)
 	DefaultHeartbeat = 30 * time.Second
 )
 
@@ -137,7 +137,7 @@ func (s *Stage) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	// Created when missing, replicated as the rest of the bus; an existing
 	// bucket is left as it is.
-	name := s.c.Prefix().Bucket(s.cfg.Bucket)
+	name := s.c.Prefix().Bucket(schemas.Bucket(s.cfg.Bucket))
 	kv, err := s.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		var replicas int
@@ -283,7 +283,7 @@ func (s *Stage) save(ctx context.Context, job string, jc *jobController) error {
 // Run consumes progress messages until ctx ends; cancellation returns nil.
 func (s *Stage) Run(ctx context.Context) error {
 	prefix := s.c.Prefix()
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, prefix.Stream("METRICS"), jetstream.ConsumerConfig{
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, prefix.Stream(schemas.StreamMetrics), jetstream.ConsumerConfig{
 		Durable: s.cfg.Durable, Description: "controller: progress to decisions",
 		FilterSubject: prefix.Metrics("*", schemas.ProgressMetrics), AckPolicy: jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 1000,

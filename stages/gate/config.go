@@ -15,12 +15,9 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/policy"
-)
 
-// ConfigBucket is the key-value bucket (after the prefix) holding the live
-// APF configuration: one FlowSchema or PriorityLevelConfiguration per key,
-// "flowschemas.NAME" or "prioritylevels.NAME", as JSON.
-const ConfigBucket = "flowcontrol"
+	"github.com/pace-platform/pace/schemas"
+)
 
 // MaintenancePeriod is how often the configuration is maintained, as in kube-apiserver.
 const MaintenancePeriod = time.Minute
@@ -34,7 +31,7 @@ type ConfigStore struct {
 
 // OpenConfig opens the bucket, which bus provisioning creates.
 func OpenConfig(ctx context.Context, c *bus.Client, log *slog.Logger) (*ConfigStore, error) {
-	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket(ConfigBucket))
+	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket(schemas.BucketFlowControl))
 	if err != nil {
 		return nil, fmt.Errorf("flowcontrol config bucket: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/gate"
 )
 
@@ -68,7 +69,7 @@ func TestConfigStoreMaintainsConcurrentlyAndReconfigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	val, _ := json.Marshal(objs.FlowSchemas[0])
-	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket(gate.ConfigBucket))
+	kv, err := c.JetStream().KeyValue(ctx, c.Prefix().Bucket(schemas.BucketFlowControl))
 	if err != nil {
 		t.Fatal(err)
 	}

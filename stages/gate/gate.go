@@ -114,7 +114,7 @@ func (s *Stage) Metrics() prometheus.Collector { return s.malformed }
 // Run consumes requests until ctx ends, then waits for the requests in
 // flight and returns nil.
 func (s *Stage) Run(ctx context.Context) error {
-	stream := s.c.Prefix().Stream("K8S")
+	stream := s.c.Prefix().Stream(schemas.StreamKube)
 	// Filtered on the requests' subject although the stream holds no other:
 	// a message a consumer delivered into the stream keeps its own subject
 	// (a tenant's push consumer can deliver anywhere), and must not be

@@ -46,7 +46,7 @@ type Cluster struct {
 	Active       bool              `json:"active"`
 }
 
-func (m *Manager) bucket(ctx context.Context, name, desc string) (jetstream.KeyValue, error) {
+func (m *Manager) bucket(ctx context.Context, name schemas.Bucket, desc string) (jetstream.KeyValue, error) {
 	js := m.bus.JetStream()
 	bucket := m.bus.Prefix().Bucket(name)
 	kv, err := js.KeyValue(ctx, bucket)
@@ -64,11 +64,11 @@ func (m *Manager) bucket(ctx context.Context, name, desc string) (jetstream.KeyV
 }
 
 func (m *Manager) pluginsKV(ctx context.Context) (jetstream.KeyValue, error) {
-	return m.bucket(ctx, "plugins", "registered external controllers")
+	return m.bucket(ctx, schemas.BucketPlugins, "registered external controllers")
 }
 
 func (m *Manager) clustersKV(ctx context.Context) (jetstream.KeyValue, error) {
-	return m.bucket(ctx, "clusters", "registered Kubernetes clusters (kubeconfigs)")
+	return m.bucket(ctx, schemas.BucketClusters, "registered Kubernetes clusters (kubeconfigs)")
 }
 
 // Plugins lists the built-in and registered plugins.

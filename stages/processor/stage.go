@@ -133,7 +133,7 @@ type pendingAck struct {
 
 // Run consumes pace.metrics.*.raw until ctx ends; cancellation returns nil.
 func (s *Stage) Run(ctx context.Context) error {
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.prefix.Stream("METRICS"), jetstream.ConsumerConfig{
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.prefix.Stream(schemas.StreamMetrics), jetstream.ConsumerConfig{
 		Durable: s.cfg.Durable, Description: "processor: raw samples to progress",
 		FilterSubject: s.prefix.Metrics("*", schemas.RawMetrics), AckPolicy: jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 10000,

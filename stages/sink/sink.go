@@ -92,11 +92,11 @@ func (st *Stage) Run(ctx context.Context) error {
 	var err error
 	switch st.start {
 	case Latest:
-		cons, err = st.js.OrderedConsumer(ctx, st.prefix.Stream("METRICS"), jetstream.OrderedConsumerConfig{
+		cons, err = st.js.OrderedConsumer(ctx, st.prefix.Stream(schemas.StreamMetrics), jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
 		})
 	default:
-		cons, err = st.js.CreateOrUpdateConsumer(ctx, st.prefix.Stream("METRICS"), jetstream.ConsumerConfig{
+		cons, err = st.js.CreateOrUpdateConsumer(ctx, st.prefix.Stream(schemas.StreamMetrics), jetstream.ConsumerConfig{
 			Durable: "sink-" + st.name, Description: "progress to the " + st.name + " sink",
 			FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
 			AckWait: 30 * time.Second, MaxAckPending: 10000,

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 	"github.com/pace-platform/pace/stages/controller/sim"
 )
 
@@ -47,13 +47,13 @@ or the time series alone (csv).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(a, args[0]) },
 	}
-	cmd.Flags().StringVar(&o.controller, "controller", controller.DefaultName, "controller plugin to simulate")
+	cmd.Flags().StringVar(&o.controller, "controller", builtin.DefaultName, "controller plugin to simulate")
 	choiceVarP(cmd.Flags(), &o.output, "output", "o", "table", "output format", "table", "json", "csv")
 	return cmd
 }
 
 func (o *simRunOptions) run(a *app, path string) error {
-	reg := controller.Builtin()
+	reg := builtin.Registry()
 	if _, ok := reg[o.controller]; !ok {
 		return usageError("--controller %q: want one of %v", o.controller, reg.Names())
 	}
@@ -143,7 +143,7 @@ func (o *simCompareOptions) run(a *app) error {
 	if err != nil {
 		return rejected(err)
 	}
-	rep, err := sim.Compare(scs, controller.Builtin(), sim.Controllers, o.docs != "")
+	rep, err := sim.Compare(scs, builtin.Registry(), sim.Controllers, o.docs != "")
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 	"github.com/pace-platform/pace/stages/collector"
 	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 	"github.com/pace-platform/pace/stages/gate"
 	"github.com/pace-platform/pace/stages/manager"
 	"github.com/pace-platform/pace/stages/processor"
@@ -428,7 +429,7 @@ func wireController(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
-		ctl, err := controller.New(c, w.f.controllerConfig(), controller.Builtin(), w.log)
+		ctl, err := controller.New(c, w.f.controllerConfig(), builtin.Registry(), w.log)
 		if err != nil {
 			return nil, nil, err
 		}

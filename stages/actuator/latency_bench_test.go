@@ -14,6 +14,7 @@ import (
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // BenchmarkProgressToRequest measures the control loop's reaction time: from
@@ -35,7 +36,7 @@ func BenchmarkProgressToRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sub.Unsubscribe() })
-	ctl, err := controller.New(c, controller.Config{}, controller.Builtin(), log)
+	ctl, err := controller.New(c, controller.Config{}, builtin.Registry(), log)
 	if err != nil {
 		b.Fatal(err)
 	}

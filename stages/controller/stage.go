@@ -17,6 +17,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // Defaults of Config.
@@ -109,14 +110,14 @@ type Stage struct {
 	jobs map[string]*jobController // only the Run goroutine (or Process's caller) touches it
 }
 
-// New returns a controller stage on c with the plugins of reg (nil: Builtin()).
+// New returns a controller stage on c with the plugins of reg (nil: builtin.Registry()).
 func New(c *bus.Client, cfg Config, reg plugin.Registry, log *slog.Logger) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("controller config: %w", errs.ToAggregate())
 	}
 	if reg == nil {
-		reg = Builtin()
+		reg = builtin.Registry()
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -169,7 +170,7 @@ func (s *Stage) controller(ctx context.Context, job string) (*jobController, err
 	}
 	name := rec.Spec.Controller.Name
 	if name == "" {
-		name = DefaultName
+		name = builtin.DefaultName
 	}
 	if _, ok := s.reg[name]; !ok {
 		s.log.Debug("external controller, no plugin runs", "job", job, "controller", name)

@@ -15,7 +15,7 @@ import (
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // Built-in plugins, by kind; the controllers are those of the controller
@@ -24,7 +24,7 @@ import (
 // pace.metrics.<job>.progress and publishes pace.decisions.<job> for the
 // jobs whose spec names it.
 var builtinPlugins = map[string][]string{
-	"controller": controller.Builtin().Names(),
+	"controller": builtin.Registry().Names(),
 	"actuator":   {schemas.LocalActuator, schemas.KubernetesActuator},
 	"sink":       {"influxdb"},
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 	"github.com/pace-platform/pace/stages/manager"
 )
 
@@ -83,7 +83,7 @@ func TestPluginRegistry(t *testing.T) {
 // controller stage has, so the API cannot refuse one the stage would run.
 func TestBuiltinControllersAccepted(t *testing.T) {
 	e := newEnv(t)
-	names := controller.Builtin().Names()
+	names := builtin.Registry().Names()
 	if !slices.Contains(names, "hpa") {
 		t.Fatalf("builtin controllers = %v, want hpa among them", names)
 	}

@@ -100,7 +100,7 @@ func Bounded(want, got, r int, lo, hi string) string {
 type Factory func(job Job, params json.RawMessage) (Controller, error)
 
 // Registry maps plugin names to factories. The built-in registry is a map
-// literal in stages/controller/builtin.go; tests build their own.
+// literal in package builtin; tests build their own.
 type Registry map[string]Factory
 
 // Names returns the registered names, sorted.

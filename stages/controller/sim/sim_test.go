@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 	"github.com/pace-platform/pace/stages/controller/sim"
 )
 
@@ -28,7 +28,7 @@ func load(t *testing.T, name string) sim.Scenario {
 
 func run(t *testing.T, s sim.Scenario, ctrl string) sim.Result {
 	t.Helper()
-	r, err := sim.Run(s, controller.Builtin(), ctrl)
+	r, err := sim.Run(s, builtin.Registry(), ctrl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestPublishedDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	rep, err := sim.Compare(scs, controller.Builtin(), sim.Controllers, true)
+	rep, err := sim.Compare(scs, builtin.Registry(), sim.Controllers, true)
 	if err != nil {
 		t.Fatal(err)
 	}

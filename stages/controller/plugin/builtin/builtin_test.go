@@ -1,4 +1,4 @@
-package controller
+package builtin
 
 import (
 	"errors"
@@ -8,12 +8,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 )
 
-func TestBuiltin(t *testing.T) {
-	reg := Builtin()
+func TestRegistry(t *testing.T) {
+	reg := Registry()
 	if diff := cmp.Diff([]string{"deadline", "default", "hpa", "pid"}, reg.Names()); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
@@ -28,17 +27,7 @@ func TestBuiltin(t *testing.T) {
 		t.Errorf("unknown name: err = %v, want ErrInvalidConfig listing the known names", err)
 	}
 	delete(reg, "pid")
-	if _, ok := builtin["pid"]; !ok {
-		t.Error("Builtin returned the registry itself, not a copy")
-	}
-}
-
-func TestJob(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{At: start.Add(90 * time.Second)},
-		Replicas: schemas.Replicas{Min: 1, Max: 5, Initial: 2}}
-	want := plugin.Job{Name: "j", Expected: 90 * time.Second, Min: 1, Max: 5, Initial: 2}
-	if diff := cmp.Diff(want, Job("j", spec, start)); diff != "" {
-		t.Errorf("Job (-want +got):\n%s", diff)
+	if _, ok := registry["pid"]; !ok {
+		t.Error("Registry returned the registry itself, not a copy")
 	}
 }

@@ -1,9 +1,15 @@
 package collector
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the collector's own Prometheus metrics.
+	"github.com/pace-platform/pace/internal/promset"
+)
+
+// Metrics are the collector's own Prometheus metrics; they register as one
+// collector.
 type Metrics struct {
+	promset.Set
 	samples   prometheus.Counter
 	errors    prometheus.Counter
 	malformed prometheus.Counter
@@ -13,7 +19,7 @@ type Metrics struct {
 
 // NewMetrics returns unregistered collector metrics.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_collector_samples_total",
 			Help: "Samples published on pace.metrics.<job>.raw."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_collector_errors_total",
@@ -26,18 +32,6 @@ func NewMetrics() *Metrics {
 			Help:    "Time to sample and publish every due job once.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range []prometheus.Collector{m.samples, m.errors, m.malformed, m.jobs, m.round} {
-		c.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range []prometheus.Collector{m.samples, m.errors, m.malformed, m.jobs, m.round} {
-		c.Collect(ch)
-	}
+	m.Set = promset.Set{m.samples, m.errors, m.malformed, m.jobs, m.round}
+	return m
 }

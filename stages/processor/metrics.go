@@ -1,9 +1,15 @@
 package processor
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the processor's own Prometheus metrics.
+	"github.com/pace-platform/pace/internal/promset"
+)
+
+// Metrics are the processor's own Prometheus metrics; they register as one
+// collector.
 type Metrics struct {
+	promset.Set
 	processed prometheus.Counter
 	malformed prometheus.Counter
 	stale     prometheus.Counter
@@ -13,7 +19,7 @@ type Metrics struct {
 
 // NewMetrics returns unregistered processor metrics.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		processed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_processor_progress_total",
 			Help: "Progress messages published on pace.metrics.<job>.progress."}),
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_processor_malformed_total",
@@ -26,24 +32,8 @@ func NewMetrics() *Metrics {
 			Help:    "Time from a sample's measurement to its processing.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 	}
-}
-
-func (m *Metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.processed, m.malformed, m.stale, m.errors, m.age}
-}
-
-// Describe implements prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all() {
-		c.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all() {
-		c.Collect(ch)
-	}
+	m.Set = promset.Set{m.processed, m.malformed, m.stale, m.errors, m.age}
+	return m
 }
 
 // Collector returns one metric by short name (processed, malformed, stale,

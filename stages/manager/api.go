@@ -168,6 +168,17 @@ func pathToken(r *http.Request, name string) (string, error) {
 	return v, nil
 }
 
+// clusterCall reads a call on /submissions/cluster/{name}/…: the caller
+// (bodyUser) and the cluster's name.
+func (a *API) clusterCall(r *http.Request, u auth.User) (auth.User, string, error) {
+	u, err := a.bodyUser(r, u)
+	if err != nil {
+		return u, "", err
+	}
+	name, err := pathToken(r, "name")
+	return u, name, err
+}
+
 // bodyUser reads an optional Asperathos {"enable_auth", "username",
 // "password"} body and returns the caller.
 func (a *API) bodyUser(r *http.Request, u auth.User) (auth.User, error) {

@@ -126,11 +126,7 @@ func (a *API) table() []route {
 			handle: func(r *http.Request, u auth.User) (any, error) { return a.clusters(r, u, true) }},
 		{method: "PUT", path: "/submissions/cluster/{name}/activate", summary: "Make a cluster the active one (admins)", ok: http.StatusOK, body: true,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				u, err := a.bodyUser(r, u)
-				if err != nil {
-					return nil, err
-				}
-				name, err := pathToken(r, "name")
+				u, name, err := a.clusterCall(r, u)
 				if err != nil {
 					return nil, err
 				}
@@ -138,11 +134,7 @@ func (a *API) table() []route {
 			}},
 		{method: "DELETE", path: "/submissions/cluster/{name}", summary: "Delete a cluster (admins)", ok: http.StatusNoContent, body: true,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				u, err := a.bodyUser(r, u)
-				if err != nil {
-					return nil, err
-				}
-				name, err := pathToken(r, "name")
+				u, name, err := a.clusterCall(r, u)
 				if err != nil {
 					return nil, err
 				}
@@ -177,11 +169,7 @@ func (a *API) table() []route {
 			}},
 		{method: "DELETE", path: "/submissions/cluster/{name}/certificate/{cert}", summary: "Remove a certificate from a cluster (admins)", ok: http.StatusAccepted, body: true,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				u, err := a.bodyUser(r, u)
-				if err != nil {
-					return nil, err
-				}
-				name, err := pathToken(r, "name")
+				u, name, err := a.clusterCall(r, u)
 				if err != nil {
 					return nil, err
 				}

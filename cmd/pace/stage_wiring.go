@@ -492,36 +492,10 @@ func wireGate(ctx context.Context, w *wiring) error {
 			return run, gs.Metrics(), nil
 		}
 		return func(ctx context.Context) error {
-			restoreLocal(ctx, c, exec, w.log)
+			exec.RestoreLocal(ctx)
 			return run(ctx)
 		}, gs.Metrics(), nil
 	})
-}
-
-// restoreLocal starts the local workers of running jobs again at the start
-// of a term: they were children of the previous leader, and the actuator
-// only asks for changes. The jobs' records hold the replicas last applied.
-func restoreLocal(ctx context.Context, c *bus.Client, exec *actuator.Executor, log *slog.Logger) {
-	jobs, err := c.Jobs(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("local workers not restored", "err", err)
-		}
-		return
-	}
-	for _, rec := range jobs {
-		if rec.State != schemas.Ongoing || rec.Replicas == 0 ||
-			rec.Spec.Actuator.Name != "" && rec.Spec.Actuator.Name != schemas.LocalActuator {
-			continue
-		}
-		// No time: the request is older than any the actuator sends.
-		req := &schemas.KubeRequest{ID: "restore-" + rec.ID, Job: rec.ID, Verb: "patch", Subresource: "scale", Replicas: rec.Replicas}
-		if _, err := exec.Execute(ctx, req); err != nil {
-			log.Warn("local workers not restored", "job", rec.ID, "err", err)
-			continue
-		}
-		log.Info("local workers restored", "job", rec.ID, "replicas", rec.Replicas)
-	}
 }
 
 // wireActuator turns decisions and job events into infrastructure requests

@@ -155,3 +155,30 @@ func (e *Executor) recordScale(ctx context.Context, job string, replicas int, st
 	}
 	return err
 }
+
+// RestoreLocal starts again the local workers of the running jobs, as their
+// records say, when the gate's leader starts: the processes of the one
+// before died with it. Failures are logged; the job's next decision asks
+// again.
+func (e *Executor) RestoreLocal(ctx context.Context) {
+	jobs, err := e.c.Jobs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("local workers not restored", "err", err)
+		}
+		return
+	}
+	for _, rec := range jobs {
+		if rec.State != schemas.Ongoing || rec.Replicas == 0 ||
+			rec.Spec.Actuator.Name != "" && rec.Spec.Actuator.Name != schemas.LocalActuator {
+			continue
+		}
+		// No time: the request is older than any the actuator sends.
+		req := &schemas.KubeRequest{ID: "restore-" + rec.ID, Job: rec.ID, Verb: "patch", Subresource: "scale", Replicas: rec.Replicas}
+		if _, err := e.Execute(ctx, req); err != nil {
+			e.log.Warn("local workers not restored", "job", rec.ID, "err", err)
+			continue
+		}
+		e.log.Info("local workers restored", "job", rec.ID, "replicas", rec.Replicas)
+	}
+}

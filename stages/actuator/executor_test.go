@@ -3,6 +3,7 @@ package actuator_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,5 +47,35 @@ func TestExecutorSkipsStaleRequests(t *testing.T) {
 	}
 	if _, err := e.Execute(ctx, &schemas.KubeRequest{ID: "c", Job: "j", Verb: "get", Resource: "jobs", At: t0.Add(2 * time.Second)}); err == nil {
 		t.Error("an unsupported request succeeded")
+	}
+}
+
+// RestoreLocal scales the local workers of running jobs to their records'
+// replicas, and leaves the others alone: jobs of another actuator, without
+// replicas, or not running.
+func TestExecutorRestoresLocalWorkers(t *testing.T) {
+	ctx := context.Background()
+	c := bustest.Client(t, bustest.Server(t))
+	put := func(id string, state schemas.JobState, replicas int, actuatorName string) {
+		t.Helper()
+		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+			return &schemas.JobRecord{ID: id, State: state, Replicas: replicas,
+				Spec: schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
+					Actuator: schemas.ActuatorSpec{Name: actuatorName}}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("running", schemas.Ongoing, 3, "")
+	put("named-local", schemas.Ongoing, 2, schemas.LocalActuator)
+	put("idle", schemas.Ongoing, 0, "")
+	put("done", schemas.Completed, 3, "")
+	put("elsewhere", schemas.Ongoing, 5, "kubernetes")
+	rt := &countRuntime{}
+	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, slog.New(slog.DiscardHandler))
+	e.RestoreLocal(ctx)
+	slices.Sort(rt.scales)
+	if len(rt.scales) != 2 || rt.scales[0] != 2 || rt.scales[1] != 3 {
+		t.Errorf("scales = %v, want [2 3] (running and named-local)", rt.scales)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package manager_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/work"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/manager"
 )
 
 // TestCountJobs: the manager API's job count reaches the work estimator's
@@ -34,7 +35,7 @@ func TestCountJobs(t *testing.T) {
 		t.Fatal("a count before counting")
 	}
 	done := make(chan error, 1)
-	go func() { done <- countJobs(c, counts, slog.New(slog.DiscardHandler))(ctx) }()
+	go func() { done <- manager.CountJobs(c, counts, slog.New(slog.DiscardHandler))(ctx) }()
 	want := work.Stats{ObjectCount: 3, AverageObjectSizeBytes: size / 3}
 	bustest.Eventually(t, 10*time.Second, "3 jobs counted", func() bool {
 		s, err := counts.ObjectStats(apf.PaceGroup, "submissions")

@@ -1,4 +1,4 @@
-package main
+package manager
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 // refreshed: kube-apiserver refreshes its storage object counts every minute.
 const jobCountPeriod = time.Minute
 
-// countJobs returns a loop that tells the work estimator how many jobs the
+// CountJobs returns a loop that tells the work estimator how many jobs the
 // manager API's lists read (GET /submissions reads every record, whoever
 // asks) and their average JSON size, at once and then every jobCountPeriod,
 // until ctx ends. A failed count keeps the previous one.
-func countJobs(c *bus.Client, counts *apf.ObjectCounts, log *slog.Logger) func(context.Context) error {
+func CountJobs(c *bus.Client, counts *apf.ObjectCounts, log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		tick := time.NewTicker(jobCountPeriod)
 		defer tick.Stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -266,15 +267,15 @@ func workerEnv(a *app, prefix string) []string {
 
 // elector returns the wrapper that runs each stage's leader work under
 // leader election as identity, with a pace_stage_leader gauge per stage.
-func (w *wiring) elector(identity string) (func(term) func(context.Context) error, error) {
+func (w *wiring) elector(identity string) (func(*runner.Term) runner.Loop, error) {
 	cands := map[string]*bus.Candidate{}
 	for _, t := range w.terms {
-		cand, err := w.c.Candidate(t.stage, identity)
+		cand, err := w.c.Candidate(t.Stage, identity)
 		if err != nil {
 			return nil, usageError("--identity %q: %v", identity, err)
 		}
-		cands[t.stage] = cand
-		labels := prometheus.Labels{"stage": t.stage}
+		cands[t.Stage] = cand
+		labels := prometheus.Labels{"stage": t.Stage}
 		w.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "pace_stage_leader", Help: "1 while this replica leads the stage, 0 while it stands by.", ConstLabels: labels,
 		}, func() float64 {
@@ -286,7 +287,7 @@ func (w *wiring) elector(identity string) (func(term) func(context.Context) erro
 			Name: "pace_stage_leader_transitions_total", Help: "Times this replica became the stage's leader or stepped down.", ConstLabels: labels,
 		}, func() float64 { return float64(cand.Transitions()) }))
 	}
-	return func(t term) func(context.Context) error {
-		return func(ctx context.Context) error { return cands[t.stage].Run(ctx, t.run) }
+	return func(t *runner.Term) runner.Loop {
+		return func(ctx context.Context) error { return cands[t.Stage].Run(ctx, t.Run) }
 	}, nil
 }

@@ -11,10 +11,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -364,21 +362,6 @@ func TestStageWorkerEnvCarriesNATSAuth(t *testing.T) {
 		if strings.HasPrefix(kv, "PACE_NATS_USER=") || strings.HasPrefix(kv, "PACE_NATS_PASSWORD=") || strings.HasPrefix(kv, "PACE_NATS_NKEY=") {
 			t.Errorf("the stage's credentials passed on with job tokens: %s", kv)
 		}
-	}
-}
-
-func TestStageLoopRerunsThroughTemporaryFailures(t *testing.T) {
-	runs := 0
-	refused := errors.New("refused")
-	err := rerun(t.Context(), slog.New(slog.DiscardHandler), func(context.Context) error {
-		runs++
-		if runs < 3 {
-			return fmt.Errorf("get flowschemas.pace-probes: %w", context.DeadlineExceeded)
-		}
-		return refused
-	})
-	if !errors.Is(err, refused) || runs != 3 {
-		t.Fatalf("rerun = %v after %d runs, want the refusal of the third", err, runs)
 	}
 }
 

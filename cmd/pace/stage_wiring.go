@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +16,7 @@ import (
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
@@ -99,7 +99,7 @@ type wiring struct {
 	mgr     *manager.Manager // the manager of the job API, if wired
 
 	loops []func(context.Context) error // run on every replica
-	terms []term                        // run by each stage's leader
+	terms []*runner.Term                // run by each stage's leader
 
 	// stageClient, when set, connects a stage as its own NATS user (pace
 	// up with authentication); otherwise every stage uses c.
@@ -125,12 +125,6 @@ func (w *wiring) close() {
 	for _, c := range w.clients {
 		closeClient(c)
 	}
-}
-
-// term is the leader-only work of a stage.
-type term struct {
-	stage string
-	run   func(context.Context) error
 }
 
 func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
@@ -185,53 +179,14 @@ func (w *wiring) authenticator() (auth.Authenticator, error) {
 // each leadership term, so no in-memory state outlives its term, and
 // returns its run func and metrics (nil: none). It is called once here, so
 // that bad settings fail at start and not at the first takeover.
-func (w *wiring) lead(stage string, newTerm func() (func(context.Context) error, prometheus.Collector, error)) error {
-	run, m, err := newTerm()
+func (w *wiring) lead(stage string, build runner.Build) error {
+	t, err := runner.NewTerm(stage, build)
 	if err != nil {
 		return err
 	}
-	metrics := &termMetrics{}
-	metrics.set(m)
-	w.reg.MustRegister(metrics)
-	w.terms = append(w.terms, term{stage: stage, run: func(ctx context.Context) error {
-		if run == nil { // terms run one at a time
-			if run, m, err = newTerm(); err != nil {
-				return err
-			}
-			metrics.set(m)
-		}
-		r := run
-		run = nil
-		return stopped(ctx, r(ctx))
-	}})
+	w.reg.MustRegister(t.Metrics())
+	w.terms = append(w.terms, t)
 	return nil
-}
-
-// stopped is the result of work that returned err: nil once ctx has ended,
-// as whatever failed while stopping (a read cut short) is no failure.
-func stopped(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-// rerun runs loop again, a second later, each time it fails with a
-// temporary error (the bus recovering: a restarted server, a cluster
-// electing leaders), so that a stage rides out an outage instead of exiting.
-func rerun(ctx context.Context, log *slog.Logger, loop func(context.Context) error) error {
-	for {
-		err := loop(ctx)
-		if ctx.Err() != nil || !bus.Temporary(err) {
-			return err
-		}
-		log.Warn("stage loop failed for a while, running it again", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // handler is the HTTP handler of everything wired: callers authenticated
@@ -256,13 +211,13 @@ func (w *wiring) handler() http.Handler {
 // run runs the wired stages and serves HTTP on ln until ctx ends or one of
 // them fails. elect, when set, wraps each stage's leader work in leader
 // election; without it (pace up) the work runs at once.
-func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(term) func(context.Context) error) error {
+func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(*runner.Term) runner.Loop) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, loop := range w.loops {
-		g.Go(func() error { return stopped(gctx, rerun(gctx, w.log, loop)) })
+		g.Go(func() error { return runner.Rerun(gctx, w.log, loop) })
 	}
 	for _, t := range w.terms {
-		run := func(ctx context.Context) error { return rerun(ctx, w.log, t.run) }
+		run := func(ctx context.Context) error { return runner.Rerun(ctx, w.log, t.Run) }
 		if elect != nil {
 			run = elect(t) // a term failing for a while stands by again
 		}
@@ -270,37 +225,6 @@ func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(term) func
 	}
 	g.Go(func() error { return w.f.http.serve(gctx, ln, w.handler(), w.log) })
 	return g.Wait()
-}
-
-// group runs loops together until ctx ends or one fails.
-func group(loops ...func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		g, gctx := errgroup.WithContext(ctx)
-		for _, loop := range loops {
-			g.Go(func() error { return loop(gctx) })
-		}
-		return g.Wait()
-	}
-}
-
-// termMetrics exposes the metrics of the current term's stage instance. It
-// describes nothing (an unchecked collector), as its instance changes.
-type termMetrics struct {
-	cur atomic.Pointer[prometheus.Collector]
-}
-
-func (t *termMetrics) set(c prometheus.Collector) {
-	if c != nil {
-		t.cur.Store(&c)
-	}
-}
-
-func (t *termMetrics) Describe(chan<- *prometheus.Desc) {}
-
-func (t *termMetrics) Collect(ch chan<- prometheus.Metric) {
-	if c := t.cur.Load(); c != nil {
-		(*c).Collect(ch)
-	}
 }
 
 // The stages, in pipeline order. Each wire func adds a stage to w: loops
@@ -487,7 +411,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		run := group(append(loops, gs.Run)...)
+		run := runner.Group(append(loops, gs.Run)...)
 		if cf.actuator != "local" {
 			return run, gs.Metrics(), nil
 		}

@@ -1,7 +1,6 @@
 package actuator_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"testing"
@@ -15,9 +14,10 @@ import (
 	"github.com/pace-platform/pace/stages/actuator"
 )
 
-// TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn publishes bytes
-// that are no decision, then a decision: the first becomes one dead letter
-// holding its exact bytes, and the actuator goes on to request the second.
+// TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn publishes every
+// kind of unreadable message (bustest.Malformed), then a decision: each
+// unreadable one becomes a dead letter holding its exact bytes, headers and
+// subject, and the actuator goes on to request the decision.
 func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
@@ -43,21 +43,26 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 		return err == nil
 	})
 
-	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
-	if _, err := c.JetStream().Publish(ctx, c.Prefix().Decisions(job), garbage); err != nil {
+	subject := c.Prefix().Decisions(job)
+	valid, err := bus.NewMsg(ctx, subject, &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Reason: "valid"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 3, Reason: "after garbage"})
+	cases := bustest.Malformed(subject, valid)
+	for _, m := range cases {
+		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.Publish(t, c, subject, &schemas.Decision{Job: job, At: time.Now(), Replicas: 3, Reason: "after garbage"})
 
 	waitRequest(t, requests, job, 3)
 	var letters []*schemas.DeadLetter
-	bustest.Eventually(t, 10*time.Second, "the unreadable decision's dead letter", func() bool {
+	bustest.Eventually(t, 10*time.Second, "the unreadable decisions' dead letters", func() bool {
 		letters, err = c.StoredMalformed(ctx, job)
-		return err == nil && len(letters) > 0
+		return err == nil && len(letters) >= len(cases)
 	})
-	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Subject != c.Prefix().Decisions(job) {
-		t.Errorf("dead letters %+v, want one holding %q from %s", letters, garbage, c.Prefix().Decisions(job))
-	}
+	bustest.CheckKept(t, cases, letters)
 }
 
 // waitRequest waits for a request to scale job to replicas.

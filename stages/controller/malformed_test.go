@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -11,15 +10,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller"
 )
 
 // TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn publishes
-// bytes that are no progress on a job's progress subject, then progress of
-// a late job: the first is counted and kept as one dead letter holding its
-// exact bytes, and the controller decides on the second.
+// every kind of unreadable message (bustest.Malformed) on a job's progress
+// subject, then progress of a late job: each unreadable one is counted and
+// kept as a dead letter holding its exact bytes, headers and subject, and
+// the controller decides on the progress.
 func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
@@ -46,9 +47,15 @@ func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
 	})
 
 	subject := c.Prefix().Metrics(job, schemas.ProgressMetrics)
-	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
-	if _, err := c.JetStream().Publish(ctx, subject, garbage); err != nil {
+	valid, err := bus.NewMsg(ctx, subject, &schemas.Progress{Job: job, At: time.Now(), Error: -2, Replicas: 1, Total: 100})
+	if err != nil {
 		t.Fatal(err)
+	}
+	cases := bustest.Malformed(subject, valid)
+	for _, m := range cases {
+		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	publishProgress(t, c, &schemas.Progress{Job: job, At: time.Now(), Error: -2, Replicas: 1, Total: 100})
 
@@ -56,18 +63,16 @@ func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
 		t.Errorf("decision %+v, want %s scaled to 3", d, job)
 	}
 	var letters []*schemas.DeadLetter
-	bustest.Eventually(t, 10*time.Second, "the unreadable progress's dead letter", func() bool {
+	bustest.Eventually(t, 10*time.Second, "the unreadable progress's dead letters", func() bool {
 		letters, err = c.StoredMalformed(ctx, job)
-		return err == nil && len(letters) > 0
+		return err == nil && len(letters) >= len(cases)
 	})
-	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Subject != subject {
-		t.Errorf("dead letters %+v, want one holding %q from %s", letters, garbage, subject)
-	}
+	bustest.CheckKept(t, cases, letters)
 	var m dto.Metric
 	if err := st.Metrics().(prometheus.Metric).Write(&m); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.GetCounter().GetValue(); got != 1 {
-		t.Errorf("pace_controller_malformed_total = %v, want 1", got)
+	if got := m.GetCounter().GetValue(); got != float64(len(cases)) {
+		t.Errorf("pace_controller_malformed_total = %v, want %d", got, len(cases))
 	}
 }

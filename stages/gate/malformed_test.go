@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"testing"
@@ -21,20 +20,27 @@ import (
 	"github.com/pace-platform/pace/stages/gate"
 )
 
-// TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted publishes bytes
-// that are no kube request on the work-queue stream PACE_K8S, then a
-// request: the first is counted and kept as one dead letter holding its
-// exact bytes (settling it deletes it from the stream), and the gate admits
-// and executes the second.
+// TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted publishes every
+// kind of unreadable message (bustest.Malformed) on the work-queue stream
+// PACE_K8S, then a request: each unreadable one is counted and kept as a
+// dead letter holding its exact bytes, headers and subject (settling it
+// deletes it from the stream), and the gate admits and executes the request.
 func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	rec := record(t, c)
 	st := runApplyingGate(t, c)
 
-	garbage := []byte{0xff, 0xfe, '{', 0x00, 'x'}
-	if _, err := c.JetStream().Publish(ctx, c.Prefix().KubeRequests(), garbage); err != nil {
+	valid, err := bus.NewMsg(ctx, c.Prefix().KubeRequests(), &schemas.KubeRequest{ID: "valid", User: "alice", Verb: "get",
+		Path: "/healthz", At: time.Now()})
+	if err != nil {
 		t.Fatal(err)
+	}
+	cases := bustest.Malformed(c.Prefix().KubeRequests(), valid)
+	for _, m := range cases {
+		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	publish(t, c, "after-garbage", "alice")
 
@@ -47,15 +53,20 @@ func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 	}
 	// The subject names no job: the letter is filed under job "unknown".
 	var letters []*bus.StoredLetter
-	bustest.Eventually(t, 10*time.Second, "the unreadable request's dead letter", func() bool {
+	bustest.Eventually(t, 10*time.Second, "the unreadable requests' dead letters", func() bool {
 		letters = requestLetters(t, ctx, c)
-		return len(letters) > 0
+		return len(letters) >= len(cases)
 	})
-	if len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage) || letters[0].Reason != schemas.Malformed || letters[0].Job != "unknown" {
-		t.Errorf("dead letters %+v, want one malformed letter of job unknown holding %q", letters, garbage)
+	kept := make([]*schemas.DeadLetter, len(letters))
+	for i, l := range letters {
+		kept[i] = l.DeadLetter
+		if l.Job != "unknown" {
+			t.Errorf("letter of job %q, want unknown", l.Job)
+		}
 	}
-	if got := count(t, st.Metrics()); got != 1 {
-		t.Errorf("pace_gate_malformed_total = %v, want 1", got)
+	bustest.CheckKept(t, cases, kept)
+	if got := count(t, st.Metrics()); got != float64(len(cases)) {
+		t.Errorf("pace_gate_malformed_total = %v, want %d", got, len(cases))
 	}
 	bustest.Eventually(t, 10*time.Second, "both requests settled, PACE_K8S empty", func() bool {
 		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))

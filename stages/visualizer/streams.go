@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/promset"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -100,20 +101,8 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) (u auth.User
 
 // Metrics returns the UI's Prometheus metrics: pace_ui_open_streams and
 // pace_ui_streams_refused_total{reason}.
-func (s *Server) Metrics() prometheus.Collector { return collectors{s.streams.open, s.streams.refused} }
-
-type collectors []prometheus.Collector
-
-func (c collectors) Describe(ch chan<- *prometheus.Desc) {
-	for _, x := range c {
-		x.Describe(ch)
-	}
-}
-
-func (c collectors) Collect(ch chan<- prometheus.Metric) {
-	for _, x := range c {
-		x.Collect(ch)
-	}
+func (s *Server) Metrics() prometheus.Collector {
+	return promset.Set{s.streams.open, s.streams.refused}
 }
 
 // wakeups fans the job events that Run follows out to the open streams, so

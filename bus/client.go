@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/schemas"
 )
@@ -24,7 +25,7 @@ type Client struct {
 	js     jetstream.JetStream
 	prefix schemas.Prefix
 	log    *slog.Logger
-	now    func() time.Time
+	clk    clock.PassiveClock
 	token  string // sent to the manager with each call, if set
 	denied *refusals
 
@@ -179,7 +180,7 @@ func newClient(nc *nats.Conn, o *options, malformed *malformedEvents, denied *re
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	js = sizedPublisher{JetStream: js, nc: nc}
-	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, now: o.now, malformed: malformed, denied: denied, token: o.token}, nil
+	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, clk: o.clock, malformed: malformed, denied: denied, token: o.token}, nil
 }
 
 // sizedPublisher names the sizes when a publish is refused for exceeding

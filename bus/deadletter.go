@@ -117,7 +117,7 @@ func (c *Client) SetAside(ctx context.Context, stage string, msg jetstream.Msg, 
 // reports a letter it dropped as such.
 func (c *Client) keepMalformed(ctx context.Context, msg jetstream.Msg, cause error) (d *schemas.DeadLetter, duplicate bool, err error) {
 	job := c.prefix.SubjectJob(msg.Subject())
-	d = MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.now())
+	d = MalformedLetter(job, msg.Subject(), msg.Data(), msg.Headers(), cause, c.clk.Now())
 	key := "" // without a stream sequence, no de-duplication
 	if md, err := msg.Metadata(); err == nil {
 		d.Sequence, d.Deliveries = md.Sequence.Stream, int(md.NumDelivered)
@@ -159,11 +159,11 @@ func (c *Client) DeadLetters(ctx context.Context) error {
 		return fmt.Errorf("failures bucket: %w", err)
 	}
 	pause := newPause(100*time.Millisecond, 5*time.Second)
-	nextSweep := c.now()
+	nextSweep := c.clk.Now()
 	for ctx.Err() == nil {
-		if !c.now().Before(nextSweep) {
+		if !c.clk.Now().Before(nextSweep) {
 			c.sweepLetterObjects(ctx)
-			nextSweep = c.now().Add(letterObjectSweep)
+			nextSweep = c.clk.Now().Add(letterObjectSweep)
 		}
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		batch, err := cons.Fetch(64, jetstream.FetchContext(fctx))
@@ -210,10 +210,10 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 	var d *schemas.DeadLetter
 	item, derr := Decode[schemas.WorkItem](raw.Data, raw.Header)
 	if derr != nil {
-		d = MalformedLetter(job, raw.Subject, raw.Data, raw.Header, derr, c.now())
+		d = MalformedLetter(job, raw.Subject, raw.Data, raw.Header, derr, c.clk.Now())
 	} else {
 		d = &schemas.DeadLetter{Job: job, ItemID: item.ID, Reason: schemas.MaxDeliveries, Payload: item.Payload,
-			Subject: raw.Subject, Header: raw.Header, At: c.now(),
+			Subject: raw.Subject, Header: raw.Header, At: c.clk.Now(),
 			LastError: "lease expired: no worker finished the item in time"}
 		if e, err := failures.Get(ctx, job+"."+item.ID); err == nil {
 			d.LastError = string(e.Value())

@@ -237,7 +237,7 @@ func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (i
 	if err != nil {
 		return 0, err
 	}
-	objects = slices.DeleteFunc(objects, func(o *jetstream.ObjectInfo) bool { return c.now().Sub(o.ModTime) < grace })
+	objects = slices.DeleteFunc(objects, func(o *jetstream.ObjectInfo) bool { return c.clk.Now().Sub(o.ModTime) < grace })
 	if len(objects) == 0 {
 		return 0, nil
 	}

@@ -132,7 +132,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	case <-ctx.Done():
 		return
 	}
-	if m.kept[seq] || c.now().Before(m.retry[seq]) {
+	if m.kept[seq] || c.clk.Now().Before(m.retry[seq]) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, setAsideTimeout)
@@ -142,7 +142,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 	kept, err := c.hasMalformedLetter(ctx, c.prefix.SubjectJob(msg.Subject()), msg.Subject(), seq)
 	if err != nil {
 		err = attemptError(ctx, err)
-		m.retry[seq] = c.now().Add(setAsideRetry) // and not at every read meanwhile
+		m.retry[seq] = c.clk.Now().Add(setAsideRetry) // and not at every read meanwhile
 		log.Warn("undecodable job event skipped; its dead letters could not be read, will retry",
 			"dead_letter_err", err, "retry_after", setAsideRetry)
 		return
@@ -166,7 +166,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 		m.count.Inc()
 		log.Error("undecodable job event too large to dead-letter; left in its stream", "dead_letter_err", err)
 	default:
-		m.retry[seq] = c.now().Add(setAsideRetry)
+		m.retry[seq] = c.clk.Now().Add(setAsideRetry)
 		log.Warn("undecodable job event skipped; not dead-lettered yet, will retry",
 			"dead_letter_err", attemptError(ctx, err), "retry_after", setAsideRetry)
 	}

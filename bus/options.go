@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/schemas"
 )
@@ -25,7 +26,7 @@ type options struct {
 	log        *slog.Logger
 	nats       []nats.Option
 	connectMax time.Duration
-	now        func() time.Time
+	clock      clock.PassiveClock
 	// auth names the option that chose how to authenticate, "" for none:
 	// credentials, nkey, user/password and token exclude each other.
 	auth  string
@@ -47,7 +48,7 @@ func buildOptions(opts []Option) (*options, error) {
 		prefix:     schemas.DefaultPrefix,
 		log:        slog.New(slog.DiscardHandler),
 		connectMax: 30 * time.Second,
-		now:        time.Now,
+		clock:      clock.RealClock{},
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -60,6 +61,12 @@ func buildOptions(opts []Option) (*options, error) {
 // WithName names the connection as seen by the server (monitoring, logs).
 func WithName(name string) Option {
 	return func(o *options) error { o.name = name; return nil }
+}
+
+// WithClock sets the clock the client reads times from: items' and
+// results' times, dead letters', presence; the default is the real clock.
+func WithClock(clk clock.PassiveClock) Option {
+	return func(o *options) error { o.clock = clk; return nil }
 }
 
 // WithPrefix sets the subject prefix; the default is "pace".

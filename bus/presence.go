@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/schemas"
 )
@@ -52,7 +53,7 @@ func (w *Worker) announce(ctx context.Context) {
 		return
 	}
 	key := presenceKey(w.job, w.o.id)
-	val, _ := json.Marshal(presence{Job: w.job, Worker: w.o.id, Concurrency: w.o.concurrency, StartedAt: w.c.now()})
+	val, _ := json.Marshal(presence{Job: w.job, Worker: w.o.id, Concurrency: w.o.concurrency, StartedAt: w.c.clk.Now()})
 	t := time.NewTicker(presenceInterval)
 	defer t.Stop()
 	for {
@@ -74,18 +75,19 @@ func (w *Worker) announce(ctx context.Context) {
 // workers bucket. Create it with Client.Presence and run it with Run.
 type Presence struct {
 	c   *Client
-	now func() time.Time
+	clk clock.PassiveClock
 
 	mu   sync.Mutex
 	seen map[string]map[string]time.Time // job → worker key → last refresh; guarded by mu
 }
 
-// Presence returns a worker-presence view; now is its clock (time.Now when nil).
-func (c *Client) Presence(now func() time.Time) *Presence {
-	if now == nil {
-		now = time.Now
+// Presence returns a worker-presence view reading time from clk (the real
+// clock when nil).
+func (c *Client) Presence(clk clock.PassiveClock) *Presence {
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return &Presence{c: c, now: now, seen: map[string]map[string]time.Time{}}
+	return &Presence{c: c, clk: clk, seen: map[string]map[string]time.Time{}}
 }
 
 // Run follows the workers bucket until ctx ends.
@@ -148,7 +150,7 @@ func (p *Presence) apply(e jetstream.KeyValueEntry) {
 func (p *Presence) Count(job string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cutoff := p.now().Add(-presenceTTL)
+	cutoff := p.clk.Now().Add(-presenceTTL)
 	n := 0
 	for key, at := range p.seen[job] {
 		if at.Before(cutoff) {

@@ -14,8 +14,8 @@ import (
 func TestPresenceCountsRunningWorkers(t *testing.T) {
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
-	var skew atomic.Int64 // how far the view's clock runs ahead of real time
-	p := c.Presence(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	skew := &skewedClock{} // how far the view's clock runs ahead of real time
+	p := c.Presence(skew)
 	pctx, stopP := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
@@ -43,10 +43,17 @@ func TestPresenceCountsRunningWorkers(t *testing.T) {
 	<-stopped[0]
 	bustest.Eventually(t, 5*time.Second, "one worker after a stop", func() bool { return p.Count("seen") == 1 })
 
-	skew.Store(int64(time.Minute)) // a worker silent for a minute is gone
+	skew.ahead.Store(int64(time.Minute)) // a worker silent for a minute is gone
 	if n := p.Count("seen"); n != 0 {
 		t.Errorf("workers after a minute of silence = %d, want 0", n)
 	}
 	cancels[1]()
 	<-stopped[1]
 }
+
+// skewedClock runs ahead of the real clock by ahead nanoseconds.
+type skewedClock struct{ ahead atomic.Int64 }
+
+func (s *skewedClock) Now() time.Time { return time.Now().Add(time.Duration(s.ahead.Load())) }
+
+func (s *skewedClock) Since(t time.Time) time.Duration { return s.Now().Sub(t) }

@@ -99,7 +99,7 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 			}
 			return fmt.Errorf("item %s of %s: %w", d.ItemID, d.Job, ErrHasResult)
 		}
-		item := &schemas.WorkItem{ID: d.ItemID, Job: d.Job, Payload: d.Payload, CreatedAt: c.now()}
+		item := &schemas.WorkItem{ID: d.ItemID, Job: d.Job, Payload: d.Payload, CreatedAt: c.clk.Now()}
 		if msg, err = NewMsg(MessageContext(ctx, d.Header), c.prefix.Work(d.Job), item); err != nil {
 			return err
 		}

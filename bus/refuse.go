@@ -91,7 +91,7 @@ func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, wh
 			}
 			continue
 		}
-		d := RefusedLetter(job, raw.Subject, raw.Data, raw.Header, why, c.now())
+		d := RefusedLetter(job, raw.Subject, raw.Data, raw.Header, why, c.clk.Now())
 		d.Sequence = raw.Sequence
 		key := fmt.Sprintf("refused/%s/%d", name, raw.Sequence)
 		_, err = c.publishLetter(MessageContext(ctx, raw.Header), c.prefix.Dead(job), d, key)

@@ -198,13 +198,13 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 			}
 			if err == nil || !Temporary(err) {
 				failingSince = time.Time{}
-			} else if failingSince.IsZero() || time.Since(failingSince) < readBudget {
+			} else if failingSince.IsZero() || c.clk.Since(failingSince) < readBudget {
 				// Each fetch recreates the ordered consumer, maybe on another
 				// server whose interest has not crossed the routes yet, or
 				// while a stream elects a leader; the next fetch goes on
 				// from the same position.
 				if failingSince.IsZero() {
-					failingSince = time.Now()
+					failingSince = c.clk.Now()
 				}
 				caughtUp = false
 				pauseFor(ctx, 100*time.Millisecond)

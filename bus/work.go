@@ -55,7 +55,7 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 		return fmt.Errorf("push to %s: %w (%s)", job, ErrJobFinished, why)
 	}
 	subject, h := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{})
-	now := c.now()
+	now := c.clk.Now()
 	futures := make([]jetstream.PubAckFuture, 0, len(items))
 	var pubErr error
 	for i := range items {
@@ -112,7 +112,7 @@ const workloadWindow = 4096
 // the server need not remember an id per item for its duplicate window (for
 // 1,000,000 items, over 100 MB for two minutes).
 func (c *Client) QueueWorkload(ctx context.Context, job string, payloads []string) error {
-	subject, h, now := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{}), c.now()
+	subject, h, now := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{}), c.clk.Now()
 	inflight := make([]jetstream.PubAckFuture, 0, workloadWindow)
 	var first error // the first failure; once it is known, nothing more is sent
 	// settle waits for the answers to futures. Every one is awaited, even
@@ -193,7 +193,7 @@ func (c *Client) openJob(ctx context.Context, job string) (_ *schemas.JobRecord,
 	}
 	rec, err := getJob(ctx, kv, job)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		now := c.now()
+		now := c.clk.Now()
 		rec = &schemas.JobRecord{ID: job, Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
 			State: schemas.Ongoing, Reason: "created by its first item or worker", CreatedAt: now, StartedAt: now}
 		data, _ := json.Marshal(rec)
@@ -258,7 +258,7 @@ func (c *Client) DeclareJob(ctx context.Context, job string, spec schemas.JobSpe
 		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
 	}
 	for {
-		now := c.now()
+		now := c.clk.Now()
 		rec := &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: now, StartedAt: now}
 		var rev uint64
 		e, err := kv.Get(ctx, job)

@@ -214,7 +214,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 	}
 
 	leases.add(msg)
-	start := time.Now()
+	start := w.c.clk.Now()
 	mctx := MessageContext(ctx, msg.Headers())
 	out, herr := w.h(mctx, item)
 	leases.remove(msg)
@@ -227,7 +227,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 		return
 	}
 	res := &schemas.Result{ItemID: item.ID, Job: w.job, Output: out, Worker: w.o.id, Attempt: int(md.NumDelivered),
-		Duration: schemas.Duration(time.Since(start)), FinishedAt: w.c.now()}
+		Duration: schemas.Duration(w.c.clk.Since(start)), FinishedAt: w.c.clk.Now()}
 	stored, err := w.c.publishResultAsync(mctx, res)
 	if err != nil {
 		w.settled(ctx, msg, md.NumDelivered, res, err)
@@ -314,7 +314,7 @@ func retryDelay(base, max time.Duration, delivered uint64) time.Duration {
 
 func (w *Worker) deadLetterMalformed(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, cause error) {
 	w.malformed.Add(1)
-	d := MalformedLetter(w.job, msg.Subject(), msg.Data(), msg.Headers(), cause, w.c.now())
+	d := MalformedLetter(w.job, msg.Subject(), msg.Data(), msg.Headers(), cause, w.c.clk.Now())
 	d.Deliveries, d.Sequence = int(md.NumDelivered), md.Sequence.Stream
 	if err := w.c.publishDeadLetter(ctx, d, fmt.Sprintf("%s/seq/%d", w.job, md.Sequence.Stream)); err != nil {
 		w.log.Warn("malformed item not dead-lettered yet, will retry", "seq", md.Sequence.Stream, "err", err)

@@ -3,6 +3,7 @@ package actuator
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/clock"
 	"log/slog"
 	"slices"
 	"strings"
@@ -43,6 +44,7 @@ type Executor struct {
 	c        *bus.Client
 	runtimes map[string]Runtime
 	log      *slog.Logger
+	clk      clock.PassiveClock
 
 	mu   sync.Mutex
 	jobs map[string]*jobOrder // guarded by mu
@@ -68,7 +70,7 @@ func (e *Executor) order(job string) *jobOrder {
 
 // NewExecutor returns an executor of requests on runtimes, keyed by actuator name.
 func NewExecutor(c *bus.Client, runtimes map[string]Runtime, log *slog.Logger) *Executor {
-	return &Executor{c: c, runtimes: runtimes, log: log.With("stage", "actuator"), jobs: map[string]*jobOrder{}}
+	return &Executor{c: c, runtimes: runtimes, log: log.With("stage", "actuator"), clk: clock.RealClock{}, jobs: map[string]*jobOrder{}}
 }
 
 // Execute scales (verb patch, subresource scale) or deletes (verb delete) a
@@ -83,7 +85,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 	defer o.Unlock()
 	if req.At.Before(o.last) {
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
-			Reason: "superseded by a newer request", At: time.Now()}, nil
+			Reason: "superseded by a newer request", At: e.clk.Now()}, nil
 	}
 	// Read under the job's lock, so that its replicas are those the last
 	// request recorded.
@@ -133,7 +135,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		}
 	}
 	return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: replicas,
-		Reason: retries.String(), At: time.Now()}, nil
+		Reason: retries.String(), At: e.clk.Now()}, nil
 }
 
 // recordScale publishes a scaled event and applies it to the job record, as
@@ -141,7 +143,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 // (its Seq is the last event applied).
 func (e *Executor) recordScale(ctx context.Context, job string, replicas int, state schemas.JobState) error {
 	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
-		At: time.Now(), Reason: "workers scaled"}
+		At: e.clk.Now(), Reason: "workers scaled"}
 	seq, err := e.c.PublishJobEvent(ctx, ev)
 	if err == nil {
 		_, err = e.c.UpdateJob(ctx, job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {

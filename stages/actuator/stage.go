@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
@@ -24,7 +25,7 @@ const serviceUser = "system:serviceaccount:pace:actuator"
 type Stage struct {
 	c   *bus.Client
 	log *slog.Logger
-	now func() time.Time
+	clk clock.PassiveClock
 
 	mu        sync.Mutex
 	requested map[string]request // job → what was last requested; guarded by mu
@@ -45,7 +46,7 @@ const (
 
 // New returns the stage.
 func New(c *bus.Client, log *slog.Logger) *Stage {
-	return &Stage{c: c, log: log.With("stage", "actuator"), now: time.Now, requested: map[string]request{}}
+	return &Stage{c: c, log: log.With("stage", "actuator"), clk: clock.RealClock{}, requested: map[string]request{}}
 }
 
 // Run follows request outcomes, reconciles running jobs, then consumes
@@ -286,7 +287,7 @@ func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schema
 	if req.ID == "" {
 		req.ID = nuid.Next()
 	}
-	req.Job, req.At = rec.ID, s.now()
+	req.Job, req.At = rec.ID, s.clk.Now()
 	req.APIGroup, req.Resource, req.Name = "batch", "jobs", "pace-"+rec.ID
 	req.Namespace = rec.Spec.Actuator.Namespace
 	if req.Namespace == "" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
@@ -30,7 +31,7 @@ const (
 type WorkerLog struct {
 	c     *bus.Client
 	log   *slog.Logger
-	now   func() time.Time
+	clk   clock.PassiveClock
 	lines chan *schemas.LogLine
 
 	mu   sync.Mutex
@@ -49,13 +50,13 @@ const tailLines = 5
 
 // NewWorkerLog returns a WorkerLog publishing with c; call Run.
 func NewWorkerLog(c *bus.Client, log *slog.Logger) *WorkerLog {
-	return &WorkerLog{c: c, log: log.With("stage", "worker-log"), now: time.Now,
+	return &WorkerLog{c: c, log: log.With("stage", "worker-log"), clk: clock.RealClock{},
 		lines: make(chan *schemas.LogLine, workerLogQueue), jobs: map[string]*jobOutput{}}
 }
 
 // Line takes one line worker of job wrote (local.Config.Output).
 func (l *WorkerLog) Line(job, worker, line string) {
-	at := l.now()
+	at := l.clk.Now()
 	l.mu.Lock()
 	o := l.jobs[job]
 	if o == nil {
@@ -103,7 +104,7 @@ func (l *WorkerLog) forgetIdle() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for job, o := range l.jobs {
-		if o.dropped == 0 && l.now().Sub(o.last) > time.Minute {
+		if o.dropped == 0 && l.clk.Now().Sub(o.last) > time.Minute {
 			delete(l.jobs, job)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol"
@@ -92,7 +93,7 @@ type Stage struct {
 	act       Actuator
 	cfg       Config
 	log       *slog.Logger
-	now       func() time.Time
+	clk       clock.PassiveClock
 	malformed prometheus.Counter
 }
 
@@ -102,7 +103,7 @@ func New(c *bus.Client, gate *apf.Gate, act Actuator, cfg Config, log *slog.Logg
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	return &Stage{c: c, gate: gate, act: act, cfg: cfg, log: log.With("stage", "gate"), now: time.Now,
+	return &Stage{c: c, gate: gate, act: act, cfg: cfg, log: log.With("stage", "gate"), clk: clock.RealClock{},
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_gate_malformed_total",
 			Help: "Infrastructure requests the gate could not read, dead-lettered on pace.metrics.<job>.dead."}),
 	}, nil
@@ -173,9 +174,9 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 		log.Warn("kube request rejected", "priority_level", rej.PriorityLevel, "flow_schema", rej.FlowSchema, "reason", rej.Reason)
 		s.publish(ctx, log, s.c.Prefix().Admission(token(rej.PriorityLevel), token(rej.FlowSchema)), &schemas.AdmissionEvent{
 			RequestID: req.ID, PriorityLevel: rej.PriorityLevel, FlowSchema: rej.FlowSchema, Outcome: schemas.Refused,
-			Reason: string(rej.Reason), Seats: rej.Seats, At: s.now()})
+			Reason: string(rej.Reason), Seats: rej.Seats, At: s.clk.Now()})
 		s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
-			Reason: fmt.Sprintf("%s (retry after %v)", rej.Reason, rej.RetryAfter), At: s.now()})
+			Reason: fmt.Sprintf("%s (retry after %v)", rej.Reason, rej.RetryAfter), At: s.clk.Now()})
 		_ = m.Ack()
 		return
 	case err != nil:
@@ -186,7 +187,7 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 	c := adm.Classification
 	s.publish(ctx, log, s.c.Prefix().Admission(token(c.PriorityLevel.Name), token(c.FlowSchema.Name)), &schemas.AdmissionEvent{
 		RequestID: req.ID, PriorityLevel: c.PriorityLevel.Name, FlowSchema: c.FlowSchema.Name, Flow: c.Distinguisher,
-		Outcome: schemas.Dispatched, Seats: adm.Estimate().MaxSeats(), Wait: schemas.Duration(adm.Wait), At: s.now()})
+		Outcome: schemas.Dispatched, Seats: adm.Estimate().MaxSeats(), Wait: schemas.Duration(adm.Wait), At: s.clk.Now()})
 	var out *schemas.KubeOutcome
 	adm.Finish(func() { out = s.execute(ctx, log, req) })
 	s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), out)
@@ -210,16 +211,16 @@ func (s *Stage) execute(ctx context.Context, log *slog.Logger, req *schemas.Kube
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Failure, Reason: r.err.Error(), At: s.now()}
+			return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Failure, Reason: r.err.Error(), At: s.clk.Now()}
 		}
 		if r.out == nil {
-			return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, At: s.now()}
+			return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, At: s.clk.Now()}
 		}
 		return r.out
 	case <-ctx.Done():
 		log.Warn("no outcome in time, seats released", "timeout", s.cfg.OutcomeTimeout)
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Failure,
-			Reason: fmt.Sprintf("no outcome within %v; seats released", s.cfg.OutcomeTimeout), At: s.now()}
+			Reason: fmt.Sprintf("no outcome within %v; seats released", s.cfg.OutcomeTimeout), At: s.clk.Now()}
 	}
 }
 

@@ -88,7 +88,7 @@ func (c Config) Validate() field.ErrorList {
 
 // Stage is the bus gate stage.
 type Stage struct {
-	c         *bus.Client
+	c         bus.Consuming
 	gate      *apf.Gate
 	act       Actuator
 	cfg       Config
@@ -98,7 +98,7 @@ type Stage struct {
 }
 
 // New returns the stage; cfg is defaulted and validated.
-func New(c *bus.Client, gate *apf.Gate, act Actuator, cfg Config, log *slog.Logger) (*Stage, error) {
+func New(c bus.Consuming, gate *apf.Gate, act Actuator, cfg Config, log *slog.Logger) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()

@@ -55,7 +55,7 @@ func (c Config) Validate() field.ErrorList {
 
 // Stage consumes raw samples and publishes progress. Create it with New.
 type Stage struct {
-	bus     *bus.Client
+	bus     bus.Consuming
 	js      jetstream.JetStream
 	prefix  schemas.Prefix
 	cfg     Config
@@ -81,7 +81,7 @@ func (s *Stage) evict(cutoff time.Time) {
 }
 
 // New returns a processor stage on c; clk nil means the real clock.
-func New(c *bus.Client, cfg Config, clk clock.PassiveClock, log *slog.Logger) (*Stage, error) {
+func New(c bus.Consuming, cfg Config, clk clock.PassiveClock, log *slog.Logger) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("processor config: %w", errs.ToAggregate())

@@ -46,7 +46,7 @@ const (
 
 // Stage feeds one Sink from the bus. Create it with New.
 type Stage struct {
-	bus       *bus.Client
+	bus       bus.Consuming
 	js        jetstream.JetStream
 	nc        *nats.Conn
 	prefix    schemas.Prefix
@@ -58,7 +58,7 @@ type Stage struct {
 }
 
 // New returns a stage feeding s; name identifies it in logs and consumer names.
-func New(c *bus.Client, name string, s Sink, start Start, log *slog.Logger) *Stage {
+func New(c bus.Consuming, name string, s Sink, start Start, log *slog.Logger) *Stage {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

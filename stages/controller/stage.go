@@ -99,7 +99,7 @@ type jobController struct {
 // counted (pace_controller_malformed_total) and kept as a dead letter.
 // Create it with New.
 type Stage struct {
-	c         *bus.Client
+	c         Bus
 	js        jetstream.JetStream
 	cfg       Config
 	reg       plugin.Registry
@@ -107,11 +107,22 @@ type Stage struct {
 	kv        jetstream.KeyValue
 	malformed prometheus.Counter
 
-	jobs map[string]*jobController // only the Run goroutine (or Process's caller) touches it
+	jobs map[string]*jobController // only the Run goroutine touches it
+}
+
+// Bus is what the controller stage needs of the bus; *bus.Client
+// implements it.
+type Bus interface {
+	bus.Consuming
+	// Job reads a job's record, for its spec.
+	Job(ctx context.Context, job string) (*schemas.JobRecord, uint64, error)
+	// Replicas is how many copies the bus keeps of a stream, for the
+	// controller's bucket.
+	Replicas(ctx context.Context) (int, error)
 }
 
 // New returns a controller stage on c with the plugins of reg (nil: builtin.Registry()).
-func New(c *bus.Client, cfg Config, reg plugin.Registry, log *slog.Logger) (*Stage, error) {
+func New(c Bus, cfg Config, reg plugin.Registry, log *slog.Logger) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("controller config: %w", errs.ToAggregate())

@@ -23,7 +23,7 @@ const serviceUser = "system:serviceaccount:pace:actuator"
 
 // Stage publishes infrastructure requests for decisions and lifecycle events.
 type Stage struct {
-	c   *bus.Client
+	c   Bus
 	log *slog.Logger
 	clk clock.PassiveClock
 
@@ -44,8 +44,19 @@ const (
 	retryMax   = time.Minute
 )
 
+// Bus is what the actuator stage needs of the bus; *bus.Client
+// implements it.
+type Bus interface {
+	bus.Consuming
+	// Status and Jobs read job records: a job's spec and replicas.
+	Status(ctx context.Context, job string) (*schemas.JobRecord, error)
+	Jobs(ctx context.Context) ([]*schemas.JobRecord, error)
+	// SetAsideJobEvent keeps a job event it cannot read.
+	SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error)
+}
+
 // New returns the stage.
-func New(c *bus.Client, log *slog.Logger) *Stage {
+func New(c Bus, log *slog.Logger) *Stage {
 	return &Stage{c: c, log: log.With("stage", "actuator"), clk: clock.RealClock{}, requested: map[string]request{}}
 }
 

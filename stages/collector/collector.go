@@ -25,7 +25,7 @@ type Replicas interface {
 
 // Collector samples running jobs. Create it with New and run it with Run.
 type Collector struct {
-	bus      *bus.Client
+	bus      Bus
 	js       jetstream.JetStream
 	nc       *nats.Conn
 	prefix   schemas.Prefix
@@ -84,9 +84,18 @@ func countsOf(s *schemas.Sample) sampleCounts {
 	return sampleCounts{s.State, s.Pending, s.InFlight, s.Done, s.Dead, s.Redelivered, s.Replicas}
 }
 
+// Bus is what the collector needs of the bus; *bus.Client implements it.
+type Bus interface {
+	JetStream() jetstream.JetStream
+	Conn() *nats.Conn
+	Prefix() schemas.Prefix
+	// PublishDeadLetter keeps a job record it cannot read.
+	PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error
+}
+
 // New returns a collector publishing with c. replicas may be nil, then the
 // job record's replica count is used; clk nil means the real clock.
-func New(c *bus.Client, cfg Config, replicas Replicas, clk clock.WithTicker, log *slog.Logger) (*Collector, error) {
+func New(c Bus, cfg Config, replicas Replicas, clk clock.WithTicker, log *slog.Logger) (*Collector, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("collector config: %w", errs.ToAggregate())

@@ -59,6 +59,14 @@ func TestStagePodsBecomeReady(t *testing.T) {
 		procs = append(procs, p)
 		p.waitReady(t)
 	}
+	// A failure shows every stage's last lines, not only the one that waited.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range procs {
+				t.Logf("%s's last log lines:\n%s", p.name, p.logTail())
+			}
+		}
+	})
 	for _, p := range procs {
 		p.waitLeading(t)
 	}

@@ -63,7 +63,7 @@ func BenchmarkQueueMemory(b *testing.B) {
 	b.ReportMetric(float64(before)/(1<<20), "MB-rss-before")
 	b.ReportMetric(float64(peak)/(1<<20), "MB-rss-peak")
 	b.ReportMetric(float64(rss(b, pid))/(1<<20), "MB-rss-idle")
-	b.ReportMetric(metric(b, u.httpURL, "go_memstats_heap_alloc_bytes")/(1<<20), "MB-heap-idle")
+	b.ReportMetric(metric(b, u, "go_memstats_heap_alloc_bytes")/(1<<20), "MB-heap-idle")
 }
 
 // rss is the resident size of process pid, in bytes.
@@ -86,22 +86,14 @@ func rss(b *testing.B, pid int) int64 {
 }
 
 // metric reads one unlabelled value of pace up's /metrics.
-func metric(b *testing.B, url, name string) float64 {
-	resp, err := http.Get(url + "/metrics")
+func metric(b *testing.B, u *paceUp, name string) float64 {
+	v, ok := scrape(b, u, name)
+	if !ok {
+		b.Fatalf("no metric %s", name)
+	}
+	n, err := strconv.ParseFloat(v, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		if v, ok := strings.CutPrefix(lines.Text(), name+" "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatalf("no metric %s", name)
-	return 0
+	return n
 }

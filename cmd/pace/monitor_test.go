@@ -17,7 +17,7 @@ import (
 
 // scrape returns the value of one sample line of pace up's /metrics, e.g.
 // `pace_job_items_done{job="mon"}`, and whether it is present.
-func scrape(t *testing.T, u *paceUp, series string) (string, bool) {
+func scrape(t testing.TB, u *paceUp, series string) (string, bool) {
 	t.Helper()
 	resp, err := http.Get(u.httpURL + "/metrics")
 	if err != nil {

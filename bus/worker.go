@@ -314,15 +314,5 @@ func retryDelay(base, max time.Duration, delivered uint64) time.Duration {
 
 func (w *Worker) deadLetterMalformed(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, cause error) {
 	w.malformed.Add(1)
-	d := MalformedLetter(w.job, msg.Subject(), msg.Data(), msg.Headers(), cause, w.c.clk.Now())
-	d.Deliveries, d.Sequence = int(md.NumDelivered), md.Sequence.Stream
-	if err := w.c.publishDeadLetter(ctx, d, fmt.Sprintf("%s/seq/%d", w.job, md.Sequence.Stream)); err != nil {
-		w.log.Warn("malformed item not dead-lettered yet, will retry", "seq", md.Sequence.Stream, "err", err)
-		w.retry(ctx, msg, md.NumDelivered)
-		return
-	}
-	w.log.Warn("malformed item dead-lettered", "seq", md.Sequence.Stream, "err", cause)
-	if err := msg.Ack(); err != nil {
-		w.log.Warn("ack of malformed item failed", "err", err)
-	}
+	w.c.setAsideMalformed(ctx, w.job, msg, md, cause, w.log)
 }

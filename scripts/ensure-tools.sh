@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ensure-tools.sh: make sure the programs the tests drive are installed:
 # Chromium for the UI's browser tests, jq, python3 and Node.js (with npm)
-# for the documented commands that docs/docs_test.go runs. As root, what is
+# for the documented commands that docs/docs_test.go runs, redis-cli and
+# python3-redis for the Redis front's Asperathos workers. As root, what is
 # missing is installed from Debian's packages (about a minute, once per
 # machine); otherwise the script names the one command to run. PACE_CHROMIUM
 # names another browser.
@@ -16,6 +17,9 @@ command -v jq >/dev/null || missing+=(jq)
 command -v python3 >/dev/null || missing+=(python3)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+command -v redis-cli >/dev/null || missing+=(redis-tools)
+# The Redis front's tests run an Asperathos worker with a real Redis client.
+python3 -c 'import redis' 2>/dev/null || /usr/bin/python3 -c 'import redis' 2>/dev/null || missing+=(python3-redis)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

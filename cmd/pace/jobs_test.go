@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
 )
 
 // jobCLI runs pace job commands against a pace up with a token file.
@@ -308,6 +310,79 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 	v := j.status(t, id)
 	if v["done"] != 50.0 || v["app_id"] != id || v["starting_time"] == "Job is not running yet!" {
 		t.Errorf("view = %v", v)
+	}
+	j.u.stop(t)
+}
+
+// TestAsperathosRedisWorkerRunsOnPaceUp: a worker written for Asperathos,
+// which reads its queue from Redis (examples/asperathos/rediswq-worker),
+// runs unchanged as the cmd of an Asperathos payload on a secured pace up:
+// the local actuator points it at the Redis front with its job's token as
+// the queue's name, every item gets one result, and the error it pushes for
+// a bad item is that item's dead letter on /errors.
+func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
+	python := ""
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(p, "-c", "import redis").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
+	}
+	worker, err := filepath.Abs("../../examples/asperathos/rediswq-worker/worker.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workload strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&workload, "item-%02d\n", i)
+	}
+	workload.WriteString("bad-1\n")
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, workload.String())
+	}))
+	defer files.Close()
+	payload := fmt.Sprintf(`{"plugin": "kubejobs", "plugin_info": {
+		"cmd": [%q, %q], "img": "asperathos/batch-base", "init_size": 2,
+		"redis_workload": %q, "env_vars": {"ITEM_LEASE_SECS": "5"},
+		"control_plugin": "kubejobs", "control_parameters": {"schedule_strategy": "default", "actuator": "k8s_replicas",
+			"check_interval": 1, "trigger_down": 1, "trigger_up": 1, "min_rep": 2, "max_rep": 2, "actuation_size": 1,
+			"metric_source": "redis"},
+		"monitor_plugin": "kubejobs", "monitor_info": {"expected_time": 600}}}`, python, worker, files.URL+"/workload.txt")
+	j := startJobAPI(t)
+	id := j.submitDoc(t, payload)
+	t.Cleanup(func() {
+		if t.Failed() {
+			stderr := j.u.stderr.String()
+			t.Logf("pace up log tail:\n%s", stderr[max(0, len(stderr)-6000):])
+		}
+	})
+	bustest.Eventually(t, 90*time.Second, "the job to finish", func() bool {
+		return final(j.status(t, id)["status"].(string))
+	})
+	v := j.status(t, id)
+	if v["status"] != "failed" || v["done"] != 20.0 || v["dead"] != 1.0 {
+		t.Fatalf("view = %v, want failed with 20 done and bad-1 dead", v)
+	}
+	if v["redis_ip"] != "127.0.0.1" || v["redis_port"].(float64) <= 0 {
+		t.Errorf("view's redis_ip, redis_port = %v, %v", v["redis_ip"], v["redis_port"])
+	}
+	if out := j.u.pace(t, "", "results", id); len(strings.Fields(out)) != 20 || !strings.Contains(out, "ITEM-07") {
+		t.Fatalf("results = %s", out)
+	}
+	req, _ := http.NewRequest("GET", j.u.httpURL+"/submissions/"+id+"/errors", nil)
+	req.Header.Set("Authorization", "Bearer alice-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var dead []schemas.DeadLetter
+	if err := json.NewDecoder(resp.Body).Decode(&dead); err != nil || len(dead) != 1 ||
+		dead[0].Payload != "bad-1" || dead[0].LastError != "cannot process bad-1" {
+		t.Fatalf("errors = %+v, %v", dead, err)
 	}
 	j.u.stop(t)
 }

@@ -60,10 +60,10 @@ func (f *managerFlags) validate() error {
 // workers per job when one runs beside it (0: none). authn is the --token-file authenticator;
 // without one the API is open, which is logged as a warning (an error when
 // not on loopback).
-func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
+func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL, redisAddr string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, LocalMaxReplicas: localMax, LocalExec: f.localExec,
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, RedisAddr: redisAddr, LocalMaxReplicas: localMax, LocalExec: f.localExec,
 		MaxJobItems: f.maxJobItems, MaxUserQueued: f.maxUserQueued}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {

@@ -91,6 +91,8 @@ type wiring struct {
 	// jobEnv is the extra environment of one job's local workers: their
 	// NATS token when the bus authenticates (nil: none).
 	jobEnv func(job string) []string
+	// redisAddr is the Redis front's address, when pace up serves one.
+	redisAddr string
 
 	fc      *apf.Gate    // one per process: pace up's job API and bus gate share its seats
 	apiGate bool         // the job API is served: api goes behind fc
@@ -250,7 +252,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	mgr, api, err := w.f.manager.build(c, authn, w.addr, w.f.uiURL, localMax, w.log)
+	mgr, api, err := w.f.manager.build(c, authn, w.addr, w.f.uiURL, w.redisAddr, localMax, w.log)
 	if err != nil {
 		return err
 	}
@@ -463,7 +465,7 @@ func wireVisualizer(ctx context.Context, w *wiring) error {
 	}
 	jobs := w.mgr
 	if jobs == nil {
-		if jobs, _, err = w.f.manager.build(c, authn, w.addr, "", 0, w.log); err != nil {
+		if jobs, _, err = w.f.manager.build(c, authn, w.addr, "", "", 0, w.log); err != nil {
 			return err
 		}
 	}

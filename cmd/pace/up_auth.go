@@ -12,6 +12,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/worker/rediswq"
 )
 
 // busAuth is how pace up's embedded server authenticates: Pace's stages as
@@ -25,20 +26,23 @@ type busAuth struct {
 }
 
 // secured reports whether the bus must authenticate: with a token file, or
-// when NATS listens beyond loopback. Beyond loopback without a token file
-// is refused unless --insecure.
+// when NATS or the Redis front listens beyond loopback. Beyond loopback
+// without a token file is refused unless --insecure.
 func (o *upOptions) secured() (bool, error) {
 	if o.f.fc.tokenFile != "" {
 		return true, nil
 	}
-	if o.natsListen == "" || o.insecure {
-		return false, nil
+	for _, l := range []struct{ flag, addr string }{{"--nats-listen", o.natsListen}, {"--redis-listen", o.redisListen}} {
+		if l.addr == "" || o.insecure {
+			continue
+		}
+		host, _, _ := net.SplitHostPort(l.addr)
+		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+			continue
+		}
+		return false, usageError("%s %s is reachable from other machines, and without --token-file anyone reaching it could run commands as this user or take its jobs' items: give --token-file (tenants then authenticate with their tokens), listen on 127.0.0.1, or accept the risk with --insecure", l.flag, l.addr)
 	}
-	host, _, _ := net.SplitHostPort(o.natsListen)
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-		return false, nil
-	}
-	return false, usageError("--nats-listen %s is reachable from other machines, and without --token-file anyone reaching it could run commands as this user: give --token-file (tenants then authenticate with their tokens), listen on 127.0.0.1, or accept the risk with --insecure", o.natsListen)
+	return false, nil
 }
 
 // newBusAuth loads the token file and makes the stages' users and the
@@ -62,6 +66,19 @@ func (o *upOptions) newBusAuth() (*busAuth, error) {
 // as returns the option that logs a stage (manager, gate, …, or admin) in.
 func (b *busAuth) as(stage string) bus.Option {
 	return bus.WithUserPassword("pace-"+stage, b.passwords["pace-"+stage])
+}
+
+// tokenClient is the Redis front's Opener: each queue's connection logs in
+// with its job's token.
+func (b *busAuth) tokenClient(srv *bus.Server, o *upOptions) rediswq.Opener {
+	return func(ctx context.Context, token string) (*bus.Client, func(), error) {
+		c, err := bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up-redis"),
+			bus.WithPrefix(schemas.Prefix(o.prefix)), bus.WithTokenAuth(token))
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() { closeClient(c) }, nil
+	}
 }
 
 // wire makes w's stages connect as their own users, gives local workers

@@ -39,6 +39,10 @@ type Config struct {
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
 	// VisualizerURL is the base URL of the web UI; empty when there is none.
 	VisualizerURL string `json:"visualizer_url,omitempty"`
+	// RedisAddr is the host:port of the Redis front, where Asperathos
+	// workers read their job's queue; job views show it as Asperathos'
+	// redis_ip and redis_port. Empty when there is none.
+	RedisAddr string `json:"redis_addr,omitempty"`
 	// LocalMaxReplicas is the most workers the local actuator runs for one
 	// job: a job it would run (actuator local or unnamed, with a worker
 	// spec) asking for more is refused at submission. 0 means no local

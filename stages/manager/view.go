@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/pace-platform/pace/schemas"
@@ -22,7 +24,8 @@ func (m *Manager) visualizerURL(rec *schemas.JobRecord) string {
 const asperathosTime = "2006-01-02T15:04:05.000000GMT"
 
 // view is a job as GET /submissions/{id} shows it: Asperathos' fields
-// (app_id, status, starting_time, visualizer_url), then Pace's; with
+// (app_id, status, starting_time, visualizer_url, redis_ip and redis_port
+// with a Redis front), then Pace's; with
 // details, the work counts and, for a finished job, the summary report.
 func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool) map[string]any {
 	v := map[string]any{
@@ -32,6 +35,10 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 		"format": rec.Format, "state": rec.State, "created_at": rec.CreatedAt,
 		"replicas": rec.Replicas, "stop_requested": rec.StopRequested, "reason": rec.Reason,
 		"labels": rec.Spec.Labels,
+	}
+	if host, port, err := net.SplitHostPort(m.cfg.RedisAddr); err == nil {
+		v["redis_ip"] = host
+		v["redis_port"], _ = strconv.Atoi(port)
 	}
 	if rec.Spec.Mode != schemas.Streaming {
 		v["total"] = rec.Total // a streaming job's items keep coming: it has no total

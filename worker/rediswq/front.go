@@ -26,6 +26,11 @@ import (
 // that job. release closes what Opener opened.
 type Opener func(ctx context.Context, token string) (c *bus.Client, release func(), err error)
 
+// SharedClient is the Opener of an open bus: c serves every queue.
+func SharedClient(c *bus.Client) Opener {
+	return func(context.Context, string) (*bus.Client, func(), error) { return c, func() {}, nil }
+}
+
 // Config configures a Front.
 type Config struct {
 	Open Opener

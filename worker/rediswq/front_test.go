@@ -54,11 +54,6 @@ func front(t *testing.T, cfg rediswq.Config) string {
 	return ln.Addr().String()
 }
 
-// openBus serves every queue with c, as on an open bus.
-func openBus(c *bus.Client) rediswq.Opener {
-	return func(context.Context, string) (*bus.Client, func(), error) { return c, func() {}, nil }
-}
-
 // job declares a streaming job with items queued.
 func job(t *testing.T, c *bus.Client, id string, spec schemas.JobSpec, items ...string) {
 	t.Helper()
@@ -124,7 +119,7 @@ func TestAsperathosWorkerRunsUnchanged(t *testing.T) {
 		want[i] = strings.ToUpper(items[i])
 	}
 	job(t, c, "j1", schemas.JobSpec{}, items...)
-	addr := front(t, rediswq.Config{Open: openBus(c)})
+	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
 
 	a, b := worker(t, addr, "j1"), worker(t, addr, "j1")
 	for _, w := range []*exec.Cmd{a, b} {
@@ -140,7 +135,7 @@ func TestAsperathosWorkerRunsUnchanged(t *testing.T) {
 func TestKilledWorkerLosesNothingAndDuplicatesNothing(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "j2", schemas.JobSpec{}, "a", "b", "c")
-	addr := front(t, rediswq.Config{Open: openBus(c)})
+	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
 
 	slow := worker(t, addr, "j2", "WORK_SECONDS=60", "ITEM_LEASE_SECS=1")
 	bustest.Eventually(t, 10*time.Second, "the slow worker leases an item", func() bool {
@@ -163,7 +158,7 @@ func TestWorkerErrorsBecomeDeadLettersWithTheirText(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	bustest.Run(t, c.DeadLetters)
 	job(t, c, "j3", schemas.JobSpec{MaxDeliveries: 2}, "good", "bad-1")
-	addr := front(t, rediswq.Config{Open: openBus(c)})
+	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
 
 	if err := worker(t, addr, "j3").Wait(); err != nil {
 		t.Fatalf("worker: %v", err)
@@ -208,7 +203,7 @@ func redisCLI(t *testing.T, addr string, commands ...string) string {
 func TestRedisCLISpeaksTheProtocol(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "j4", schemas.JobSpec{}, "x", "y")
-	addr := front(t, rediswq.Config{Open: openBus(c)})
+	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
 	hash := "8b0c6d9d1e2b2a0e4fa6ed0b0b6b1b3c5f4fe2ef41e7f4d2bd8e4c1a" // not an item's
 	got := redisCLI(t, addr,
 		"PING",

@@ -27,6 +27,9 @@ type controlFlags struct {
 	// credentials (kubeactuator.Config).
 	workerSecret     string
 	workerSecretKeys []string
+	// redisListen is the Redis front's address (docs/asperathos.md);
+	// podRedisAddr is where worker pods reach it.
+	redisListen, podRedisAddr string
 	// jobToken mints a job's worker token for its pods when the bus
 	// authenticates tenants (pace up --token-file); nil otherwise.
 	jobToken func(job string) string
@@ -39,6 +42,8 @@ func (f *controlFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.kubernetes, "kubernetes", false, "also run jobs whose actuator is kubernetes, as batch/v1 Jobs (kubeconfig by --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: the standard loading rules)")
 	fs.StringVar(&f.podNATSURL, "pod-nats-url", "", "NATS URL given to worker pods (default: the URL local workers get)")
+	fs.StringVar(&f.redisListen, "redis-listen", "127.0.0.1:0", `listen address of the Redis front, where Asperathos workers read their job's queue (port 0: any free port; "" = none; docs/asperathos.md)`)
+	fs.StringVar(&f.podRedisAddr, "pod-redis-addr", "", `host:port of the Redis front that worker pods reach, e.g. pace-redis.pace.svc:6379 ("" = pods get no REDIS_HOST)`)
 	fs.StringVar(&f.workerSecret, "kube-worker-secret", "", "Secret in each job's namespace with the worker pods' NATS credentials and CA (keys: --kube-worker-secret-keys); pods reference it, the gate never reads it")
 	fs.StringSliceVar(&f.workerSecretKeys, "kube-worker-secret-keys", nil, fmt.Sprintf(
 		"keys of --kube-worker-secret, among %s (default %s)", secretKeyNames(), strings.Join(kubeactuator.DefaultWorkerSecretKeys(), ",")))
@@ -57,7 +62,7 @@ func secretKeyNames() string {
 
 // kubeFlags names the flag of each field of kubeactuator.Config.
 var kubeFlags = map[string]string{"nats_url": "--pod-nats-url", "worker_secret": "--kube-worker-secret",
-	"worker_secret_keys": "--kube-worker-secret-keys"}
+	"worker_secret_keys": "--kube-worker-secret-keys", "redis_addr": "--pod-redis-addr"}
 
 // kubeConfig is the Kubernetes runtime's configuration; natsURL is the URL
 // local workers get.
@@ -66,15 +71,15 @@ func (f *controlFlags) kubeConfig(natsURL string) kubeactuator.Config {
 		natsURL = f.podNATSURL
 	}
 	return kubeactuator.Config{NATSURL: natsURL, WorkerSecret: f.workerSecret, WorkerSecretKeys: f.workerSecretKeys,
-		JobToken: f.jobToken}
+		JobToken: f.jobToken, RedisAddr: f.podRedisAddr}
 }
 
 // validateKube checks the flags of the Kubernetes runtime, naming each bad
 // flag.
 func (f *controlFlags) validateKube(natsURL string) error {
 	if !f.kubernetes {
-		if f.podNATSURL != "" || f.workerSecret != "" || len(f.workerSecretKeys) > 0 {
-			return usageError("--pod-nats-url, --kube-worker-secret and --kube-worker-secret-keys need --kubernetes")
+		if f.podNATSURL != "" || f.podRedisAddr != "" || f.workerSecret != "" || len(f.workerSecretKeys) > 0 {
+			return usageError("--pod-nats-url, --pod-redis-addr, --kube-worker-secret and --kube-worker-secret-keys need --kubernetes")
 		}
 		return nil
 	}

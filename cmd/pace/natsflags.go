@@ -12,6 +12,7 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/worker/rediswq"
 )
 
 // natsFlags are the connection flags of every client command.
@@ -36,6 +37,21 @@ func (f *natsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tlsKey, "nats-key", "", "client key file for NATS TLS")
 	fs.StringVar(&f.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of the Pace installation")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "how long to retry an unreachable NATS server (0 = forever)")
+}
+
+// jobClient is the Redis front's Opener when workers get job tokens: each
+// queue's connection has the flags' server and TLS settings and logs in
+// with its job's token, not with the stage's credentials.
+func (f *natsFlags) jobClient(a *app) rediswq.Opener {
+	return func(ctx context.Context, token string) (*bus.Client, func(), error) {
+		jf := *f
+		jf.creds, jf.nkey, jf.user, jf.password, jf.token = "", "", "", "", token
+		c, err := jf.connect(ctx, a, "pace-redis")
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() { closeClient(c) }, nil
+	}
 }
 
 // connect connects with the flags' settings, logging retries with a.

@@ -4,16 +4,47 @@ import (
 	"context"
 	"net"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/worker/rediswq"
 )
 
-// wireRedis serves the jobs' queues over the Redis protocol on ln, for
-// Asperathos workers (docs/asperathos.md), and tells local workers where:
-// REDIS_HOST, REDIS_PORT and REDIS_QUEUE, their job's id on an open bus or
-// its token (mint) on an authenticated one, where open connects with it.
-func (w *wiring) wireRedis(ln net.Listener, open rediswq.Opener, mint func(job string) string) {
-	w.redisAddr = ln.Addr().String()
-	host, port, _ := net.SplitHostPort(w.redisAddr)
+// listenRedis opens the Redis front's listener (--redis-listen) once; the
+// front itself runs with the gate, beside the workers it serves.
+func (w *wiring) listenRedis() error {
+	addr := w.f.control.redisListen
+	if w.redisLn != nil || addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return usageError("--redis-listen %s: %v", addr, err)
+	}
+	w.redisLn = ln
+	return nil
+}
+
+// redisAddr is where the job views say the Redis front is: "" without one.
+func (w *wiring) redisAddr() string {
+	if w.f.control.podRedisAddr != "" {
+		return w.f.control.podRedisAddr
+	}
+	if w.redisLn == nil {
+		return ""
+	}
+	return w.redisLn.Addr().String()
+}
+
+// wireRedis serves the jobs' queues over the Redis protocol, for Asperathos
+// workers (docs/asperathos.md), and tells local workers where: REDIS_HOST,
+// REDIS_PORT and REDIS_QUEUE, which is their job's id on an open bus, and
+// its token when workers get job tokens, with which the front then logs in
+// for the job. c serves every queue on an open bus.
+func (w *wiring) wireRedis(c *bus.Client) {
+	ln, mint, open := w.redisLn, w.f.control.jobToken, w.jobClient
+	if mint == nil || open == nil {
+		mint, open = nil, rediswq.SharedClient(c)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	jobEnv := w.jobEnv
 	w.jobEnv = func(job string) []string {
 		var env []string

@@ -223,6 +223,9 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
 	w := newWiring(a, &o.f, c, log, ln, o.nats.url, o.workerEnv(a))
 	w.identity, w.startBudget = identity, o.nats.connectTimeout
+	if o.f.tokens.jobTokenKey != "" {
+		w.jobClient = o.nats.jobClient(a)
+	}
 	if err := d.wire(ctx, w); err != nil {
 		return signalled(ctx, err)
 	}

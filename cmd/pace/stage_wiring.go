@@ -30,6 +30,7 @@ import (
 	"github.com/pace-platform/pace/stages/sink/influx"
 	"github.com/pace-platform/pace/stages/sink/prom"
 	"github.com/pace-platform/pace/stages/visualizer"
+	"github.com/pace-platform/pace/worker/rediswq"
 )
 
 // stageFlags hold the flags of every stage; each command registers the
@@ -91,8 +92,12 @@ type wiring struct {
 	// jobEnv is the extra environment of one job's local workers: their
 	// NATS token when the bus authenticates (nil: none).
 	jobEnv func(job string) []string
-	// redisAddr is the Redis front's address, when pace up serves one.
-	redisAddr string
+	// jobClient connects as a job's worker with its token, for the Redis
+	// front, when workers get job tokens; nil otherwise.
+	jobClient rediswq.Opener
+	// redisLn is the Redis front's listener (--redis-listen), opened by
+	// listenRedis; nil when there is none.
+	redisLn net.Listener
 
 	fc      *apf.Gate    // one per process: pace up's job API and bus gate share its seats
 	apiGate bool         // the job API is served: api goes behind fc
@@ -252,7 +257,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	mgr, api, err := w.f.manager.build(c, authn, w.addr, w.f.uiURL, w.redisAddr, localMax, w.log)
+	mgr, api, err := w.f.manager.build(c, authn, w.addr, w.f.uiURL, w.redisAddr(), localMax, w.log)
 	if err != nil {
 		return err
 	}
@@ -382,6 +387,12 @@ func wireGate(ctx context.Context, w *wiring) error {
 	} else if jobs != nil { // pace stage gate --job-token-key
 		w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
 		cf.jobToken = jobs.Mint
+	}
+	if err := w.listenRedis(); err != nil {
+		return err
+	}
+	if w.redisLn != nil {
+		w.wireRedis(c)
 	}
 	var krt *kubeactuator.Runtime
 	if cf.kubernetes {

@@ -14,21 +14,19 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/visualizer"
-	"github.com/pace-platform/pace/worker/rediswq"
 )
 
 type upOptions struct {
-	data        string
-	natsListen  string
-	redisListen string
-	maxMemory   byteSize
-	maxStore    byteSize
-	syncAlways  bool
-	prefix      string
-	f           stageFlags
-	demo        bool
-	demoDir     string
-	insecure    bool
+	data       string
+	natsListen string
+	maxMemory  byteSize
+	maxStore   byteSize
+	syncAlways bool
+	prefix     string
+	f          stageFlags
+	demo       bool
+	demoDir    string
+	insecure   bool
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -76,7 +74,6 @@ token. NATS listening beyond loopback needs --token-file, or --insecure
 	f.StringVar(&o.data, "data", "./pace-data", "directory for Pace's data (the JetStream store)")
 	o.f.http.add(f, "127.0.0.1:8080", "HTTP listen address for the API, the UI, health and metrics")
 	f.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", `NATS listen address for workers and clients ("" = in-process only)`)
-	f.StringVar(&o.redisListen, "redis-listen", "127.0.0.1:0", `listen address of the Redis front, where Asperathos workers read their job's queue (port 0: any free port; "" = none; docs/asperathos.md)`)
 	f.Var(&o.maxMemory, "max-memory", "JetStream memory limit, e.g. 256MiB")
 	f.Var(&o.maxStore, "max-store", "JetStream disk limit, e.g. 10GiB")
 	f.BoolVar(&o.syncAlways, "sync-always", false, "flush every write to disk before acknowledging it (slower, survives power loss)")
@@ -169,28 +166,22 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 			return err
 		}
 	}
-	if o.redisListen != "" {
-		rln, err := net.Listen("tcp", o.redisListen)
-		if err != nil {
-			return usageError("--redis-listen %s: %v", o.redisListen, err)
-		}
-		defer rln.Close() //nolint:errcheck // closed by the front already when it ran
-		open, mint := rediswq.SharedClient(c), (func(string) string)(nil)
-		if ba != nil {
-			open, mint = ba.tokenClient(srv, o), o.f.control.jobToken
-		}
-		w.wireRedis(rln, open, mint)
-	}
 	o.f.uiURL = w.url + "/ui"
+	runsWorkers := o.f.control.actuator != "none" || o.f.control.kubernetes
+	if runsWorkers { // the manager's job views show the Redis front's address
+		if err := w.listenRedis(); err != nil {
+			return err
+		}
+	}
 	for _, d := range stageDefs {
-		if (d.name == "gate" || d.name == "actuator") && o.f.control.actuator == "none" && !o.f.control.kubernetes {
+		if (d.name == "gate" || d.name == "actuator") && !runsWorkers {
 			continue // decisions only
 		}
 		if err := d.wire(ctx, w); err != nil {
 			return err
 		}
 	}
-	if o.f.control.actuator == "none" && !o.f.control.kubernetes {
+	if !runsWorkers {
 		log.Info("no actuator: decisions are published, workers are not run")
 	}
 
@@ -200,8 +191,8 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		fmt.Fprintln(a.stdout, "NATS: in-process only (no TCP listener)")
 	}
 	fmt.Fprintf(a.stdout, "HTTP: %s\n", w.url)
-	if w.redisAddr != "" {
-		fmt.Fprintf(a.stdout, "Redis: %s\n", w.redisAddr)
+	if w.redisLn != nil {
+		fmt.Fprintf(a.stdout, "Redis: %s\n", w.redisLn.Addr())
 	}
 	fmt.Fprintf(a.stdout, "UI: %s%s\n", w.url, visualizer.Prefix)
 	log.Info("pace is up", "data", data, "http", w.url, "nats", srv.ClientURL(), "nats_auth", secured)

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -30,6 +31,11 @@ type Config struct {
 	// worker Secret then holds no credentials: only the CA and a client
 	// certificate (WorkerSecretKeys ca.crt, tls.crt, tls.key).
 	JobToken func(job string) string `json:"-"`
+	// RedisAddr is the host:port of the Redis front that worker pods
+	// reach (docs/asperathos.md): pods get REDIS_HOST, REDIS_PORT and
+	// REDIS_QUEUE (their job's token with JobToken, else its id), as
+	// Asperathos workers read them. Empty means none.
+	RedisAddr string `json:"redis_addr,omitempty"`
 }
 
 // SecretKey is how a key of the worker Secret reaches `pace worker` (and
@@ -85,6 +91,11 @@ func (c Config) Validate() (errs field.ErrorList) {
 			errs = append(errs, field.Forbidden(field.NewPath("nats_url"),
 				"must not carry credentials (user@ or user:password@), which every Job would hold: give worker pods theirs by the worker Secret"))
 			break
+		}
+	}
+	if c.RedisAddr != "" {
+		if _, port, err := net.SplitHostPort(c.RedisAddr); err != nil || port == "" || port == "0" {
+			errs = append(errs, field.Invalid(field.NewPath("redis_addr"), c.RedisAddr, "want host:port of the Redis front, e.g. pace-redis.pace.svc:6379"))
 		}
 	}
 	if c.WorkerSecret == "" {

@@ -19,6 +19,8 @@ func TestConfigValidate(t *testing.T) {
 		{"creds and CA", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"creds", "ca.crt"}}, ""},
 		{"nkey and client certificate", Config{NATSURL: url, WorkerSecret: "w", WorkerSecretKeys: []string{"nkey", "tls.crt", "tls.key"}}, ""},
 		{"no url", Config{WorkerSecret: "w"}, "nats_url: Required value"},
+		{"redis front", Config{NATSURL: url, RedisAddr: "pace-redis.pace.svc:6379"}, ""},
+		{"redis front without a port", Config{NATSURL: url, RedisAddr: "pace-redis.pace.svc"}, `redis_addr: Invalid value: "pace-redis.pace.svc": want host:port`},
 		{"password in the url", Config{NATSURL: "nats://n1:4222,nats://pace-worker:hunter2@n2:4222"}, "nats_url: Forbidden: must not carry credentials"},
 		{"token in the url", Config{NATSURL: "tls://s3cr3t@n1:4222"}, "nats_url: Forbidden: must not carry credentials"},
 		{"keys without a secret", Config{NATSURL: url, WorkerSecretKeys: []string{"user"}}, "worker_secret_keys: Forbidden: needs worker_secret"},

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"maps"
+	"net"
 	"path"
 	"slices"
 	"time"
@@ -36,6 +37,14 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.cfg.NATSURL}, {Name: "PACE_JOB", Value: rec.ID}}
 	if r.cfg.JobToken != nil {
 		env = append(env, corev1.EnvVar{Name: "PACE_TOKEN", Value: r.cfg.JobToken(rec.ID)})
+	}
+	if host, port, err := net.SplitHostPort(r.cfg.RedisAddr); err == nil {
+		queue := rec.ID
+		if r.cfg.JobToken != nil {
+			queue = r.cfg.JobToken(rec.ID)
+		}
+		env = append(env, corev1.EnvVar{Name: "REDIS_HOST", Value: host}, corev1.EnvVar{Name: "REDIS_PORT", Value: port},
+			corev1.EnvVar{Name: "REDIS_QUEUE", Value: queue})
 	}
 	credEnv, volumes, mounts := r.credentials()
 	env = append(env, credEnv...)

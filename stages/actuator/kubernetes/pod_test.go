@@ -50,6 +50,14 @@ func TestWorkerPodCredentials(t *testing.T) {
 			{Name: "PACE_TOKEN", Value: "job:render:mac"},
 			{Name: "PACE_NATS_CA", Value: "/etc/pace/nats/ca.crt"},
 		}, []string{"nats-credentials:ca.crt"}},
+		{"the Redis front and the job's token: the token names the queue", Config{NATSURL: url, RedisAddr: "pace-redis.pace.svc:6379",
+			JobToken: func(job string) string { return "job:" + job + ":mac" }}, []corev1.EnvVar{
+			{Name: "PACE_TOKEN", Value: "job:render:mac"},
+			{Name: "REDIS_HOST", Value: "pace-redis.pace.svc"}, {Name: "REDIS_PORT", Value: "6379"},
+			{Name: "REDIS_QUEUE", Value: "job:render:mac"},
+		}, nil},
+		{"the Redis front on an open bus: the job's id names the queue", Config{NATSURL: url, RedisAddr: "10.0.0.5:6379"},
+			[]corev1.EnvVar{{Name: "REDIS_HOST", Value: "10.0.0.5"}, {Name: "REDIS_PORT", Value: "6379"}, {Name: "REDIS_QUEUE", Value: "render"}}, nil},
 		{"password and CA (the default keys)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats"}, []corev1.EnvVar{
 			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
 			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},

@@ -321,16 +321,7 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 // the queue's name, every item gets one result, and the error it pushes for
 // a bad item is that item's dead letter on /errors.
 func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
-	python := ""
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import redis").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
-	}
+	python := redisPython(t)
 	worker, err := filepath.Abs("../../examples/asperathos/rediswq-worker/worker.py")
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +376,60 @@ func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
 		t.Fatalf("errors = %+v, %v", dead, err)
 	}
 	j.u.stop(t)
+}
+
+// TestAsperathosClientFlowRunsUnchanged: an Asperathos client's flow
+// (examples/asperathos/client_flow.py: submit, poll, visualizer URL, stop,
+// report, errors, delete, with raise-on-error HTTP calls) passes against the
+// Asperathos routes of an open pace up, its job run by the Redis worker.
+func TestAsperathosClientFlowRunsUnchanged(t *testing.T) {
+	python := redisPython(t)
+	worker, err := filepath.Abs("../../examples/asperathos/rediswq-worker/worker.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat("item\n", 30))
+	}))
+	defer files.Close()
+	payload := fmt.Sprintf(`{"plugin": "kubejobs", "enable_auth": false, "plugin_info": {
+		"cmd": [%q, %q], "img": "asperathos/batch-base", "init_size": 1,
+		"redis_workload": %q, "env_vars": {"WORK_SECONDS": "0.5"}, "enable_visualizer": true,
+		"visualizer_plugin": "k8s-grafana", "visualizer_info": {"datasource_type": "influxdb"},
+		"control_plugin": "kubejobs", "control_parameters": {"schedule_strategy": "default", "actuator": "k8s_replicas",
+			"check_interval": 1, "trigger_down": 1, "trigger_up": 1, "min_rep": 1, "max_rep": 1, "actuation_size": 1,
+			"metric_source": "redis"},
+		"monitor_plugin": "kubejobs", "monitor_info": {"expected_time": 600}}}`, python, worker, files.URL+"/workload.txt")
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte(payload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := startUp(t, t.TempDir())
+	flow := exec.Command(python, "../../examples/asperathos/client_flow.py", u.httpURL+"/asperathos", file)
+	out, err := flow.CombinedOutput()
+	if err != nil {
+		stderr := u.stderr.String()
+		t.Fatalf("client flow: %v\n%s\npace up log tail:\n%s", err, out, stderr[max(0, len(stderr)-4000):])
+	}
+	for _, want := range []string{"visualizer http://", "status stopped", "errors {}", "deleted"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("client flow printed no %q:\n%s", want, out)
+		}
+	}
+	u.stop(t)
+}
+
+// redisPython returns a python3 that has the redis client library, failing
+// the test when there is none (scripts/ensure-tools.sh installs it).
+func redisPython(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(p, "-c", "import redis").Run() == nil {
+			return p
+		}
+	}
+	t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
+	return ""
 }
 
 // TestBusCommandsNeedATokenOnASecuredPaceUp: pace up with a token file

@@ -32,28 +32,44 @@ type route struct {
 type API struct {
 	m      *Manager
 	routes []route
+	// compat is Asperathos' compatibility mode (see AsperathosPrefix);
+	// asperathos is the API's twin in that mode.
+	compat     bool
+	asperathos *API
 }
 
 // NewAPI returns the HTTP API of m.
 func NewAPI(m *Manager) *API {
 	a := &API{m: m}
 	a.routes = a.table()
+	a.asperathos = &API{m: m, compat: true}
+	a.asperathos.routes = append(a.asperathos.table(), a.asperathos.asperathosExtras()...)
 	return a
 }
 
-// Register adds every route of the API to mux. Like Asperathos, every
-// route is also served with a ".json" suffix (e.g. /submissions.json).
+// Register adds every route of the API to mux, and under AsperathosPrefix
+// in Asperathos' compatibility mode. Like Asperathos, every route is also
+// served with a ".json" suffix (e.g. /submissions.json).
 func (a *API) Register(mux *http.ServeMux) {
-	for _, rt := range a.routes {
-		h := a.wrap(rt)
-		mux.Handle(rt.method+" "+rt.path, h)
-		if !strings.HasSuffix(rt.path, "}") { // /submissions/{id}.json arrives as id "….json"
-			mux.Handle(rt.method+" "+rt.path+".json", h)
-		}
-	}
+	a.register(mux, "")
+	a.asperathos.register(mux, AsperathosPrefix)
+	mux.HandleFunc("OPTIONS "+AsperathosPrefix+"/", func(w http.ResponseWriter, _ *http.Request) { // CORS preflight
+		a.asperathos.cors(w)
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, a.OpenAPI())
 	})
+}
+
+func (a *API) register(mux *http.ServeMux, prefix string) {
+	for _, rt := range a.routes {
+		h := a.wrap(rt)
+		mux.Handle(rt.method+" "+prefix+rt.path, h)
+		if !strings.HasSuffix(rt.path, "}") { // /submissions/{id}.json arrives as id "….json"
+			mux.Handle(rt.method+" "+prefix+rt.path+".json", h)
+		}
+	}
 }
 
 // Handler returns the API alone on a new mux, for tests and embedding.
@@ -76,7 +92,15 @@ func (a *API) wrap(rt route) http.Handler {
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
+		if a.compat {
+			a.cors(w)
+		}
 		body, err := rt.handle(r, u)
+		if a.compat && err != nil {
+			if e := asAPIError(err); e.Code == http.StatusNotFound {
+				err = apiError(http.StatusBadRequest, "%s", e.Message) // Asperathos' answer to an unknown job
+			}
+		}
 		switch {
 		case err != nil:
 			a.writeError(w, r, err)

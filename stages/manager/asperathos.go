@@ -112,7 +112,14 @@ var (
 // asperathosSpec checks an Asperathos submission as its manager, monitor
 // and controller would together, but before anything runs, and maps it onto
 // Pace's spec. Errors carry Asperathos field paths.
-func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
+//
+// lenient accepts what Asperathos accepted and Pace refuses otherwise, and
+// says what it changed in the warnings: an empty cmd (the image's
+// entrypoint), init_size below min_rep (raised to it), and no
+// schedule_strategy (the job runs unscaled at init_size replicas, where
+// Pace otherwise scales it with the default strategy).
+func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, field.ErrorList) {
+	var warnings []string
 	var errs field.ErrorList
 	root := field.NewPath("plugin_info")
 	oneOf := func(p *field.Path, v string, allowed []string, required bool) {
@@ -126,12 +133,12 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 	oneOf(field.NewPath("plugin"), d.Plugin, asperathosManagerPlugins, true)
 	pi := d.PluginInfo
 	if pi == nil {
-		return schemas.JobSpec{}, append(errs, field.Required(root, "the kubejobs settings"))
+		return schemas.JobSpec{}, nil, append(errs, field.Required(root, "the kubejobs settings"))
 	}
 	if d.EnableAuth != nil && *d.EnableAuth && (d.Username == "" || d.Password == "") {
 		errs = append(errs, field.Required(field.NewPath("username"), "enable_auth needs username and password"))
 	}
-	if len(pi.Cmd) == 0 {
+	if len(pi.Cmd) == 0 && !lenient {
 		errs = append(errs, field.Required(root.Child("cmd"), ""))
 	}
 	if pi.Img == "" {
@@ -173,9 +180,10 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 		errs = append(errs, field.Required(cp, ""))
 		c = &controlParameters{}
 	}
-	strategy := c.ScheduleStrategy
+	strategy, unscaled := c.ScheduleStrategy, false
 	if strategy == "" {
 		strategy = "default" // Asperathos' controller would refuse the job and run it unscaled
+		unscaled = lenient
 	}
 	oneOf(cp.Child("schedule_strategy"), strategy, asperathosStrategies, true)
 	oneOf(cp.Child("actuator"), c.Actuator, asperathosActuators, false)
@@ -220,7 +228,7 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 		errs = append(errs, field.Required(root.Child("k8s_resources_control"), "needs both limits and requests"))
 	}
 	if len(errs) > 0 {
-		return schemas.JobSpec{}, errs
+		return schemas.JobSpec{}, nil, errs
 	}
 
 	cparams := controllerParams{ActuationSize: c.ActuationSize, TriggerUp: c.TriggerUp, TriggerDown: c.TriggerDown}
@@ -241,6 +249,19 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 	}
 	if spec.Replicas.Initial > spec.Replicas.Max {
 		spec.Replicas.Max = spec.Replicas.Initial // Asperathos starts init_size pods whatever max_rep says
+	}
+	if lenient && spec.Replicas.Initial < spec.Replicas.Min {
+		warnings = append(warnings, fmt.Sprintf("plugin_info.init_size %d is below control_parameters.min_rep: raised to %d",
+			spec.Replicas.Initial, spec.Replicas.Min))
+		spec.Replicas.Initial = spec.Replicas.Min
+	}
+	if len(pi.Cmd) == 0 {
+		warnings = append(warnings, "plugin_info.cmd is empty: the workers run the image's entrypoint")
+	}
+	if unscaled {
+		n := spec.Replicas.Initial
+		spec.Replicas.Min, spec.Replicas.Max = n, n
+		warnings = append(warnings, fmt.Sprintf("control_parameters.schedule_strategy is missing: the job runs unscaled at %d replicas, as Asperathos ran it", n))
 	}
 	if c.CheckInterval != nil {
 		spec.Controller.CheckInterval = schemas.Duration(time.Duration(*c.CheckInterval) * time.Second)
@@ -269,7 +290,7 @@ func asperathosSpec(d *asperathosDoc) (schemas.JobSpec, field.ErrorList) {
 	if pi.EnableVisualizer != nil && *pi.EnableVisualizer {
 		spec.Labels["asperathos/visualizer"] = pi.VisualizerPlugin
 	}
-	return spec, nil
+	return spec, warnings, nil
 }
 
 func expectedTime(pi *pluginInfo) *int {

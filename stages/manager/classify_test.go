@@ -33,7 +33,7 @@ func TestEveryRouteIsClassifiedByItsRoute(t *testing.T) {
 	for _, p := range names {
 		for method := range paths[p].(map[string]any) {
 			method = strings.ToUpper(method)
-			urls := []string{concrete.Replace(p)}
+			urls := []string{concrete.Replace(p), manager.AsperathosPrefix + concrete.Replace(p)}
 			if !strings.HasSuffix(p, "}") {
 				urls = append(urls, concrete.Replace(p)+".json")
 			}
@@ -64,7 +64,15 @@ func TestEveryRouteIsClassifiedByItsRoute(t *testing.T) {
 	if n < 30 {
 		t.Errorf("%d requests checked: the OpenAPI document lost its routes?", n)
 	}
-	if ri := resolve(httptest.NewRequest("GET", "/submissions/job-1/log?follow=true", nil)); !ri.LongRunning {
-		t.Errorf("followed log resolved as %+v, want long-running", ri)
+	for _, u := range []string{"/submissions/job-1/log?follow=true", manager.AsperathosPrefix + "/submissions/job-1/log?follow=true"} {
+		if ri := resolve(httptest.NewRequest("GET", u, nil)); !ri.LongRunning {
+			t.Errorf("followed log %s resolved as %+v, want long-running", u, ri)
+		}
+	}
+	for _, u := range []string{"/visualizing/job-1", "/healthz"} { // Asperathos' routes alone
+		r := httptest.NewRequest("GET", manager.AsperathosPrefix+u, nil)
+		if c := digest.Classify(apf.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), resolve(r))); c.PriorityLevel.Name != "pace-reads" {
+			t.Errorf("GET %s by alice: level %s, want pace-reads", r.URL.Path, c.PriorityLevel.Name)
+		}
 	}
 }

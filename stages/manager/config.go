@@ -39,6 +39,10 @@ type Config struct {
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
 	// VisualizerURL is the base URL of the web UI; empty when there is none.
 	VisualizerURL string `json:"visualizer_url,omitempty"`
+	// AsperathosCORS is the Access-Control-Allow-Origin of the API's
+	// Asperathos routes (AsperathosPrefix): "" means any origin, as
+	// Asperathos answered; "none" sends no CORS headers.
+	AsperathosCORS string `json:"asperathos_cors,omitempty"`
 	// RedisAddr is the host:port of the Redis front, where Asperathos
 	// workers read their job's queue; job views show it as Asperathos'
 	// redis_ip and redis_port. Empty when there is none.

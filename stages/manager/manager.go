@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -122,6 +123,8 @@ type submission struct {
 	format string
 	items  []string
 	owner  caller
+	// warnings say what a lenient reading changed, for the job's log.
+	warnings []string
 }
 
 // Formats of submitted documents.
@@ -135,15 +138,31 @@ const (
 // A refused document returns a *schemas.APIError listing every invalid
 // field; nothing is written to the bus for it.
 func (m *Manager) Submit(ctx context.Context, u auth.User, doc []byte, contentType string) (*schemas.JobRecord, error) {
-	sub, err := m.parse(ctx, m.callerOf(u), doc, contentType)
+	return m.submit(ctx, u, doc, contentType, false)
+}
+
+// submit is Submit; lenient reads an Asperathos document as Asperathos did
+// (relaxDoc, asperathosSpec), and the job's log keeps what was changed.
+func (m *Manager) submit(ctx context.Context, u auth.User, doc []byte, contentType string, lenient bool) (*schemas.JobRecord, error) {
+	sub, err := m.parse(ctx, m.callerOf(u), doc, contentType, lenient)
 	if err != nil {
 		return nil, err
 	}
-	return m.create(ctx, sub)
+	rec, err := m.create(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range sub.warnings {
+		l := &schemas.LogLine{Job: rec.ID, At: m.clock.Now(), Source: "manager", Line: "warning: " + w}
+		if err := m.bus.PublishLog(ctx, l); err != nil {
+			m.log.Warn("job log line lost", "job", rec.ID, "err", err)
+		}
+	}
+	return rec, nil
 }
 
 // parse turns a document into a submission, or a *schemas.APIError.
-func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType string) (*submission, error) {
+func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType string, lenient bool) (*submission, error) {
 	mt, err := mediaType(contentType, doc, true)
 	if err != nil {
 		return nil, err
@@ -169,6 +188,9 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		sub.format = FormatAsperathos
 		var d asperathosDoc
 		var partial bool
+		if lenient {
+			doc, sub.warnings = relaxDoc(doc, reflect.TypeFor[asperathosDoc]())
+		}
 		errs, partial = decodeStrict(doc, &d, nil)
 		if errs = merge(yamlErrs, errs); !partial {
 			return nil, invalid(errs)
@@ -184,7 +206,9 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 			sub.owner = m.callerOf(u)
 		}
 		var more field.ErrorList
-		sub.spec, more = asperathosSpec(&d)
+		var warnings []string
+		sub.spec, warnings, more = asperathosSpec(&d, lenient)
+		sub.warnings = append(sub.warnings, warnings...)
 		if errs = merge(errs, more); len(errs) > 0 {
 			return nil, invalid(errs)
 		}

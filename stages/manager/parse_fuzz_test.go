@@ -80,7 +80,7 @@ func checkParse(t *testing.T, m *Manager, doc []byte, ct string) {
 	who := m.callerOf(auth.AnonymousUser()) // an admin: the API is open
 	top := topLevel(doc, ct)
 	asperathos := top["plugin"] != nil || top["plugin_info"] != nil
-	sub, err := m.parse(ctx, who, doc, ct)
+	sub, err := m.parse(ctx, who, doc, ct, false)
 	if err != nil {
 		var apiErr *schemas.APIError
 		switch {
@@ -115,7 +115,7 @@ func checkParse(t *testing.T, m *Manager, doc []byte, ct string) {
 	if err != nil {
 		t.Fatalf("encode the accepted spec: %v", err)
 	}
-	back, err := m.parse(ctx, who, out, "application/json")
+	back, err := m.parse(ctx, who, out, "application/json", false)
 	if err != nil {
 		t.Fatalf("the accepted spec, re-encoded, is refused: %v\n%s", err, out)
 	}

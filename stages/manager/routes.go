@@ -21,7 +21,7 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				rec, err := m.Submit(r.Context(), u, data, ct)
+				rec, err := m.submit(r.Context(), u, data, ct, a.compat)
 				if err != nil {
 					return nil, err
 				}
@@ -35,7 +35,7 @@ func (a *API) table() []route {
 				}
 				out := make(map[string]any, len(jobs))
 				for _, rec := range jobs {
-					out[rec.ID] = m.view(r.Context(), rec, false)
+					out[rec.ID] = m.view(r.Context(), rec, a.compat) // Asperathos listed the report fields too
 				}
 				return out, nil
 			}},
@@ -84,10 +84,16 @@ func (a *API) table() []route {
 		{method: "GET", path: "/submissions/{id}/errors", summary: "Dead-lettered items of a job", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
 				rec, err := m.Job(r.Context(), u, jobID(r))
+				if a.compat && err != nil && asAPIError(err).Code == http.StatusNotFound {
+					return map[string]any{}, nil
+				}
 				if err != nil {
 					return nil, err
 				}
 				dead, err := m.bus.StoredDeadLetters(r.Context(), rec.ID)
+				if a.compat {
+					return asperathosErrors(dead), err
+				}
 				if dead == nil {
 					dead = []*schemas.DeadLetter{}
 				}
@@ -130,7 +136,11 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				return map[string]string{"cluster_name": name, "status": "active"}, m.activateCluster(r.Context(), u, name)
+				status := "active"
+				if a.compat {
+					status = "success"
+				}
+				return map[string]string{"cluster_name": name, "status": status}, m.activateCluster(r.Context(), u, name)
 			}},
 		{method: "DELETE", path: "/submissions/cluster/{name}", summary: "Delete a cluster (admins)", ok: http.StatusNoContent, body: true,
 			handle: func(r *http.Request, u auth.User) (any, error) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -139,6 +141,25 @@ type WorkerSpec struct {
 	NodeSelector     map[string]string `json:"node_selector,omitempty"`
 	ImagePullSecrets []string          `json:"image_pull_secrets,omitempty"`
 	TerminationGrace Duration          `json:"termination_grace,omitempty"`
+	// Security relaxes the restricted pod security of the workers on
+	// Kubernetes for images that need it; nil keeps it.
+	Security *WorkerSecurity `json:"security,omitempty"`
+}
+
+// WorkerSecurity relaxes the restricted pod security of a job's workers
+// (uid 65532, read-only root filesystem, no privilege, every capability
+// dropped), for images built to run otherwise, such as Asperathos'.
+type WorkerSecurity struct {
+	// ImageUser runs the workers as the user their image names (root if it
+	// names none) instead of uid 65532.
+	ImageUser bool `json:"image_user,omitempty"`
+	// WritableRoot gives the workers a writable root filesystem.
+	WritableRoot bool `json:"writable_root,omitempty"`
+	// Privileged runs the workers privileged, with HostDevices (such as
+	// /dev/isgx for SGX enclaves) mounted: only where Pace's administrator
+	// allows it (pace up or pace stage manager --allow-privileged-workers).
+	Privileged  bool     `json:"privileged,omitempty"`
+	HostDevices []string `json:"host_devices,omitempty"`
 }
 
 // Exec modes of WorkerSpec.ExecMode; empty means ExecItem.
@@ -152,7 +173,7 @@ const (
 // absent, so they are left out of JSON as omitempty leaves out its fields.
 func (w WorkerSpec) IsZero() bool {
 	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && w.ExecMode == "" && len(w.Env) == 0 && w.Resources == nil &&
-		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0
+		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0 && w.Security == nil
 }
 
 // Runs reports whether w names workers for Pace to run (an exec command, a
@@ -303,6 +324,17 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.NotSupported(p.Child("worker", "exec_mode"), em, []string{ExecItem, ExecLines, ExecJSON}))
 	case em != "" && s.Worker.Exec == "":
 		errs = append(errs, field.Forbidden(p.Child("worker", "exec_mode"), "applies to worker.exec only"))
+	}
+	if sec := s.Worker.Security; sec != nil {
+		sp := p.Child("worker", "security")
+		for i, d := range sec.HostDevices {
+			if !strings.HasPrefix(d, "/dev/") || path.Clean(d) != d {
+				errs = append(errs, field.Invalid(sp.Child("host_devices").Index(i), d, "must be a device path under /dev/"))
+			}
+		}
+		if len(sec.HostDevices) > 0 && !sec.Privileged {
+			errs = append(errs, field.Forbidden(sp.Child("host_devices"), "needs privileged: true"))
+		}
 	}
 	errs = nonNegativeDuration(errs, p.Child("resources_lifetime"), s.ResourcesLifetime)
 	return errs

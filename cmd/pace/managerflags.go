@@ -24,6 +24,7 @@ type managerFlags struct {
 	maxJobItems      int
 	maxUserQueued    int
 	asperathosCORS   string
+	allowPrivileged  bool
 }
 
 func (f *managerFlags) add(fs *pflag.FlagSet) {
@@ -35,6 +36,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.resourceInterval, "job-check-interval", time.Second, "how often running jobs are checked for completion")
 	fs.IntVar(&f.maxJobItems, "max-job-items", 1_000_000, "most items one submission may have (413 beyond)")
 	fs.IntVar(&f.maxUserQueued, "max-user-queued", 2_000_000, "most items one user may have queued or running in unfinished jobs (429 beyond, until some are done)")
+	fs.BoolVar(&f.allowPrivileged, "allow-privileged-workers", false, "let jobs run privileged worker pods with host devices (worker.security.privileged, e.g. /dev/isgx for SGX); refused otherwise")
 	fs.StringVar(&f.asperathosCORS, "asperathos-cors", "*", `Access-Control-Allow-Origin of the Asperathos routes (/asperathos/…; docs/api.md), "*" as Asperathos answered, "none" for no CORS headers`)
 	f.addAccess(fs)
 }
@@ -65,7 +67,7 @@ func (f *managerFlags) validate() error {
 func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL, redisAddr string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
-		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, RedisAddr: redisAddr, AsperathosCORS: f.asperathosCORS, LocalMaxReplicas: localMax, LocalExec: f.localExec,
+		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, RedisAddr: redisAddr, AsperathosCORS: f.asperathosCORS, AllowPrivileged: f.allowPrivileged, LocalMaxReplicas: localMax, LocalExec: f.localExec,
 		MaxJobItems: f.maxJobItems, MaxUserQueued: f.maxUserQueued}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {

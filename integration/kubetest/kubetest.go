@@ -106,6 +106,7 @@ func Start(binDir, dir string) (cp *ControlPlane, err error) {
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
 		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
+		"--allow-privileged=true", // as clusters run it: privileged pods are then Pod Security's to refuse
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--disable-admission-plugins=ServiceAccount"); err != nil {
 		return cp, err

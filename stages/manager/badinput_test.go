@@ -101,6 +101,9 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 		{"unknown actuator", "alice-token", "", native(`,"actuator":{"name":"nomad"}`), 400, []string{"spec.actuator.name"}},
 		{"unknown cluster", "alice-token", "", native(`,"actuator":{"name":"local","cluster":"mars"}`), 400, []string{"spec.actuator.cluster"}},
 		{"kubernetes without image", "alice-token", "", native(`,"actuator":{"name":"kubernetes"}`), 400, []string{"spec.worker.image"}},
+		{"host device without privileged", "alice-token", "", native(`,"worker":{"image":"i","security":{"host_devices":["/dev/isgx"]}}`), 400, []string{"spec.worker.security.host_devices"}},
+		{"host device outside /dev", "alice-token", "", native(`,"worker":{"image":"i","security":{"privileged":true,"host_devices":["/etc/shadow"]}}`), 400, []string{"spec.worker.security.host_devices[0]", "spec.worker.security.privileged"}},
+		{"privileged workers not allowed here", "alice-token", "", native(`,"worker":{"image":"i","security":{"privileged":true}}`), 400, []string{"spec.worker.security.privileged"}},
 		{"tiny item timeout", "alice-token", "", native(`,"item_timeout":"10ms"`), 400, []string{"spec.item_timeout"}},
 		{"negative max deliveries", "alice-token", "", native(`,"max_deliveries":-1`), 400, []string{"spec.max_deliveries"}},
 		// Durations that are not zero yet round to 0 were read as 0, which means "default" (30s).

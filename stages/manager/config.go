@@ -39,6 +39,9 @@ type Config struct {
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
 	// VisualizerURL is the base URL of the web UI; empty when there is none.
 	VisualizerURL string `json:"visualizer_url,omitempty"`
+	// AllowPrivileged lets jobs run privileged workers with host devices
+	// (worker.security.privileged, the SCONE/SGX case); refused otherwise.
+	AllowPrivileged bool `json:"allow_privileged,omitempty"`
 	// AsperathosCORS is the Access-Control-Allow-Origin of the API's
 	// Asperathos routes (AsperathosPrefix): "" means any origin, as
 	// Asperathos answered; "none" sends no CORS headers.

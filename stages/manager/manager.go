@@ -233,6 +233,10 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	more := sub.spec.Validate()
 	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
 	more = append(more, m.checkRuntime(&sub.spec, sub.owner)...)
+	if sec := sub.spec.Worker.Security; sec != nil && sec.Privileged && !m.cfg.AllowPrivileged {
+		more = append(more, field.Forbidden(field.NewPath("spec", "worker", "security", "privileged"),
+			"privileged workers are not allowed on this Pace: its administrator allows them with --allow-privileged-workers"))
+	}
 	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
 		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
 	}

@@ -53,8 +53,10 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 	}
 	volumes = append(volumes, corev1.Volume{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	mounts = append(mounts, corev1.VolumeMount{Name: volumeTmp, MountPath: "/tmp"})
+	devVolumes, devMounts := hostDevices(w.Security)
+	volumes, mounts = append(volumes, devVolumes...), append(mounts, devMounts...)
 	container := corev1.Container{Name: "worker", Image: w.Image, Command: w.Command, Env: env,
-		VolumeMounts: mounts, SecurityContext: containerSecurity()}
+		VolumeMounts: mounts, SecurityContext: containerSecurity(w.Security)}
 	if w.Resources != nil {
 		limits, err := quantities("worker.resources.limits", w.Resources.Limits)
 		if err != nil {
@@ -95,7 +97,7 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 					ImagePullSecrets:              pullSecrets,
 					TerminationGracePeriodSeconds: &grace,
 					AutomountServiceAccountToken:  new(false), // workers talk to NATS, never to Kubernetes
-					SecurityContext:               podSecurity(),
+					SecurityContext:               podSecurity(w.Security),
 				},
 			},
 		},
@@ -136,26 +138,45 @@ func (r *Runtime) credentials() ([]corev1.EnvVar, []corev1.Volume, []corev1.Volu
 
 // podSecurity meets the restricted Pod Security Standard: a non-root user
 // and group, which also owns the pod's volumes, and the runtime's default
-// seccomp profile.
-func podSecurity() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot:   new(true),
-		RunAsUser:      new(int64(WorkerUID)),
-		RunAsGroup:     new(int64(WorkerUID)),
-		FSGroup:        new(int64(WorkerUID)),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+// seccomp profile. With sec.ImageUser the image's user runs instead.
+func podSecurity(sec *schemas.WorkerSecurity) *corev1.PodSecurityContext {
+	ps := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if sec == nil || !sec.ImageUser {
+		ps.RunAsNonRoot, ps.RunAsUser, ps.RunAsGroup, ps.FSGroup = new(true), new(int64(WorkerUID)), new(int64(WorkerUID)), new(int64(WorkerUID))
 	}
+	return ps
 }
 
 // containerSecurity meets the restricted Pod Security Standard and keeps the
 // root filesystem read-only: a worker writes to /tmp (an emptyDir, counted
-// against an ephemeral-storage limit when the spec sets one).
-func containerSecurity() *corev1.SecurityContext {
+// against an ephemeral-storage limit when the spec sets one). sec relaxes
+// it: a writable root filesystem, or a privileged container.
+func containerSecurity(sec *schemas.WorkerSecurity) *corev1.SecurityContext {
+	if sec != nil && sec.Privileged {
+		return &corev1.SecurityContext{Privileged: new(true), ReadOnlyRootFilesystem: new(!sec.WritableRoot)}
+	}
 	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: new(false),
-		ReadOnlyRootFilesystem:   new(true),
+		ReadOnlyRootFilesystem:   new(sec == nil || !sec.WritableRoot),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
+}
+
+// hostDevices mounts the devices of a privileged worker (sec.HostDevices)
+// from its node, each at its own path.
+func hostDevices(sec *schemas.WorkerSecurity) ([]corev1.Volume, []corev1.VolumeMount) {
+	if sec == nil || !sec.Privileged {
+		return nil, nil
+	}
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for i, d := range sec.HostDevices {
+		name := fmt.Sprintf("host-device-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: d, Type: new(corev1.HostPathCharDev)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: d})
+	}
+	return volumes, mounts
 }
 
 // quantities parses a spec's resource map; p names it in errors.

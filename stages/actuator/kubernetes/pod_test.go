@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,6 +144,38 @@ func TestWorkerPodIsRestricted(t *testing.T) {
 		if !ok {
 			t.Errorf("worker pod: want %s", what)
 		}
+	}
+}
+
+func TestWorkerPodSecurityRelaxedOnlyAsAsked(t *testing.T) {
+	r := mustRuntime(t, Config{NATSURL: "nats://n:4222"})
+	build := func(sec *schemas.WorkerSecurity) corev1.PodSpec {
+		job, err := r.job(record(schemas.WorkerSpec{Image: "i", Security: sec}), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job.Spec.Template.Spec
+	}
+	own := build(&schemas.WorkerSecurity{ImageUser: true, WritableRoot: true})
+	psc, sc := own.SecurityContext, own.Containers[0].SecurityContext
+	if psc.RunAsUser != nil || psc.RunAsNonRoot != nil || psc.FSGroup != nil || *sc.ReadOnlyRootFilesystem ||
+		*sc.AllowPrivilegeEscalation || sc.Privileged != nil || psc.SeccompProfile == nil {
+		t.Errorf("image user, writable root: pod %+v, container %+v", psc, sc)
+	}
+	sgx := build(&schemas.WorkerSecurity{Privileged: true, HostDevices: []string{"/dev/isgx"}})
+	c := sgx.Containers[0]
+	if !*c.SecurityContext.Privileged || !*c.SecurityContext.ReadOnlyRootFilesystem || *sgx.SecurityContext.RunAsUser != WorkerUID {
+		t.Errorf("privileged: pod %+v, container %+v", sgx.SecurityContext, c.SecurityContext)
+	}
+	var dev *corev1.Volume
+	for i, v := range sgx.Volumes {
+		if v.HostPath != nil {
+			dev = &sgx.Volumes[i]
+		}
+	}
+	if dev == nil || dev.HostPath.Path != "/dev/isgx" || *dev.HostPath.Type != corev1.HostPathCharDev ||
+		!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == dev.Name && m.MountPath == "/dev/isgx" }) {
+		t.Errorf("privileged: /dev/isgx not mounted from the node: volumes %+v, mounts %+v", sgx.Volumes, c.VolumeMounts)
 	}
 }
 

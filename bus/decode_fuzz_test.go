@@ -20,7 +20,7 @@ import (
 var codecs = []codec{
 	codecOf[schemas.JobSpec](), codecOf[schemas.JobRecord](), codecOf[schemas.JobEvent](),
 	codecOf[schemas.WorkItem](), codecOf[schemas.Result](), codecOf[schemas.DeadLetter](),
-	codecOf[schemas.Sample](), codecOf[schemas.Progress](), codecOf[schemas.Decision](),
+	codecOf[schemas.Sample](), codecOf[schemas.Progress](), codecOf[schemas.Usage](), codecOf[schemas.Decision](),
 	codecOf[schemas.KubeRequest](), codecOf[schemas.KubeOutcome](), codecOf[schemas.AdmissionEvent](),
 	codecOf[schemas.LogLine](),
 }

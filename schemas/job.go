@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"path"
 	"strings"
@@ -101,9 +102,37 @@ type JobSpec struct {
 	Actuator ActuatorSpec `json:"actuator,omitzero"`
 	// Failure says when the job is failed rather than left to run.
 	Failure FailurePolicy `json:"failure,omitzero"`
+	// Cost prices the workers' resources; with a desired cost, the job is
+	// controlled by what it spends rather than by its progress.
+	Cost *CostSpec `json:"cost,omitempty"`
 	// ResourcesLifetime is how long a finished job's resources (queue,
 	// workers, metrics) are kept before cleanup (Asperathos' job_resources_lifetime).
 	ResourcesLifetime Duration `json:"resources_lifetime,omitempty"`
+}
+
+// CostSpec prices a job's workers, as Asperathos' kubejobs_cost monitor
+// did: the job's cost rate is CPUPrice × the vCPUs its workers use +
+// MemoryPrice × the GB of memory they hold, in price units per hour.
+type CostSpec struct {
+	CPUPrice    float64 `json:"cpu_price"`
+	MemoryPrice float64 `json:"memory_price"`
+	// Desired, when set, is the cost rate the job should spend at: the
+	// controller then acts on the rate minus Desired (positive, the job
+	// overspends: fewer replicas), and not on the deadline.
+	Desired *float64 `json:"desired,omitempty"`
+}
+
+// Validate checks the prices and the desired rate at p.
+func (c *CostSpec) Validate(p *field.Path) (errs field.ErrorList) {
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"cpu_price", &c.CPUPrice}, {"memory_price", &c.MemoryPrice}, {"desired", c.Desired}} {
+		if f.v != nil && (*f.v < 0 || math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
+			errs = append(errs, field.Invalid(p.Child(f.name), *f.v, "must be a finite number >= 0"))
+		}
+	}
+	return errs
 }
 
 // Workload is a batch job's items: inline, a file or an http(s) URL with
@@ -335,6 +364,9 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		if len(sec.HostDevices) > 0 && !sec.Privileged {
 			errs = append(errs, field.Forbidden(sp.Child("host_devices"), "needs privileged: true"))
 		}
+	}
+	if s.Cost != nil {
+		errs = append(errs, s.Cost.Validate(p.Child("cost"))...)
 	}
 	errs = nonNegativeDuration(errs, p.Child("resources_lifetime"), s.ResourcesLifetime)
 	return errs

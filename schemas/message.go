@@ -53,7 +53,7 @@ func All() []Message {
 	return []Message{
 		&JobSpec{}, &JobRecord{}, &JobEvent{},
 		&WorkItem{}, &Result{}, &DeadLetter{},
-		&Sample{}, &Progress{}, &Decision{},
+		&Sample{}, &Progress{}, &Usage{}, &Decision{},
 		&KubeRequest{}, &KubeOutcome{}, &AdmissionEvent{}, &LogLine{},
 	}
 }

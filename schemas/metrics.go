@@ -16,6 +16,9 @@ const (
 	RawMetrics MetricKind = "raw"
 	// ProgressMetrics are the processor's progress messages.
 	ProgressMetrics MetricKind = "progress"
+	// UsageMetrics are the resources a job's workers use, measured by the
+	// runtime that runs them, for jobs with a cost.
+	UsageMetrics MetricKind = "usage"
 	// DeadMetrics are raw samples the processor could not read, kept as
 	// dead letters (reason malformed) beside the job's metrics rather than
 	// on pace.dead.<job>, whose count is the job's dead items.
@@ -49,6 +52,40 @@ type Sample struct {
 	Deadline  time.Time `json:"deadline,omitzero"`
 	// Oldest is when the oldest unfinished item was queued (zero: none or unknown).
 	Oldest time.Time `json:"oldest,omitzero"`
+	// Cost is the job's, from its spec: the processor prices its usage.
+	Cost *CostSpec `json:"cost,omitempty"`
+}
+
+// Usage is what a job's workers use, on pace.metrics.<job>.usage: the sum
+// over its live replicas (processes, or pods from the metrics API).
+type Usage struct {
+	Job string    `json:"job"`
+	At  time.Time `json:"at"`
+	// CPUCores is the vCPUs in use, averaged since the last measure.
+	CPUCores float64 `json:"cpu_cores"`
+	// MemoryBytes is the memory held (resident set, or the pods' working set).
+	MemoryBytes int64 `json:"memory_bytes"`
+	Replicas    int   `json:"replicas"`
+	// Source is "local" (worker processes) or "metrics-api" (pods).
+	Source string `json:"source,omitempty"`
+}
+
+// Schema implements Message.
+func (*Usage) Schema() (string, int) { return "usage", 1 }
+
+// Validate implements Message.
+func (u *Usage) Validate() field.ErrorList {
+	errs := validateToken(nil, field.NewPath("job"), u.Job)
+	if u.At.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("at"), ""))
+	}
+	if u.CPUCores < 0 || math.IsNaN(u.CPUCores) || math.IsInf(u.CPUCores, 0) {
+		errs = append(errs, field.Invalid(field.NewPath("cpu_cores"), u.CPUCores, "must be a finite number >= 0"))
+	}
+	if u.MemoryBytes < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("memory_bytes"), u.MemoryBytes, "must be >= 0"))
+	}
+	return nonNegative(errs, field.NewPath("replicas"), u.Replicas)
 }
 
 // Schema implements Message.
@@ -116,6 +153,14 @@ type Progress struct {
 	Backlog    int     `json:"backlog,omitempty"`
 	// Lag is how long the oldest unfinished item has waited.
 	Lag Duration `json:"lag,omitempty"`
+	// Jobs with a cost: the workers' usage, the cost rate it comes to
+	// (price units per hour), the desired rate, and what the job spent so
+	// far. With a desired rate, Error is CostRate - DesiredCost.
+	CPUCores    float64  `json:"cpu_cores,omitempty"`
+	MemoryBytes int64    `json:"memory_bytes,omitempty"`
+	CostRate    float64  `json:"cost_rate,omitempty"`
+	DesiredCost *float64 `json:"desired_cost,omitempty"`
+	Spent       float64  `json:"spent,omitempty"`
 }
 
 // Schema implements Message.

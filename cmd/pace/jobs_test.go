@@ -419,6 +419,64 @@ func TestAsperathosClientFlowRunsUnchanged(t *testing.T) {
 	u.stop(t)
 }
 
+// TestKubejobsCostJobIsControlledByItsCost: an Asperathos kubejobs_cost
+// job on a secured pace up, whose three workers each hold 100 MB, is priced
+// from its cluster_info_url (served here) by what the local runtime
+// measures, overspends its desired cost and is scaled down to what it may
+// spend; its detailed report carries kubejobs_cost's keys.
+func TestKubejobsCostJobIsControlledByItsCost(t *testing.T) {
+	prices := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"cpu_price": 0, "memory_price": 10}`) // per GB-hour: 1 per worker
+	}))
+	defer prices.Close()
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "a\nb\n")
+	}))
+	defer files.Close()
+	payload := fmt.Sprintf(`{"plugin": "kubejobs", "plugin_info": {
+		"cmd": ["python3", "-c", "import time; held = b'x' * 100_000_000; time.sleep(600)"],
+		"img": "asperathos/batch-base", "init_size": 3, "redis_workload": %q,
+		"control_plugin": "kubejobs", "control_parameters": {"schedule_strategy": "default", "actuator": "k8s_replicas",
+			"check_interval": 1, "trigger_down": 0.5, "trigger_up": 1, "min_rep": 1, "max_rep": 3, "actuation_size": 1,
+			"metric_source": "redis"},
+		"monitor_plugin": "kubejobs_cost", "monitor_info": {"expected_time": 3600,
+			"cluster_info_url": %q, "desired_cost": 1.5}}}`, files.URL+"/w.txt", prices.URL)
+	j := startJobAPI(t)
+	id := j.submitDoc(t, payload)
+	t.Cleanup(func() {
+		if t.Failed() {
+			stderr := j.u.stderr.String()
+			t.Logf("pace up log tail:\n%s", stderr[max(0, len(stderr)-6000):])
+		}
+	})
+	bustest.Eventually(t, 90*time.Second, "the overspending job scaled down to 1 replica", func() bool {
+		v := j.status(t, id)
+		if final(v["status"].(string)) {
+			t.Fatalf("job ended: %v", v)
+		}
+		return v["replicas"] == 1.0
+	})
+	var report map[string]map[string]any
+	out, errOut, code := j.run(t, "report", id, "--detailed", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &report) != nil {
+		t.Fatalf("report = %d %s %s", code, out, errOut)
+	}
+	over := 0
+	for _, s := range report {
+		if e, ok := s["application_cost_error"].(float64); ok && e > 0 && s["desired_cost"] == 1.5 && s["current_spent"].(float64) > 1.5 {
+			over++
+		}
+	}
+	if over == 0 {
+		t.Errorf("no sample of the detailed report shows the overspending: %v", report)
+	}
+	if _, errOut, code := j.run(t, "terminate", id); code != 0 {
+		t.Fatalf("terminate = %d %s", code, errOut)
+	}
+	j.u.stop(t)
+}
+
 // redisPython returns a python3 that has the redis client library, failing
 // the test when there is none (scripts/ensure-tools.sh installs it).
 func redisPython(t *testing.T) string {

@@ -414,7 +414,8 @@ func wireGate(ctx context.Context, w *wiring) error {
 				return nil, nil, err
 			}
 			runtimes[schemas.LocalActuator] = actuator.Local(rt)
-			loops = append(loops, rt.Run, output.Run)
+			usage := actuator.NewUsageReporter(c, rt.Measure, nil, w.log)
+			loops = append(loops, rt.Run, output.Run, usage.Run)
 		}
 		if serve := w.serveFlowControl("gate", fc); serve != nil {
 			loops = append(loops, serve)

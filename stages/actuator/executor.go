@@ -30,7 +30,8 @@ type localRuntime struct{ rt *local.Runtime }
 
 func (l localRuntime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
 	w := rec.Spec.Worker
-	return l.rt.Scale(ctx, local.Worker{Job: rec.ID, Exec: w.Exec, ExecMode: w.ExecMode, Command: w.Command, Env: w.Env}, replicas)
+	return l.rt.Scale(ctx, local.Worker{Job: rec.ID, Exec: w.Exec, ExecMode: w.ExecMode, Command: w.Command, Env: w.Env,
+		Metered: rec.Spec.Cost != nil}, replicas)
 }
 
 func (l localRuntime) Terminate(_ context.Context, rec *schemas.JobRecord) error {

@@ -105,7 +105,7 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	s := &schemas.Sample{
 		Job: rec.ID, At: c.clk.Now(), Mode: rec.Spec.Mode, State: rec.State, Total: rec.Total,
 		StartedAt: rec.StartedAt, Deadline: rec.Spec.Deadline.Time(rec.StartedAt), Replicas: rec.Replicas,
-		Dead: int(dead[c.prefix.Dead(rec.ID)]),
+		Dead: int(dead[c.prefix.Dead(rec.ID)]), Cost: rec.Spec.Cost,
 	}
 	if !s.Deadline.IsZero() && !s.Deadline.After(s.StartedAt) {
 		s.Deadline = time.Time{}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -292,7 +293,41 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 	if pi.EnableVisualizer != nil && *pi.EnableVisualizer {
 		spec.Labels["asperathos/visualizer"] = pi.VisualizerPlugin
 	}
+	if pi.MonitorPlugin == "kubejobs_cost" { // priced at submission: see Manager.price
+		spec.Cost = &schemas.CostSpec{Desired: pi.MonitorInfo.DesiredCost}
+		spec.Labels[labelClusterInfo] = pi.MonitorInfo.ClusterInfoURL
+	}
 	return spec, warnings, nil
+}
+
+// labelClusterInfo keeps the URL a kubejobs_cost job's prices come from.
+const labelClusterInfo = "asperathos/cluster_info_url"
+
+// price reads the prices of a kubejobs_cost job from its cluster_info_url,
+// {"cpu_price": …, "memory_price": …}, as Asperathos' monitor did, but once,
+// at submission: the job is refused (400) when the URL does not answer them.
+func (m *Manager) price(ctx context.Context, spec *schemas.JobSpec) *field.Error {
+	url := spec.Labels[labelClusterInfo]
+	if url == "" || spec.Cost == nil {
+		return nil
+	}
+	p := field.NewPath("plugin_info", "monitor_info", "cluster_info_url")
+	data, ferr := m.fetch(ctx, url, p)
+	if ferr != nil {
+		return ferr
+	}
+	var prices struct {
+		CPU    *float64 `json:"cpu_price"`
+		Memory *float64 `json:"memory_price"`
+	}
+	if err := json.Unmarshal(data, &prices); err != nil || prices.CPU == nil || prices.Memory == nil {
+		return field.Invalid(p, url, `must answer {"cpu_price": …, "memory_price": …}`)
+	}
+	spec.Cost.CPUPrice, spec.Cost.MemoryPrice = *prices.CPU, *prices.Memory
+	if errs := spec.Cost.Validate(p); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 func expectedTime(pi *pluginInfo) *int {

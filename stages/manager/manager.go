@@ -248,6 +248,11 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		}
 	}
 	errs = merge(errs, more)
+	if len(errs) == 0 {
+		if ferr := m.price(ctx, &sub.spec); ferr != nil {
+			errs = append(errs, ferr)
+		}
+	}
 	if len(errs) == 0 && sub.spec.Mode == schemas.Batch {
 		items, ferr := m.loadWorkload(ctx, sub.spec.Workload, field.NewPath("spec", "workload"))
 		if ferr != nil {

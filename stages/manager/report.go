@@ -23,6 +23,13 @@ type ReportSample struct {
 	TimeProgress float64 `json:"time_progress"`
 	Replicas     int     `json:"replicas"`
 	Error        float64 `json:"error"`
+	// A job with a cost: kubejobs_cost's keys. current_spent is the cost
+	// rate at the sample (as Asperathos named it), spent what the job has
+	// spent so far, application_cost_error the rate minus the desired one.
+	CurrentSpent *float64 `json:"current_spent,omitempty"`
+	DesiredCost  *float64 `json:"desired_cost,omitempty"`
+	CostError    *float64 `json:"application_cost_error,omitempty"`
+	Spent        *float64 `json:"spent,omitempty"`
 }
 
 // Detailed is the detailed report: samples keyed by their time (reportTime).
@@ -45,10 +52,12 @@ type Summary struct {
 	DeadlineMet     *bool   `json:"deadline_met,omitempty"`
 	LatenessSeconds float64 `json:"lateness_seconds"`
 	ReplicaSeconds  float64 `json:"replica_seconds"`
-	ItemsOK         int     `json:"items_ok"`
-	ItemsDead       int     `json:"items_dead"`
-	ItemTimeP50     float64 `json:"item_time_p50_seconds"`
-	ItemTimeP95     float64 `json:"item_time_p95_seconds"`
+	// Cost is what a job with a cost spent, in its prices' units.
+	Cost        *float64 `json:"cost,omitempty"`
+	ItemsOK     int      `json:"items_ok"`
+	ItemsDead   int      `json:"items_dead"`
+	ItemTimeP50 float64  `json:"item_time_p50_seconds"`
+	ItemTimeP95 float64  `json:"item_time_p95_seconds"`
 	// Source is where the samples come from: "progress" (the monitor's
 	// samples) or "results" (computed from results and dead letters).
 	Source  string `json:"source"`
@@ -91,8 +100,14 @@ func (m *Manager) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed,
 func fromProgress(ps []*schemas.Progress) Detailed {
 	d := Detailed{}
 	for _, p := range ps {
-		d[p.At.UTC().Format(reportTime)] = ReportSample{JobProgress: p.JobProgress, TimeProgress: p.TimeProgress,
-			Replicas: p.Replicas, Error: p.Error}
+		s := ReportSample{JobProgress: p.JobProgress, TimeProgress: p.TimeProgress, Replicas: p.Replicas, Error: p.Error}
+		if p.CostRate != 0 || p.Spent != 0 || p.DesiredCost != nil {
+			s.CurrentSpent, s.Spent, s.DesiredCost = &p.CostRate, &p.Spent, p.DesiredCost
+			if p.DesiredCost != nil {
+				s.CostError = &p.Error
+			}
+		}
+		d[p.At.UTC().Format(reportTime)] = s
 	}
 	return d
 }
@@ -188,6 +203,9 @@ func summarize(rec *schemas.JobRecord, d Detailed, results []*schemas.Result, de
 		}
 		if doneAt.IsZero() && v.JobProgress >= 1 {
 			doneAt = t
+		}
+		if v.Spent != nil {
+			s.Cost = v.Spent // what was spent by the last sample
 		}
 		prev = t
 	}

@@ -91,7 +91,7 @@ func (m *Manager) fetch(ctx context.Context, url string, p *field.Path) ([]byte,
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
-		if !strings.HasPrefix(mt, "text/") && mt != "application/octet-stream" {
+		if !strings.HasPrefix(mt, "text/") && mt != "application/octet-stream" && mt != "application/json" {
 			return nil, field.Invalid(p, url, fmt.Sprintf("not text: content type %q", mt))
 		}
 	}

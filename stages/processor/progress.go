@@ -27,6 +27,16 @@ type point struct {
 type Tracker struct {
 	window time.Duration
 	points []point // oldest first, spanning at most one window plus one point
+
+	usage *schemas.Usage // the workers' latest usage (jobs with a cost)
+	spent float64        // the cost so far, in price units
+}
+
+// Use keeps u as the job's usage if it is newer than the one kept.
+func (t *Tracker) Use(u *schemas.Usage) {
+	if t.usage == nil || u.At.After(t.usage.At) {
+		t.usage = u
+	}
 }
 
 // NewTracker returns a tracker whose rates are averaged over window
@@ -46,6 +56,7 @@ func (t *Tracker) Observe(s *schemas.Sample) (*schemas.Progress, error) {
 	if n := len(t.points); n > 0 && !s.At.After(t.points[n-1].at) {
 		return nil, ErrStale
 	}
+	prevAt := t.last()
 	if len(t.points) == 0 && !s.StartedAt.IsZero() && s.StartedAt.Before(s.At) {
 		// Nothing was finished when the job started: a rate from the first sample.
 		t.points = append(t.points, point{at: s.StartedAt})
@@ -93,9 +104,32 @@ func (t *Tracker) Observe(s *schemas.Sample) (*schemas.Progress, error) {
 	} else {
 		p.Error = p.JobProgress - p.TimeProgress
 	}
+	if s.Cost != nil {
+		t.price(p, s.Cost, prevAt)
+	}
 	p.JobProgress, p.TimeProgress, p.Error = round(p.JobProgress), round(p.TimeProgress), round(p.Error)
 	p.Throughput, p.PerReplica, p.OutputRate = round(p.Throughput), round(p.PerReplica), round(p.OutputRate)
 	return p, nil
+}
+
+// price adds the cost of the workers' usage to p, as Asperathos'
+// kubejobs_cost monitor computed it: the rate is cpu_price × vCPUs +
+// memory_price × GB (10⁹ bytes), per hour; what the job spent grows by the
+// rate over the time since the previous sample (prevAt). With a desired
+// rate the error is rate − desired: positive, the job overspends.
+func (t *Tracker) price(p *schemas.Progress, cost *schemas.CostSpec, prevAt time.Time) {
+	if u := t.usage; u != nil {
+		p.CPUCores, p.MemoryBytes = round(u.CPUCores), u.MemoryBytes
+		p.CostRate = round(cost.CPUPrice*u.CPUCores + cost.MemoryPrice*float64(u.MemoryBytes)/1e9)
+	}
+	if !prevAt.IsZero() {
+		t.spent += p.CostRate * p.At.Sub(prevAt).Hours()
+	}
+	p.Spent = round(t.spent)
+	if cost.Desired != nil {
+		d := *cost.Desired
+		p.DesiredCost, p.Error = &d, p.CostRate-d
+	}
 }
 
 // last is the time of the newest sample observed (zero before any).

@@ -194,3 +194,43 @@ func TestReplicasNeeded(t *testing.T) {
 		})
 	}
 }
+
+// A job with a cost is priced as Asperathos' kubejobs_cost monitor did:
+// rate = cpu_price·vCPUs + memory_price·GB, error = rate − desired; what
+// it spent grows by the rate over the time between samples.
+func TestCostIsPricedFromUsage(t *testing.T) {
+	desired := 1.0
+	cost := &schemas.CostSpec{CPUPrice: 2, MemoryPrice: 0.5, Desired: &desired}
+	tr := NewTracker(0)
+	at := func(sec int) schemas.Sample {
+		s := batch(100, time.Hour)
+		s.At, s.Replicas, s.Cost = t0.Add(time.Duration(sec)*time.Second), 2, cost
+		return s
+	}
+	s := at(0)
+	p, err := tr.Observe(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.CostRate != 0 || p.Error != -1 || p.Spent != 0 {
+		t.Errorf("before any usage: rate %v, error %v, spent %v; want 0, -1, 0", p.CostRate, p.Error, p.Spent)
+	}
+	tr.Use(&schemas.Usage{Job: "j", At: t0.Add(time.Second), CPUCores: 1.5, MemoryBytes: 2e9, Replicas: 2})
+	tr.Use(&schemas.Usage{Job: "j", At: t0, CPUCores: 9}) // older: ignored
+	s = at(1800)
+	if p, err = tr.Observe(&s); err != nil {
+		t.Fatal(err)
+	}
+	// 2·1.5 + 0.5·2 = 4 per hour, over half an hour: 2 spent; 3 over the desired 1.
+	if p.CostRate != 4 || p.Error != 3 || p.Spent != 2 || p.CPUCores != 1.5 || p.MemoryBytes != 2e9 || *p.DesiredCost != 1 {
+		t.Errorf("progress %+v", p)
+	}
+	s = at(3600)
+	s.Cost = &schemas.CostSpec{CPUPrice: 2, MemoryPrice: 0.5} // priced, not controlled by cost
+	if p, err = tr.Observe(&s); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spent != 4 || p.DesiredCost != nil || p.Error != round(JobProgress(0, 100)-1) {
+		t.Errorf("without a desired cost: spent %v, desired %v, error %v; want 4, none, the deadline's", p.Spent, p.DesiredCost, p.Error)
+	}
+}

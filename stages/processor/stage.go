@@ -135,8 +135,9 @@ type pendingAck struct {
 func (s *Stage) Run(ctx context.Context) error {
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.prefix.Stream(schemas.StreamMetrics), jetstream.ConsumerConfig{
 		Durable: s.cfg.Durable, Description: "processor: raw samples to progress",
-		FilterSubject: s.prefix.Metrics("*", schemas.RawMetrics), AckPolicy: jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 10000,
+		FilterSubjects: []string{s.prefix.Metrics("*", schemas.RawMetrics), s.prefix.Metrics("*", schemas.UsageMetrics)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 10000,
 	})
 	if err != nil {
 		return fmt.Errorf("processor consumer: %w", err)
@@ -177,8 +178,29 @@ func (s *Stage) Run(ctx context.Context) error {
 	}
 }
 
-// handle decodes one raw sample, processes it and publishes its progress.
+// Use keeps the workers' usage for their job's next progress.
+func (s *Stage) Use(u *schemas.Usage) {
+	tr := s.trackers[u.Job]
+	if tr == nil {
+		tr = NewTracker(s.cfg.Window)
+		s.trackers[u.Job] = tr
+	}
+	tr.Use(u)
+}
+
+// handle decodes one raw sample, processes it and publishes its progress,
+// or keeps a usage message for the next.
 func (s *Stage) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendingAck) {
+	if strings.HasSuffix(msg.Subject(), "."+string(schemas.UsageMetrics)) {
+		u, err := bus.Decode[schemas.Usage](msg.Data(), msg.Headers())
+		if err != nil {
+			s.deadLetter(ctx, msg, err)
+			return
+		}
+		s.Use(u)
+		_ = msg.Ack()
+		return
+	}
 	in, err := bus.Decode[schemas.Sample](msg.Data(), msg.Headers())
 	if err != nil {
 		s.deadLetter(ctx, msg, err)

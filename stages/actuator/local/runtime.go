@@ -66,6 +66,8 @@ type Worker struct {
 	Command []string
 	// Env is extra environment for the replica.
 	Env map[string]string
+	// Metered jobs have their use measured (Measure): jobs with a cost.
+	Metered bool
 }
 
 func (w Worker) validate() error {

@@ -155,10 +155,11 @@ func (s *Sink) Run(ctx context.Context) error {
 }
 
 func (s *Sink) encode(p *schemas.Progress) {
-	for _, pt := range Points(p) {
+	points := Points(p)
+	for _, pt := range points {
 		s.write.WritePoint(pt)
 	}
-	s.stats.Queued.Add(pointsPerMessage)
+	s.stats.Queued.Add(int64(len(points)))
 }
 
 // close flushes and closes the client, giving up after two Timeouts.

@@ -13,7 +13,12 @@ const (
 	TimeProgress     = "time_progress"
 	JobParallelism   = "job_parallelism"
 	ProgressError    = "application_progress_error"
-	pointsPerMessage = 4
+	pointsPerMessage = 4 // without a cost
+	// A job with a cost adds kubejobs_cost's measurements: its cost rate
+	// (Asperathos' current_spent), the desired rate and their difference.
+	CurrentSpent = "current_spent"
+	DesiredCost  = "desired_cost"
+	CostError    = "application_cost_error"
 )
 
 // Points turns a progress message into Asperathos' four points, tagged
@@ -38,10 +43,21 @@ func Points(p *schemas.Progress) []*write.Point {
 		fields["input_rate"], fields["output_rate"] = p.InputRate, p.OutputRate
 		fields["backlog"], fields["lag_seconds"] = int64(p.Backlog), p.Lag.D().Seconds()
 	}
-	return []*write.Point{
+	points := []*write.Point{
 		write.NewPoint(JobProgress, tags, fields, p.At),
 		write.NewPoint(TimeProgress, tags, map[string]any{"value": p.TimeProgress}, p.At),
 		write.NewPoint(JobParallelism, tags, map[string]any{"value": int64(p.Replicas)}, p.At),
-		write.NewPoint(ProgressError, tags, map[string]any{"value": p.Error}, p.At),
 	}
+	if p.DesiredCost == nil {
+		points = append(points, write.NewPoint(ProgressError, tags, map[string]any{"value": p.Error}, p.At))
+	}
+	if p.CostRate != 0 || p.DesiredCost != nil {
+		points = append(points, write.NewPoint(CurrentSpent, tags, map[string]any{"value": p.CostRate, "spent": p.Spent,
+			"cpu_cores": p.CPUCores, "memory_bytes": p.MemoryBytes}, p.At))
+	}
+	if p.DesiredCost != nil {
+		points = append(points, write.NewPoint(DesiredCost, tags, map[string]any{"value": *p.DesiredCost}, p.At),
+			write.NewPoint(CostError, tags, map[string]any{"value": p.Error}, p.At))
+	}
+	return points
 }

@@ -403,8 +403,10 @@ func wireGate(ctx context.Context, w *wiring) error {
 	return w.lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
 		runtimes := map[string]actuator.Runtime{}
 		var loops []func(context.Context) error
+		var meters []actuator.Meter // of the jobs with a cost
 		if krt != nil {
 			runtimes[schemas.KubernetesActuator] = krt
+			meters = append(meters, krt.Meter)
 		}
 		if cf.actuator == "local" {
 			output := actuator.NewWorkerLog(c, w.log)
@@ -414,12 +416,13 @@ func wireGate(ctx context.Context, w *wiring) error {
 				return nil, nil, err
 			}
 			runtimes[schemas.LocalActuator] = actuator.Local(rt)
-			usage := actuator.NewUsageReporter(c, rt.Measure, nil, w.log)
-			loops = append(loops, rt.Run, output.Run, usage.Run)
+			meters = append(meters, actuator.LocalMeter(rt))
+			loops = append(loops, rt.Run, output.Run)
 		}
 		if serve := w.serveFlowControl("gate", fc); serve != nil {
 			loops = append(loops, serve)
 		}
+		loops = append(loops, actuator.NewUsageReporter(c, meters, nil, w.log).Run)
 		exec := actuator.NewExecutor(c, runtimes, w.log)
 		gs, err := gate.New(c, fc, exec, gate.Config{}, w.log)
 		if err != nil {

@@ -16,15 +16,42 @@ import (
 // Asperathos' kubejobs_cost monitor did.
 const UsageInterval = 2 * time.Second
 
-// UsageReporter publishes, every UsageInterval, what the local runtime's
-// metered jobs (jobs with a cost) use, on pace.metrics.<job>.usage, where
-// the processor prices it. Jobs without a cost are never measured.
+// Use is what one job's workers use at a moment. CPU is cumulative CPU
+// seconds when Cumulative (processes), else the vCPUs in use (the metrics
+// API's pods).
+type Use struct {
+	Job         string
+	CPU         float64
+	Cumulative  bool
+	MemoryBytes int64
+	Replicas    int
+	Source      string
+}
+
+// Meter measures the jobs with a cost of one runtime.
+type Meter func(ctx context.Context) []Use
+
+// LocalMeter measures the local runtime's metered processes.
+func LocalMeter(rt *local.Runtime) Meter {
+	return func(context.Context) []Use {
+		var out []Use
+		for _, u := range rt.Measure() {
+			out = append(out, Use{Job: u.Job, CPU: u.CPUSeconds, Cumulative: true, MemoryBytes: u.MemoryBytes,
+				Replicas: u.Replicas, Source: "local"})
+		}
+		return out
+	}
+}
+
+// UsageReporter publishes, every UsageInterval, what the metered jobs (jobs
+// with a cost) of its runtimes use, on pace.metrics.<job>.usage, where the
+// processor prices it. Jobs without a cost are never measured.
 type UsageReporter struct {
-	c       *bus.Client
-	measure func() []local.Use
-	clk     clock.WithTicker
-	log     *slog.Logger
-	last    map[string]measured // the previous measure, by job
+	c      *bus.Client
+	meters []Meter
+	clk    clock.WithTicker
+	log    *slog.Logger
+	last   map[string]measured // the previous cumulative measure, by job
 }
 
 type measured struct {
@@ -32,13 +59,12 @@ type measured struct {
 	cpu float64
 }
 
-// NewUsageReporter returns a reporter of measure (local.Runtime.Measure)
-// publishing with c; call Run.
-func NewUsageReporter(c *bus.Client, measure func() []local.Use, clk clock.WithTicker, log *slog.Logger) *UsageReporter {
+// NewUsageReporter returns a reporter of meters publishing with c; call Run.
+func NewUsageReporter(c *bus.Client, meters []Meter, clk clock.WithTicker, log *slog.Logger) *UsageReporter {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &UsageReporter{c: c, measure: measure, clk: clk, log: log.With("stage", "usage"), last: map[string]measured{}}
+	return &UsageReporter{c: c, meters: meters, clk: clk, log: log.With("stage", "usage"), last: map[string]measured{}}
 }
 
 // Run measures and publishes until ctx ends.
@@ -55,29 +81,37 @@ func (u *UsageReporter) Run(ctx context.Context) error {
 	}
 }
 
-// report publishes one usage message per metered job. CPU is the CPU time
-// used since the previous measure over the time between them; a job's first
-// measure sets the baseline and is not published.
+// report publishes one usage message per metered job. Cumulative CPU is
+// turned into vCPUs over the time since the previous measure; a job's first
+// such measure sets the baseline and is not published.
 func (u *UsageReporter) report(ctx context.Context) {
 	now := u.clk.Now()
 	seen := map[string]measured{}
-	for _, use := range u.measure() {
-		seen[use.Job] = measured{at: now, cpu: use.CPUSeconds}
-		prev, ok := u.last[use.Job]
-		if !ok || !now.After(prev.at) {
-			continue
-		}
-		// Replicas that exited take their CPU time with them: never below 0.
-		cores := max(0, (use.CPUSeconds-prev.cpu)/now.Sub(prev.at).Seconds())
-		m := &schemas.Usage{Job: use.Job, At: now, CPUCores: cores, MemoryBytes: use.MemoryBytes,
-			Replicas: use.Replicas, Source: "local"}
-		msg, err := bus.NewMsg(ctx, u.c.Prefix().Metrics(use.Job, schemas.UsageMetrics), m)
-		if err == nil {
-			_, err = u.c.JetStream().PublishMsg(ctx, msg)
-		}
-		if err != nil {
-			u.log.Warn("usage not published", "job", use.Job, "err", err)
+	for _, meter := range u.meters {
+		for _, use := range meter(ctx) {
+			cores := use.CPU
+			if use.Cumulative {
+				seen[use.Job] = measured{at: now, cpu: use.CPU}
+				prev, ok := u.last[use.Job]
+				if !ok || !now.After(prev.at) {
+					continue
+				}
+				// Replicas that exited take their CPU time with them: never below 0.
+				cores = max(0, (use.CPU-prev.cpu)/now.Sub(prev.at).Seconds())
+			}
+			u.publish(ctx, &schemas.Usage{Job: use.Job, At: now, CPUCores: cores, MemoryBytes: use.MemoryBytes,
+				Replicas: use.Replicas, Source: use.Source})
 		}
 	}
 	u.last = seen
+}
+
+func (u *UsageReporter) publish(ctx context.Context, m *schemas.Usage) {
+	msg, err := bus.NewMsg(ctx, u.c.Prefix().Metrics(m.Job, schemas.UsageMetrics), m)
+	if err == nil {
+		_, err = u.c.JetStream().PublishMsg(ctx, msg)
+	}
+	if err != nil {
+		u.log.Warn("usage not published", "job", m.Job, "err", err)
+	}
 }

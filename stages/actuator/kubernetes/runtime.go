@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -31,6 +32,9 @@ type Runtime struct {
 	cfg   Config
 	log   *slog.Logger
 	retry func() backoff.BackOff
+
+	mu      sync.Mutex
+	metered map[string]string // jobs with a cost → namespace; guarded by mu
 }
 
 // New returns a runtime using cs. It fails when cfg does not validate.
@@ -38,7 +42,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger) (*Runtime, error
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("kubernetes runtime: %w", errs.ToAggregate())
 	}
-	return &Runtime{cs: cs, cfg: cfg, log: log.With("runtime", "kubernetes"), retry: func() backoff.BackOff {
+	return &Runtime{cs: cs, cfg: cfg, log: log.With("runtime", "kubernetes"), metered: map[string]string{}, retry: func() backoff.BackOff {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 30*time.Second
 		return b
@@ -79,6 +83,7 @@ func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas in
 		return 0, fmt.Errorf("scale %s/%s to %d: %w", ns, name, replicas, err)
 	}
 	r.log.Info("job scaled", "job", rec.ID, "namespace", ns, "parallelism", replicas)
+	r.meter(rec, replicas)
 	return replicas, nil
 }
 
@@ -97,6 +102,7 @@ func (r *Runtime) Terminate(ctx context.Context, rec *schemas.JobRecord) error {
 		return fmt.Errorf("delete %s/%s: %w", ns, name, err)
 	}
 	r.log.Info("job deleted", "job", rec.ID, "namespace", ns)
+	r.meter(rec, 0)
 	return nil
 }
 

@@ -72,6 +72,11 @@ func TestStagePodsBecomeReady(t *testing.T) {
 	}
 	runWorkerJob(t, bin, objs, secrets, natsURL, procs[0])
 	for _, p := range procs {
+		if p.name == "pace-gate" {
+			runRedisWorkerJob(t, procs[0], p)
+		}
+	}
+	for _, p := range procs {
 		p.stop(t)
 	}
 }
@@ -160,6 +165,7 @@ func writeKubeconfig(t *testing.T, token string) string {
 // stageProc is a running stage process.
 type stageProc struct {
 	name, url, log string
+	redis          string // a gate's Redis front
 	cmd            *exec.Cmd
 	done           chan error
 }
@@ -170,13 +176,14 @@ func startStage(t *testing.T, bin string, objs []*unstructured.Unstructured, sec
 	d *appsv1.Deployment, natsURL, kubeconfig string) *stageProc {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	redis := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // every gate replica's Redis front on a port of its own
 	env := map[string]string{"PACE_NATS_URL": natsURL, "PACE_HTTP": addr, // the Service's and the pod's addresses
-		"PACE_REDIS_LISTEN": "127.0.0.1:0"} // every gate replica on a port of its own
+		"PACE_REDIS_LISTEN": redis}
 	if pod := d.Spec.Template.Spec; pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken {
 		env["PACE_KUBECONFIG"] = kubeconfig // in place of the in-cluster configuration
 	}
 	p := startPod(t, bin, objs, secrets, d.Name, d.Spec.Template.Spec, env)
-	p.url = "http://" + addr
+	p.url, p.redis = "http://"+addr, redis
 	return p
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -162,6 +163,83 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 	}
 	w.stop(t)
 	checkTenantOnBus(t, secrets, natsURL, created.JobID, jobs)
+}
+
+// runRedisWorkerJob submits a job for Kubernetes whose worker is the
+// Asperathos-style Redis worker of examples/asperathos, and runs the
+// command of the Job the gate made, with the pod's environment: the
+// Redis front's address (the Service's name, which only the cluster
+// resolves, replaced by the gate's local port) and the job's token as the
+// queue's name. The gate's front logs in to the TLS NATS servers with that
+// token; every item gets its result.
+func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
+	t.Helper()
+	ctx := context.Background()
+	python := ""
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(p, "-c", "import redis").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
+	}
+	worker := filepath.Join(repo, "examples", "asperathos", "rediswq-worker", "worker.py")
+	spec := map[string]any{
+		"name": "rediswq", "mode": "batch", "deadline": "5m",
+		"workload": map[string]any{"items": []string{"p", "q", "r"}},
+		"worker":   map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}},
+		"replicas": map[string]any{"min": 1, "max": 1},
+		"actuator": map[string]any{"name": "kubernetes", "namespace": "pace-jobs"},
+	}
+	var created struct {
+		JobID string `json:"job_id"`
+	}
+	if code := manager.api(t, http.MethodPost, "/submissions", spec, &created); code != http.StatusAccepted {
+		t.Fatalf("submit: status %d", code)
+	}
+	admin := kubernetes.NewForConfigOrDie(cp.Admin)
+	var job *batchv1.Job
+	manager.poll(t, "the gate created the Job", 2*time.Minute, func() bool {
+		j, err := admin.BatchV1().Jobs("pace-jobs").Get(ctx, kubeactuator.Name(created.JobID), metav1.GetOptions{})
+		job = j
+		return err == nil
+	})
+	c := job.Spec.Template.Spec.Containers[0]
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}
+	for _, e := range c.Env {
+		switch e.Name {
+		case "REDIS_HOST":
+			if e.Value != "pace-redis.pace.svc" {
+				t.Errorf("REDIS_HOST = %q, want the Service pace-redis", e.Value)
+			}
+			host, _, _ := strings.Cut(gate.redis, ":")
+			env = append(env, "REDIS_HOST="+host)
+		case "REDIS_PORT":
+			_, port, _ := strings.Cut(gate.redis, ":")
+			env = append(env, "REDIS_PORT="+port)
+		default:
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	cmd := exec.Command(c.Command[0], c.Command[1:]...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Redis worker: %v\n%s\ngate:\n%s", err, out, gate.logTail())
+	}
+	var status struct {
+		Status  schemas.JobState `json:"status"`
+		ItemsOK int              `json:"items_ok"`
+	}
+	manager.poll(t, "job finished", 2*time.Minute, func() bool {
+		manager.api(t, http.MethodGet, "/submissions/"+created.JobID, nil, &status)
+		return status.Status.Final()
+	})
+	if status.Status != schemas.Completed || status.ItemsOK != 3 {
+		t.Errorf("job %s with %d items ok, want completed with 3; the worker said:\n%s", status.Status, status.ItemsOK, out)
+	}
 }
 
 // checkTenantOnBus connects to the NATS servers as the test token's tenant,

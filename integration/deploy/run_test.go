@@ -176,9 +176,9 @@ func startStage(t *testing.T, bin string, objs []*unstructured.Unstructured, sec
 	d *appsv1.Deployment, natsURL, kubeconfig string) *stageProc {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	redis := fmt.Sprintf("127.0.0.1:%d", freePort(t))                     // every gate replica's Redis front on a port of its own
-	env := map[string]string{"PACE_NATS_URL": natsURL, "PACE_HTTP": addr, // the Service's and the pod's addresses
-		"PACE_REDIS_LISTEN": redis}
+	// The Service's and the pod's addresses; a gate's Redis front on a port of its own.
+	redis := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	env := map[string]string{"PACE_NATS_URL": natsURL, "PACE_HTTP": addr, "PACE_REDIS_LISTEN": redis}
 	if pod := d.Spec.Template.Spec; pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken {
 		env["PACE_KUBECONFIG"] = kubeconfig // in place of the in-cluster configuration
 	}

@@ -81,6 +81,19 @@ func TestRoundTrip(t *testing.T) {
 	if d := s.Stats().Dropped(); d != 0 {
 		t.Errorf("dropped = %d, want 0", d)
 	}
+
+	// A job controlled by its cost: kubejobs_cost's measurements, read back.
+	desired := 1.5
+	cost := progress("c1", 1)
+	cost.CostRate, cost.Spent, cost.DesiredCost, cost.Error = 4, 0.25, &desired, 2.5
+	s.Write(cost)
+	bustest.Eventually(t, 20*time.Second, "the cost job's 6 points written", func() bool { return s.Stats().Written.Load() == 4*n+6 })
+	for m, want := range map[string]string{influx.CurrentSpent: "4", influx.DesiredCost: "1.5", influx.CostError: "2.5", influx.JobParallelism: "2"} {
+		rows := db.Query(`SELECT "value" FROM "` + m + `" WHERE "job" = 'c1'`)
+		if len(rows) != 1 || rows[0][1].(json.Number).String() != want {
+			t.Errorf("%s = %v, want %s", m, rows, want)
+		}
+	}
 }
 
 // TestOutageRecovery stops InfluxDB while progress keeps coming, checks the

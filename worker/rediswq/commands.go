@@ -177,6 +177,10 @@ func (f *Front) popPush(c *call) error {
 	if src.kind != mainList || dst.kind != processingList || dst.queue != src.queue {
 		return fmt.Errorf("items move from a queue to its processing list only: want %s %s:processing", src.queue, src.queue)
 	}
+	if q.leaser == nil { // a finished job: nothing to lease
+		c.conn.WriteNull()
+		return nil
+	}
 	wait, forever := 200*time.Millisecond, false
 	if n := len(c.args); n == 3 || n == 5 { // the blocking forms end with their timeout
 		secs, err := strconv.ParseFloat(c.arg(n-1), 64)
@@ -237,7 +241,7 @@ func (f *Front) llen(c *call) error {
 	case processingList:
 		c.conn.WriteInt(here)
 	case mainList:
-		n, err := q.leaser.Remaining(c.ctx)
+		n, err := remaining(c.ctx, q)
 		if err != nil {
 			return err
 		}
@@ -246,6 +250,14 @@ func (f *Front) llen(c *call) error {
 		return writeOnly(k)
 	}
 	return nil
+}
+
+// remaining is the job's unfinished items: none when it was finished at open.
+func remaining(ctx context.Context, q *queue) (int, error) {
+	if q.leaser == nil {
+		return 0, nil
+	}
+	return q.leaser.Remaining(ctx)
 }
 
 func writeOnly(k key) error {
@@ -523,7 +535,7 @@ func (f *Front) exists(c *call) error {
 				n += b2i(here > 0)
 				continue
 			}
-			rem, err := q.leaser.Remaining(c.ctx)
+			rem, err := remaining(c.ctx, q)
 			if err != nil {
 				return err
 			}

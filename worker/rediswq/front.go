@@ -61,7 +61,7 @@ type Front struct {
 type queue struct {
 	name, job string
 	client    *bus.Client
-	leaser    *bus.Leaser
+	leaser    *bus.Leaser // nil when the job was finished at open: its lists are empty
 	release   func()
 	users     int     // guarded by Front.mu
 	held      []*held // guarded by Front.mu
@@ -267,7 +267,7 @@ func (f *Front) open(ctx context.Context, name, job, token string) error {
 		return fmt.Errorf("connect to the bus for job %s: %w", job, err)
 	}
 	l, err := c.Leaser(ctx, job, bus.WithWorkerID("redis-front"))
-	if err != nil {
+	if err != nil && !errors.Is(err, bus.ErrJobFinished) {
 		release()
 		return err
 	}

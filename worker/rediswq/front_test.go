@@ -203,6 +203,13 @@ func redisCLI(t *testing.T, addr string, commands ...string) string {
 func TestRedisCLISpeaksTheProtocol(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "j4", schemas.JobSpec{}, "x", "y")
+	job(t, c, "done", schemas.JobSpec{})
+	if _, err := c.UpdateJob(ctx, "done", func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+		r.State = schemas.Completed
+		return r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
 	hash := "8b0c6d9d1e2b2a0e4fa6ed0b0b6b1b3c5f4fe2ef41e7f4d2bd8e4c1a" // not an item's
 	got := redisCLI(t, addr,
@@ -231,6 +238,18 @@ func TestRedisCLISpeaksTheProtocol(t *testing.T) {
 	}
 	if got := outputs(t, c, "j4"); !slices.Equal(got, []string{"done-x"}) {
 		t.Fatalf("results %v, want [done-x]", got)
+	}
+
+	// A finished job's queue is empty, so that its workers' loops end.
+	if _, err := c.UpdateJob(ctx, "j4", func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+		r.State = schemas.Stopped
+		return r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// BRPOPLPUSH without a timeout returns at once (nil, a line redisCLI drops).
+	if got := redisCLI(t, addr, "LLEN done", "LLEN done:processing", "BRPOPLPUSH done done:processing 0", "LLEN j4"); got != "0\n0\n0" {
+		t.Errorf("a finished job's lists: %q", got)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // jobCLI runs pace job commands against a pace up with a token file.
@@ -294,12 +295,7 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 	if !strings.HasPrefix(id, "kj-") {
 		t.Fatalf("id = %q", id)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			stderr := j.u.stderr.String()
-			t.Logf("pace up log tail:\n%s", stderr[max(0, len(stderr)-4000):])
-		}
-	})
+	j.u.logOnFailure(t)
 	bustest.Eventually(t, 90*time.Second, "payload 2 completed", func() bool {
 		v := j.status(t, id)
 		if final(v["status"].(string)) && v["status"] != "completed" {
@@ -321,35 +317,19 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 // the queue's name, every item gets one result, and the error it pushes for
 // a bad item is that item's dead letter on /errors.
 func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
-	python := redisPython(t)
-	worker, err := filepath.Abs("../../examples/asperathos/rediswq-worker/worker.py")
-	if err != nil {
-		t.Fatal(err)
-	}
+	python := rediswqtest.Python(t)
+	worker := rediswqtest.Worker()
 	var workload strings.Builder
 	for i := range 20 {
 		fmt.Fprintf(&workload, "item-%02d\n", i)
 	}
 	workload.WriteString("bad-1\n")
-	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, workload.String())
-	}))
-	defer files.Close()
-	payload := fmt.Sprintf(`{"plugin": "kubejobs", "plugin_info": {
-		"cmd": [%q, %q], "img": "asperathos/batch-base", "init_size": 2,
-		"redis_workload": %q, "env_vars": {"ITEM_LEASE_SECS": "5"},
-		"control_plugin": "kubejobs", "control_parameters": {"schedule_strategy": "default", "actuator": "k8s_replicas",
-			"check_interval": 1, "trigger_down": 1, "trigger_up": 1, "min_rep": 2, "max_rep": 2, "actuation_size": 1,
-			"metric_source": "redis"},
-		"monitor_plugin": "kubejobs", "monitor_info": {"expected_time": 600}}}`, python, worker, files.URL+"/workload.txt")
+	payload := kubejobs(t, []string{python, worker}, serveText(t, "", workload.String()), 2, func(info map[string]any) {
+		info["env_vars"] = map[string]any{"ITEM_LEASE_SECS": "5"}
+	})
 	j := startJobAPI(t)
 	id := j.submitDoc(t, payload)
-	t.Cleanup(func() {
-		if t.Failed() {
-			stderr := j.u.stderr.String()
-			t.Logf("pace up log tail:\n%s", stderr[max(0, len(stderr)-6000):])
-		}
-	})
+	j.u.logOnFailure(t)
 	bustest.Eventually(t, 90*time.Second, "the job to finish", func() bool {
 		return final(j.status(t, id)["status"].(string))
 	})
@@ -383,23 +363,13 @@ func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
 // report, errors, delete, with raise-on-error HTTP calls) passes against the
 // Asperathos routes of an open pace up, its job run by the Redis worker.
 func TestAsperathosClientFlowRunsUnchanged(t *testing.T) {
-	python := redisPython(t)
-	worker, err := filepath.Abs("../../examples/asperathos/rediswq-worker/worker.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, strings.Repeat("item\n", 30))
-	}))
-	defer files.Close()
-	payload := fmt.Sprintf(`{"plugin": "kubejobs", "enable_auth": false, "plugin_info": {
-		"cmd": [%q, %q], "img": "asperathos/batch-base", "init_size": 1,
-		"redis_workload": %q, "env_vars": {"WORK_SECONDS": "0.5"}, "enable_visualizer": true,
-		"visualizer_plugin": "k8s-grafana", "visualizer_info": {"datasource_type": "influxdb"},
-		"control_plugin": "kubejobs", "control_parameters": {"schedule_strategy": "default", "actuator": "k8s_replicas",
-			"check_interval": 1, "trigger_down": 1, "trigger_up": 1, "min_rep": 1, "max_rep": 1, "actuation_size": 1,
-			"metric_source": "redis"},
-		"monitor_plugin": "kubejobs", "monitor_info": {"expected_time": 600}}}`, python, worker, files.URL+"/workload.txt")
+	python := rediswqtest.Python(t)
+	worker := rediswqtest.Worker()
+	payload := kubejobs(t, []string{python, worker}, serveText(t, "", strings.Repeat("item\n", 30)), 1, func(info map[string]any) {
+		info["env_vars"] = map[string]any{"WORK_SECONDS": "0.5"}
+		info["enable_visualizer"], info["visualizer_plugin"] = true, "k8s-grafana"
+		info["visualizer_info"] = map[string]any{"datasource_type": "influxdb"}
+	})
 	file := filepath.Join(t.TempDir(), "payload.json")
 	if err := os.WriteFile(file, []byte(payload), 0o600); err != nil {
 		t.Fatal(err)
@@ -408,8 +378,7 @@ func TestAsperathosClientFlowRunsUnchanged(t *testing.T) {
 	flow := exec.Command(python, "../../examples/asperathos/client_flow.py", u.httpURL+"/asperathos", file)
 	out, err := flow.CombinedOutput()
 	if err != nil {
-		stderr := u.stderr.String()
-		t.Fatalf("client flow: %v\n%s\npace up log tail:\n%s", err, out, stderr[max(0, len(stderr)-4000):])
+		t.Fatalf("client flow: %v\n%s\npace up log tail:\n%s", err, out, u.logTail())
 	}
 	for _, want := range []string{"visualizer http://", "status stopped", "errors {}", "deleted"} {
 		if !strings.Contains(string(out), want) {
@@ -425,31 +394,17 @@ func TestAsperathosClientFlowRunsUnchanged(t *testing.T) {
 // measures, overspends its desired cost and is scaled down to what it may
 // spend; its detailed report carries kubejobs_cost's keys.
 func TestKubejobsCostJobIsControlledByItsCost(t *testing.T) {
-	prices := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"cpu_price": 0, "memory_price": 10}`) // per GB-hour: 1 per worker
-	}))
-	defer prices.Close()
-	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "a\nb\n")
-	}))
-	defer files.Close()
-	payload := fmt.Sprintf(`{"plugin": "kubejobs", "plugin_info": {
-		"cmd": ["python3", "-c", "import time; held = b'x' * 100_000_000; time.sleep(600)"],
-		"img": "asperathos/batch-base", "init_size": 3, "redis_workload": %q,
-		"control_plugin": "kubejobs", "control_parameters": {"schedule_strategy": "default", "actuator": "k8s_replicas",
-			"check_interval": 1, "trigger_down": 0.5, "trigger_up": 1, "min_rep": 1, "max_rep": 3, "actuation_size": 1,
-			"metric_source": "redis"},
-		"monitor_plugin": "kubejobs_cost", "monitor_info": {"expected_time": 3600,
-			"cluster_info_url": %q, "desired_cost": 1.5}}}`, files.URL+"/w.txt", prices.URL)
+	prices := serveText(t, "application/json", `{"cpu_price": 0, "memory_price": 10}`) // per GB-hour: 1 per worker
+	hold := []string{"python3", "-c", "import time; held = b'x' * 100_000_000; time.sleep(600)"}
+	payload := kubejobs(t, hold, serveText(t, "", "a\nb\n"), 3, func(info map[string]any) {
+		cp := info["control_parameters"].(map[string]any)
+		cp["trigger_down"], cp["trigger_up"], cp["min_rep"] = 0.5, 1, 1
+		info["monitor_plugin"] = "kubejobs_cost"
+		info["monitor_info"] = map[string]any{"expected_time": 3600, "cluster_info_url": prices, "desired_cost": 1.5}
+	})
 	j := startJobAPI(t)
 	id := j.submitDoc(t, payload)
-	t.Cleanup(func() {
-		if t.Failed() {
-			stderr := j.u.stderr.String()
-			t.Logf("pace up log tail:\n%s", stderr[max(0, len(stderr)-6000):])
-		}
-	})
+	j.u.logOnFailure(t)
 	bustest.Eventually(t, 90*time.Second, "the overspending job scaled down to 1 replica", func() bool {
 		v := j.status(t, id)
 		if final(v["status"].(string)) {
@@ -477,17 +432,52 @@ func TestKubejobsCostJobIsControlledByItsCost(t *testing.T) {
 	j.u.stop(t)
 }
 
-// redisPython returns a python3 that has the redis client library, failing
-// the test when there is none (scripts/ensure-tools.sh installs it).
-func redisPython(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import redis").Run() == nil {
-			return p
+// logTail is the end of pace up's log.
+func (u *paceUp) logTail() string {
+	stderr := u.stderr.String()
+	return stderr[max(0, len(stderr)-6000):]
+}
+
+// logOnFailure logs the end of pace up's log when the test fails.
+func (u *paceUp) logOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pace up log tail:\n%s", u.logTail())
 		}
+	})
+}
+
+// kubejobs is an Asperathos kubejobs payload running cmd with replicas
+// workers (min, max and initial) on the items at workload, changed by edit.
+func kubejobs(t *testing.T, cmd []string, workload string, replicas int, edit func(info map[string]any)) string {
+	t.Helper()
+	info := map[string]any{
+		"cmd": cmd, "img": "asperathos/batch-base", "init_size": replicas, "redis_workload": workload,
+		"control_plugin": "kubejobs", "control_parameters": map[string]any{"schedule_strategy": "default",
+			"actuator": "k8s_replicas", "check_interval": 1, "trigger_down": 1, "trigger_up": 1, "min_rep": replicas,
+			"max_rep": replicas, "actuation_size": 1, "metric_source": "redis"},
+		"monitor_plugin": "kubejobs", "monitor_info": map[string]any{"expected_time": 600},
 	}
-	t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
-	return ""
+	edit(info)
+	doc, err := json.Marshal(map[string]any{"plugin": "kubejobs", "enable_auth": false, "plugin_info": info})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(doc)
+}
+
+// serveText serves body (as contentType, when given) for the test's life
+// and returns its URL.
+func serveText(t *testing.T, contentType, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/workload"
 }
 
 // TestBusCommandsNeedATokenOnASecuredPaceUp: pace up with a token file

@@ -25,6 +25,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // workerSecretTemplate is the documented template of the worker Secret.
@@ -100,28 +101,8 @@ func TestWorkerSecretTemplate(t *testing.T) {
 func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, secrets map[string]map[string]string,
 	natsURL string, manager *stageProc) {
 	t.Helper()
-	ctx := context.Background()
-	spec := map[string]any{
-		"name": "workers", "mode": "batch", "deadline": "5m",
-		"workload": map[string]any{"items": []string{"1", "2", "3", "4", "5"}},
-		"worker": map[string]any{"image": "registry.example/pace:test",
-			"command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", "cat"}},
-		"replicas": map[string]any{"min": 1, "max": 1},
-		"actuator": map[string]any{"name": "kubernetes", "namespace": "pace-jobs"},
-	}
-	var created struct {
-		JobID string `json:"job_id"`
-	}
-	if code := manager.api(t, http.MethodPost, "/submissions", spec, &created); code != http.StatusAccepted {
-		t.Fatalf("submit: status %d", code)
-	}
-	admin := kubernetes.NewForConfigOrDie(cp.Admin)
-	var job *batchv1.Job
-	manager.poll(t, "the gate created the Job", 2*time.Minute, func() bool {
-		j, err := admin.BatchV1().Jobs("pace-jobs").Get(ctx, kubeactuator.Name(created.JobID), metav1.GetOptions{})
-		job = j
-		return err == nil
-	})
+	id, job := submitKubeJob(t, manager, []string{"1", "2", "3", "4", "5"}, map[string]any{"image": "registry.example/pace:test",
+		"command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", "cat"}})
 	raw, err := json.Marshal(job)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +118,7 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if got, want := env["PACE_TOKEN"], jobs.Mint(created.JobID); got != want {
+	if got, want := env["PACE_TOKEN"], jobs.Mint(id); got != want {
 		t.Errorf("worker pods' PACE_TOKEN = %q, want the job's token %q", got, want)
 	}
 	for _, k := range []string{"PACE_NATS_USER", "PACE_NATS_PASSWORD", "PACE_NATS_CREDS", "PACE_NATS_NKEY"} {
@@ -155,42 +136,23 @@ func runWorkerJob(t *testing.T, bin string, objs []*unstructured.Unstructured, s
 		ItemsOK int              `json:"items_ok"`
 	}
 	w.poll(t, "job finished", 3*time.Minute, func() bool {
-		manager.api(t, http.MethodGet, "/submissions/"+created.JobID, nil, &status)
+		manager.api(t, http.MethodGet, "/submissions/"+id, nil, &status)
 		return status.Status.Final()
 	})
 	if status.Status != schemas.Completed || status.ItemsOK != 5 {
 		t.Errorf("job %s with %d items ok, want completed with 5:\n%s", status.Status, status.ItemsOK, w.logTail())
 	}
 	w.stop(t)
-	checkTenantOnBus(t, secrets, natsURL, created.JobID, jobs)
+	checkTenantOnBus(t, secrets, natsURL, id, jobs)
 }
 
-// runRedisWorkerJob submits a job for Kubernetes whose worker is the
-// Asperathos-style Redis worker of examples/asperathos, and runs the
-// command of the Job the gate made, with the pod's environment: the
-// Redis front's address (the Service's name, which only the cluster
-// resolves, replaced by the gate's local port) and the job's token as the
-// queue's name. The gate's front logs in to the TLS NATS servers with that
-// token; every item gets its result.
-func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
+// submitKubeJob submits a batch job of items for Kubernetes with worker as
+// its worker spec, and waits for the gate to create its Job.
+func submitKubeJob(t *testing.T, manager *stageProc, items []string, worker map[string]any) (string, *batchv1.Job) {
 	t.Helper()
-	ctx := context.Background()
-	python := ""
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import redis").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
-	}
-	worker := filepath.Join(repo, "examples", "asperathos", "rediswq-worker", "worker.py")
 	spec := map[string]any{
-		"name": "rediswq", "mode": "batch", "deadline": "5m",
-		"workload": map[string]any{"items": []string{"p", "q", "r"}},
-		"worker":   map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}},
-		"replicas": map[string]any{"min": 1, "max": 1},
+		"name": "workers", "mode": "batch", "deadline": "5m", "workload": map[string]any{"items": items},
+		"worker": worker, "replicas": map[string]any{"min": 1, "max": 1},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": "pace-jobs"},
 	}
 	var created struct {
@@ -202,10 +164,25 @@ func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 	admin := kubernetes.NewForConfigOrDie(cp.Admin)
 	var job *batchv1.Job
 	manager.poll(t, "the gate created the Job", 2*time.Minute, func() bool {
-		j, err := admin.BatchV1().Jobs("pace-jobs").Get(ctx, kubeactuator.Name(created.JobID), metav1.GetOptions{})
+		j, err := admin.BatchV1().Jobs("pace-jobs").Get(context.Background(), kubeactuator.Name(created.JobID), metav1.GetOptions{})
 		job = j
 		return err == nil
 	})
+	return created.JobID, job
+}
+
+// runRedisWorkerJob submits a job for Kubernetes whose worker is the
+// Asperathos-style Redis worker of examples/asperathos, and runs the
+// command of the Job the gate made, with the pod's environment: the
+// Redis front's address (the Service's name, which only the cluster
+// resolves, replaced by the gate's local port) and the job's token as the
+// queue's name. The gate's front logs in to the TLS NATS servers with that
+// token; every item gets its result.
+func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
+	t.Helper()
+	python, worker := rediswqtest.Python(t), rediswqtest.Worker()
+	id, job := submitKubeJob(t, manager, []string{"p", "q", "r"},
+		map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}})
 	c := job.Spec.Template.Spec.Containers[0]
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}
 	for _, e := range c.Env {
@@ -234,7 +211,7 @@ func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 		ItemsOK int              `json:"items_ok"`
 	}
 	manager.poll(t, "job finished", 2*time.Minute, func() bool {
-		manager.api(t, http.MethodGet, "/submissions/"+created.JobID, nil, &status)
+		manager.api(t, http.MethodGet, "/submissions/"+id, nil, &status)
 		return status.Status.Final()
 	})
 	if status.Status != schemas.Completed || status.ItemsOK != 3 {

@@ -7,8 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,27 +17,8 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/worker/rediswq"
+	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
-
-// workerPy is the unchanged Asperathos-style worker of the examples.
-var workerPy = func() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "examples", "asperathos", "rediswq-worker", "worker.py")
-}()
-
-// python returns a python3 that has the redis client library (Debian's
-// python3-redis, which scripts/ensure-tools.sh installs), failing the test
-// when there is none: the test needs a real Redis client.
-func python(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import redis").Run() == nil {
-			return p
-		}
-	}
-	t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
-	return ""
-}
 
 // front serves the Redis protocol on a loopback port for the test's life.
 func front(t *testing.T, cfg rediswq.Config) string {
@@ -70,7 +49,7 @@ func job(t *testing.T, c *bus.Client, id string, spec schemas.JobSpec, items ...
 func worker(t *testing.T, addr, queue string, env ...string) *exec.Cmd {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(python(t), workerPy)
+	cmd := exec.Command(rediswqtest.Python(t), rediswqtest.Worker())
 	cmd.Env = append(os.Environ(), append([]string{"REDIS_HOST=" + host, "REDIS_PORT=" + port, "REDIS_QUEUE=" + queue}, env...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

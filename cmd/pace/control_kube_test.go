@@ -25,7 +25,7 @@ func TestKubeWorkerSecretFlags(t *testing.T) {
 		{"valid keys from env", []string{"--kubernetes"}, map[string]string{
 			"PACE_KUBE_WORKER_SECRET": "pace-worker-nats", "PACE_KUBE_WORKER_SECRET_KEYS": "creds,ca.crt"}, exitFailure, "connect to nats"},
 		{"without --kubernetes", []string{"--actuator", "local", "--kube-worker-secret", "pace-worker-nats"}, nil,
-			exitUsage, "--pod-nats-url, --kube-worker-secret and --kube-worker-secret-keys need --kubernetes"},
+			exitUsage, "--pod-nats-url, --pod-redis-addr, --kube-worker-secret and --kube-worker-secret-keys need --kubernetes"},
 		{"keys without secret", []string{"--kubernetes", "--kube-worker-secret-keys", "user,password"}, nil,
 			exitUsage, "--kube-worker-secret-keys needs --kube-worker-secret"},
 		{"bad name", []string{"--kubernetes", "--kube-worker-secret", "Pace_Worker"}, nil,

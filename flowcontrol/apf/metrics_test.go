@@ -38,22 +38,6 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = g.Run(ctx) }()
-	sampled := func() bool {
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == "apiserver_flowcontrol_demand_seats" {
-				return true
-			}
-		}
-		return false
-	}
-	for deadline := time.Now().Add(patience); !sampled(); clk.Step(time.Second) {
-		if time.Now().After(deadline) {
-			t.Fatal("per-second metrics never sampled")
-		}
-		time.Sleep(time.Millisecond) // lets Run's goroutine take the tick; the fake clock only moves here
-	}
-
 	type want struct {
 		typ    dto.MetricType
 		labels []string
@@ -92,6 +76,26 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 		"apiserver_flowcontrol_read_vs_write_current_requests":     {dto.MetricType_HISTOGRAM, []string{"phase", "request_kind"}},
 		"apiserver_flowcontrol_demand_seats":                       {dto.MetricType_HISTOGRAM, pl},
 		"apiserver_flowcontrol_seat_fair_frac":                     {dto.MetricType_GAUGE, nil},
+	}
+	// Run samples on its own goroutine: wait until one tick has set them all.
+	sampled := func() bool {
+		mfs, _ := reg.Gather()
+		have := map[string]bool{}
+		for _, mf := range mfs {
+			have[mf.GetName()] = true
+		}
+		for name := range wants {
+			if !have[name] {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(patience); !sampled(); clk.Step(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatal("per-second metrics never sampled")
+		}
+		time.Sleep(time.Millisecond) // lets Run's goroutine take the tick; the fake clock only moves here
 	}
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -85,6 +85,10 @@ type JobSpec struct {
 	// Deadline is when a batch job should be done: a duration from its
 	// start or an RFC 3339 time. Required for batch jobs.
 	Deadline Deadline `json:"deadline,omitzero"`
+	// DeadlinePolicy says what to do with a batch job predicted to miss its
+	// deadline at admission: DeadlineWarn (the default: accept it and say
+	// so in its log) or DeadlineReject (refuse it, 422 DeadlineInfeasible).
+	DeadlinePolicy string `json:"deadline_policy,omitempty" jsonschema:"enum=warn,enum=reject"`
 	// ItemTimeout is the lease of one item: a worker holding it longer without
 	// extending the lease loses it to another worker. Default 30s.
 	ItemTimeout Duration `json:"item_timeout,omitempty"`
@@ -141,14 +145,49 @@ type Workload struct {
 	Items []string `json:"items,omitempty"`
 	File  string   `json:"file,omitempty"`
 	URL   string   `json:"url,omitempty"`
+	// ItemTime is how long one item takes a worker, a hint for the
+	// prediction at admission (see Prediction).
+	ItemTime Duration `json:"item_time,omitempty"`
 }
+
+// Deadline policies of JobSpec.DeadlinePolicy.
+const (
+	DeadlineWarn   = "warn"
+	DeadlineReject = "reject"
+)
+
+// Prediction is the manager's forecast, at admission, of when a batch job
+// with a deadline completes at replicas.max: ETA = start-up + ⌈items /
+// replicas.max⌉ × item time, from the job's start. Basis says where the
+// item time comes from: "hint" (workload.item_time), "history" (the item
+// times of earlier jobs of the same command or image) or "none" (no
+// forecast: Feasible is absent).
+type Prediction struct {
+	Feasible *bool    `json:"feasible,omitempty"`
+	ETA      Duration `json:"eta,omitempty"`
+	// ReplicasNeeded is the fewest replicas that meet the deadline; 0 when
+	// none can (the start-up alone takes longer).
+	ReplicasNeeded int      `json:"replicas_needed,omitempty"`
+	Basis          string   `json:"basis"`
+	ItemTime       Duration `json:"item_time,omitempty"`
+	Startup        Duration `json:"startup,omitempty"`
+	// Samples is how many items of earlier jobs the history holds.
+	Samples int `json:"samples,omitempty"`
+}
+
+// Prediction bases.
+const (
+	BasisHint    = "hint"
+	BasisHistory = "history"
+	BasisNone    = "none"
+)
 
 // Empty reports whether w names no source.
 func (w Workload) Empty() bool { return len(w.Items) == 0 && w.File == "" && w.URL == "" }
 
 // IsZero reports whether w is empty, so that an empty item list is left out
 // of JSON as an absent one is: the encoding of a decoded spec is a fixed point.
-func (w Workload) IsZero() bool { return w.Empty() }
+func (w Workload) IsZero() bool { return w.Empty() && w.ItemTime == 0 }
 
 // WorkerSpec describes a job's workers.
 type WorkerSpec struct {
@@ -348,6 +387,12 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image"))
 	}
 	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxInterval)
+	errs = between(errs, p.Child("workload", "item_time"), s.Workload.ItemTime, MaxInterval)
+	switch s.DeadlinePolicy {
+	case "", DeadlineWarn, DeadlineReject:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("deadline_policy"), s.DeadlinePolicy, []string{DeadlineWarn, DeadlineReject}))
+	}
 	switch em := s.Worker.ExecMode; {
 	case em != "" && em != ExecItem && em != ExecLines && em != ExecJSON:
 		errs = append(errs, field.NotSupported(p.Child("worker", "exec_mode"), em, []string{ExecItem, ExecLines, ExecJSON}))
@@ -455,6 +500,8 @@ type JobRecord struct {
 	Format string `json:"format,omitempty"`
 	// Total is the number of items of a batch job (0 for streaming jobs).
 	Total int `json:"total,omitempty"`
+	// Prediction is the forecast at admission (batch jobs with a deadline).
+	Prediction *Prediction `json:"prediction,omitempty"`
 	// Replicas is the last known worker count.
 	Replicas int `json:"replicas,omitempty"`
 	// StopRequested is set by a stop: no new items, in-flight ones finish.
@@ -533,6 +580,8 @@ type JobEvent struct {
 	Format string `json:"format,omitempty"`
 	// Total is set on started events.
 	Total int `json:"total,omitempty"`
+	// Prediction is set on created events of batch jobs with a deadline.
+	Prediction *Prediction `json:"prediction,omitempty"`
 	// Replicas is set on scaled events.
 	Replicas int    `json:"replicas,omitempty"`
 	Reason   string `json:"reason,omitempty"`

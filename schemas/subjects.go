@@ -129,6 +129,7 @@ const (
 	BucketDeadLetters Bucket = "dead_letters" // bodies too large for their dead letter (an object store)
 	BucketPlugins     Bucket = "plugins"      // registered external controllers
 	BucketClusters    Bucket = "clusters"     // registered Kubernetes clusters (kubeconfigs)
+	BucketItemTimes   Bucket = "item_times"   // item times of finished jobs per worker program, for predictions
 )
 
 // Stream returns the name of the stream holding s, e.g.

@@ -168,6 +168,10 @@ type jobView struct {
 	StartedAt     time.Time `json:"started_at"`
 	FinishedAt    time.Time `json:"finished_at"`
 	Deadline      time.Time `json:"deadline"`
+	// The forecast at admission (batch jobs with a deadline).
+	Prediction          *schemas.Prediction `json:"prediction"`
+	PredictedCompletion time.Time           `json:"predicted_completion"`
+	Confidence          string              `json:"confidence"`
 }
 
 // owner is the job's owner, or "-" for a job created by a push, which has none.

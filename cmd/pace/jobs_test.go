@@ -73,7 +73,7 @@ func (j *jobCLI) submitDoc(t *testing.T, doc string) string {
 func TestJobsSurvivePaceUpRestart(t *testing.T) {
 	dir := t.TempDir()
 	j := startJobAPIAt(t, dir)
-	batch := j.submitDoc(t, `{"name":"later","deadline":"1h","workload":{"items":["a","b","c"]}}`)
+	batch := j.submitDoc(t, `{"name":"later","deadline":"1h","workload":{"items":["a","b","c"],"item_time":"2s"}}`)
 	stream := j.submitDoc(t, `{"name":"feed","mode":"streaming"}`)
 	j.u.pace(t, "x\ny\nz\n", "push", stream) // a streaming job fed by pace push
 	w := startWorker(t, j.u, stream, "tr a-z A-Z")
@@ -91,6 +91,11 @@ func TestJobsSurvivePaceUpRestart(t *testing.T) {
 	}
 	if list[batch]["status"] != "ongoing" || list[stream]["status"] != "ongoing" || list[stream]["done"] != 3.0 {
 		t.Fatalf("after restart: %v", list)
+	}
+	// Its admission's forecast is kept with it: 3 items of 2 s on one replica.
+	if out, _, _ := j.run(t, "status", batch); !strings.Contains(out, "Predicted:") || !strings.Contains(out, "done in 7s") ||
+		!strings.Contains(out, "meets its deadline") {
+		t.Errorf("status after restart:\n%s", out)
 	}
 	startWorker(t, j.u, batch, "tr a-z A-Z") // the running job continues
 	bustest.Eventually(t, 20*time.Second, "batch job completed after the restart", func() bool {

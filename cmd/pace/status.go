@@ -20,8 +20,8 @@ func newStatusCmd(a *app) *cobra.Command {
 		Use:   "status ID",
 		Short: "Show a job's state and progress",
 		Long: `Status shows job ID as the manager sees it: state, mode, owner, items
-done, dead, pending and in flight, replicas, and its start, deadline and
-end times. With -o json or -o yaml it prints the whole job view of
+done, dead, pending and in flight, replicas, its start, deadline and end
+times, and for a batch job the completion predicted at admission. With -o json or -o yaml it prints the whole job view of
 GET /submissions/ID (docs/api.md), the spec included.`,
 		Example: `  pace status kj-3898be2
   pace status upper-1a2b3c4 -o json`,
@@ -58,6 +58,17 @@ func (o *statusOptions) run(ctx context.Context, a *app, id string) error {
 	}
 	if !v.Deadline.IsZero() {
 		row("Deadline", v.Deadline.Format(time.RFC3339))
+	}
+	if p := v.Prediction; p != nil && p.Feasible != nil {
+		verdict := "meets its deadline"
+		if !*p.Feasible {
+			verdict = fmt.Sprintf("misses its deadline (needs %d replicas)", p.ReplicasNeeded)
+		}
+		when := ""
+		if !v.PredictedCompletion.IsZero() {
+			when = " by " + v.PredictedCompletion.Format(time.RFC3339) + ","
+		}
+		row("Predicted", fmt.Sprintf("done in %s,%s %s; %s confidence (%s)", p.ETA.D(), when, verdict, v.Confidence, p.Basis))
 	}
 	if !v.FinishedAt.IsZero() {
 		row("Finished", v.FinishedAt.Format(time.RFC3339))

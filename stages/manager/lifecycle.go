@@ -52,7 +52,7 @@ func applyEvent(cur *schemas.JobRecord, ev *schemas.JobEvent, seq uint64) *schem
 			return nil
 		}
 		return &schemas.JobRecord{ID: ev.Job, Spec: *ev.Spec, State: schemas.Created, Format: ev.Format,
-			Total: ev.Total, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
+			Total: ev.Total, Prediction: ev.Prediction, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
 	}
 	if seq <= cur.Seq {
 		return nil
@@ -398,6 +398,9 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		if err == nil {
 			m.log.Info("job finished", "job", rec.ID, "state", ev.State, "results", ws.Results, "dead", ws.Dead)
 			m.jobEnded()
+			if ev.State == schemas.Completed && rec.Total <= learnLimit {
+				m.learn(ctx, rec)
+			}
 		}
 		return err
 	}

@@ -125,6 +125,8 @@ type submission struct {
 	owner  caller
 	// warnings say what a lenient reading changed, for the job's log.
 	warnings []string
+	// prediction is the forecast of a batch job with a deadline.
+	prediction *schemas.Prediction
 }
 
 // Formats of submitted documents.
@@ -270,6 +272,15 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		}
 		return nil, invalid(errs)
 	}
+	if sub.spec.Mode == schemas.Batch {
+		sub.prediction = m.predict(ctx, &sub.spec, len(sub.items))
+		if p := sub.prediction; p.Feasible != nil && !*p.Feasible {
+			if sub.spec.DeadlinePolicy == schemas.DeadlineReject {
+				return nil, infeasible(&sub.spec, p)
+			}
+			sub.warnings = append(sub.warnings, infeasible(&sub.spec, p).Message+" (deadline_policy warn: accepted)")
+		}
+	}
 	return sub, nil
 }
 
@@ -329,7 +340,7 @@ func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*sc
 	spec := sub.spec
 	spec.Workload.Items = nil // the items live on the queue, not in the record
 	rec, err := m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventCreated, State: schemas.Created,
-		Spec: &spec, Format: sub.format, Total: len(sub.items),
+		Spec: &spec, Format: sub.format, Total: len(sub.items), Prediction: sub.prediction,
 		Reason: fmt.Sprintf("submitted by %s", sub.owner.user.Name)})
 	if err != nil {
 		return nil, err

@@ -25,7 +25,11 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				return map[string]string{"job_id": rec.ID}, nil
+				out := map[string]any{"job_id": rec.ID}
+				if rec.Prediction != nil && !a.compat { // Asperathos answered the id alone
+					out["prediction"] = rec.Prediction
+				}
+				return out, nil
 			}},
 		{method: "GET", path: "/submissions", summary: "List the caller's jobs, keyed by id", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {

@@ -50,6 +50,15 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 			v["deadline"] = dl
 		}
 	}
+	if p := rec.Prediction; p != nil {
+		v["prediction"] = p
+		if p.Feasible != nil {
+			v["confidence"] = confidence(p)
+			if !rec.StartedAt.IsZero() {
+				v["predicted_completion"] = rec.StartedAt.Add(p.ETA.D())
+			}
+		}
+	}
 	if !rec.FinishedAt.IsZero() {
 		v["finished_at"] = rec.FinishedAt
 	}

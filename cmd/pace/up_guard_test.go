@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -178,7 +179,13 @@ func TestUpServesNoSeatToSlowOrAnonymousClients(t *testing.T) {
 	if got := dispatched(t, u.httpURL, "pace-submissions", "pace-submissions") - before; got != 1 {
 		t.Errorf("POST /submissions.json dispatched %v times on pace-submissions, want 1", got)
 	}
-	id := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(body), `{"job_id":"`), `"}`)
+	var created struct {
+		ID string `json:"job_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &created); err != nil {
+		t.Fatalf("POST /submissions.json: %v %s", err, body)
+	}
+	id := created.ID
 	before = dispatched(t, u.httpURL, "pace-reads", "pace-reads")
 	if code, body := request(t, "GET", u.httpURL+"/submissions/"+id+"/log", "alice-token", ""); code != http.StatusOK {
 		t.Fatalf("GET log: %d %s", code, body)

@@ -139,15 +139,27 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // shutdown returns every held item to its queue and closes the queues.
+// Connections closing meanwhile find no held item left.
 func (f *Front) shutdown() {
+	type item struct {
+		q *queue
+		h *held
+	}
+	var items []item
 	f.mu.Lock()
 	queues := f.queues
 	f.queues = map[string]*queue{}
-	f.mu.Unlock()
 	for _, q := range queues {
 		for _, h := range q.held {
-			f.releaseHeld(q, h, "the Redis front stopped")
+			items = append(items, item{q, h})
 		}
+		q.held = nil
+	}
+	f.mu.Unlock()
+	for _, it := range items {
+		f.releaseHeld(it.q, it.h, "the Redis front stopped")
+	}
+	for _, q := range queues {
 		q.release()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/invopop/jsonschema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -280,7 +281,22 @@ type ActuatorSpec struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Cluster names a registered cluster; empty selects the active one.
 	Cluster string `json:"cluster,omitempty"`
+	// Target, with the kubernetes actuator, is a workload the user already
+	// runs, whose replicas Pace scales through its scale subresource: Pace
+	// never creates or deletes it, and the job has no worker spec.
+	Target *ScaleTarget `json:"target,omitempty"`
 }
+
+// ScaleTarget names a Deployment or StatefulSet in the job's namespace.
+type ScaleTarget struct {
+	Kind string `json:"kind" jsonschema:"enum=Deployment,enum=StatefulSet"`
+	Name string `json:"name"`
+}
+
+// Actuated reports whether Pace scales the job's workers: it runs them
+// (Worker.Runs), or scales its target. Other jobs are queues whose workers
+// their users run.
+func (s JobSpec) Actuated() bool { return s.Worker.Runs() || s.Actuator.Target != nil }
 
 // Schema implements Message.
 func (*JobSpec) Schema() (string, int) { return "job_spec", 2 }
@@ -383,8 +399,22 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("actuator", "name"), s.Actuator.Name, []string{LocalActuator, KubernetesActuator}))
 	}
-	if s.Actuator.Name == KubernetesActuator && s.Worker.Image == "" {
-		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image"))
+	if t := s.Actuator.Target; t != nil {
+		tp := p.Child("actuator", "target")
+		if s.Actuator.Name != KubernetesActuator {
+			errs = append(errs, field.Forbidden(tp, "needs actuator.name kubernetes"))
+		}
+		if t.Kind != "Deployment" && t.Kind != "StatefulSet" {
+			errs = append(errs, field.NotSupported(tp.Child("kind"), t.Kind, []string{"Deployment", "StatefulSet"}))
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(t.Name) {
+			errs = append(errs, field.Invalid(tp.Child("name"), t.Name, msg))
+		}
+		if s.Worker.Runs() {
+			errs = append(errs, field.Forbidden(p.Child("worker"), "a target runs its own pods: give a worker spec or a target, not both"))
+		}
+	} else if s.Actuator.Name == KubernetesActuator && s.Worker.Image == "" {
+		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image, or scales a target"))
 	}
 	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxInterval)
 	errs = between(errs, p.Child("workload", "item_time"), s.Workload.ItemTime, MaxInterval)

@@ -194,7 +194,7 @@ func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
 		}
 		return s.scale(ctx, rec, initialReplicas(rec.Spec), "job started")
 	case schemas.EventTerminated:
-		if rec.Spec.Worker.Runs() {
+		if rec.Spec.Actuated() {
 			err = s.publish(ctx, rec, &schemas.KubeRequest{Verb: "delete"}, "job terminated")
 		}
 	default:
@@ -274,7 +274,7 @@ func (s *Stage) scale(ctx context.Context, rec *schemas.JobRecord, n int, reason
 
 // request is scale, retries being the number of times n was asked again.
 func (s *Stage) request(ctx context.Context, rec *schemas.JobRecord, n int, reason string, retries int) error {
-	if !rec.Spec.Worker.Runs() {
+	if !rec.Spec.Actuated() {
 		return nil
 	}
 	s.mu.Lock()

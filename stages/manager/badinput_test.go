@@ -104,6 +104,9 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 		{"host device without privileged", "alice-token", "", native(`,"worker":{"image":"i","security":{"host_devices":["/dev/isgx"]}}`), 400, []string{"spec.worker.security.host_devices"}},
 		{"host device outside /dev", "alice-token", "", native(`,"worker":{"image":"i","security":{"privileged":true,"host_devices":["/etc/shadow"]}}`), 400, []string{"spec.worker.security.host_devices[0]", "spec.worker.security.privileged"}},
 		{"privileged workers not allowed here", "alice-token", "", native(`,"worker":{"image":"i","security":{"privileged":true}}`), 400, []string{"spec.worker.security.privileged"}},
+		{"target of an unknown kind", "alice-token", "", native(`,"actuator":{"name":"kubernetes","target":{"kind":"Pod","name":"web"}}`), 400, []string{"spec.actuator.target.kind"}},
+		{"target with a worker", "alice-token", "", native(`,"worker":{"image":"i"},"actuator":{"name":"kubernetes","target":{"kind":"Deployment","name":"Web_1"}}`), 400, []string{"spec.actuator.target.name", "spec.worker"}},
+		{"target without kubernetes", "alice-token", "", native(`,"actuator":{"name":"local","target":{"kind":"StatefulSet","name":"db"}}`), 400, []string{"spec.actuator.target"}},
 		{"tiny item timeout", "alice-token", "", native(`,"item_timeout":"10ms"`), 400, []string{"spec.item_timeout"}},
 		{"negative max deliveries", "alice-token", "", native(`,"max_deliveries":-1`), 400, []string{"spec.max_deliveries"}},
 		// Durations that are not zero yet round to 0 were read as 0, which means "default" (30s).

@@ -25,7 +25,7 @@ type progressMark struct {
 // being stopped is left to drain.
 func (m *Manager) breach(ctx context.Context, rec *schemas.JobRecord, ws bus.WorkState) *schemas.JobEvent {
 	policy := rec.Spec.Failure
-	if rec.StopRequested || !rec.Spec.Worker.Runs() {
+	if rec.StopRequested || !rec.Spec.Actuated() {
 		m.forgetProgress(rec.ID)
 		return nil
 	}

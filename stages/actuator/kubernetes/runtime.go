@@ -62,6 +62,9 @@ func namespace(rec *schemas.JobRecord) string {
 // Scale sets the parallelism of the job's Kubernetes Job, creating it on the
 // first call, and returns the replica count asked for.
 func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
+	if t := rec.Spec.Actuator.Target; t != nil {
+		return replicas, r.scaleTarget(ctx, rec, t, replicas)
+	}
 	ns, name := namespace(rec), Name(rec.ID)
 	patch := fmt.Appendf(nil, `{"spec":{"parallelism":%d}}`, replicas)
 	err := r.do(ctx, func(ctx context.Context) error {
@@ -89,6 +92,9 @@ func (r *Runtime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas in
 
 // Terminate deletes the job's Kubernetes Job and, in the foreground, its pods.
 func (r *Runtime) Terminate(ctx context.Context, rec *schemas.JobRecord) error {
+	if t := rec.Spec.Actuator.Target; t != nil { // the user's workload: scaled to nothing, kept
+		return r.scaleTarget(ctx, rec, t, 0)
+	}
 	ns, name := namespace(rec), Name(rec.ID)
 	fg := metav1.DeletePropagationForeground
 	err := r.do(ctx, func(ctx context.Context) error {
@@ -108,6 +114,13 @@ func (r *Runtime) Terminate(ctx context.Context, rec *schemas.JobRecord) error {
 
 // Running returns the number of running pods of the job.
 func (r *Runtime) Running(ctx context.Context, rec *schemas.JobRecord) (int, error) {
+	if t := rec.Spec.Actuator.Target; t != nil {
+		s, err := r.getScale(ctx, namespace(rec), t)
+		if err != nil {
+			return 0, err
+		}
+		return int(s.Status.Replicas), nil
+	}
 	pods, err := r.cs.CoreV1().Pods(namespace(rec)).List(ctx, metav1.ListOptions{LabelSelector: LabelJob + "=" + rec.ID})
 	if err != nil {
 		return 0, err

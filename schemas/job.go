@@ -183,6 +183,23 @@ const (
 	BasisNone    = "none"
 )
 
+// Forecast predicts a batch job of items on replicas workers, each taking
+// itemTime per item after a start-up, against a deadline from the job's
+// start: Feasible, ETA and ReplicasNeeded of a Prediction (its Basis is the
+// caller's). The simulator checks it against simulated runs.
+func Forecast(items, replicas int, itemTime, startup, deadline time.Duration) Prediction {
+	replicas = max(1, replicas)
+	rounds := (items + replicas - 1) / replicas
+	eta := startup + time.Duration(rounds)*itemTime
+	feasible := eta <= deadline
+	p := Prediction{Feasible: &feasible, ETA: Duration(eta), ItemTime: Duration(itemTime), Startup: Duration(startup)}
+	// Each replica finishes ⌊(deadline − start-up) / item time⌋ items in time.
+	if perReplica := math.Floor(float64(deadline-startup) / float64(max(itemTime, time.Nanosecond))); perReplica >= 1 {
+		p.ReplicasNeeded = int(math.Ceil(float64(items) / perReplica))
+	}
+	return p
+}
+
 // Empty reports whether w names no source.
 func (w Workload) Empty() bool { return len(w.Items) == 0 && w.File == "" && w.URL == "" }
 

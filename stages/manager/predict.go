@@ -94,16 +94,9 @@ func (m *Manager) predict(ctx context.Context, spec *schemas.JobSpec, items int)
 	if p.Basis == schemas.BasisNone {
 		return p
 	}
-	replicas := max(1, spec.Replicas.Max)
-	rounds := (items + replicas - 1) / replicas
-	eta := startup + time.Duration(rounds)*itemTime
-	feasible := eta <= deadline
-	p.Feasible, p.ETA, p.ItemTime, p.Startup = &feasible, schemas.Duration(eta), schemas.Duration(itemTime), schemas.Duration(startup)
-	// Each replica finishes ⌊(deadline − start-up) / item time⌋ items in time.
-	if perReplica := math.Floor(float64(deadline-startup) / float64(max(itemTime, time.Nanosecond))); perReplica >= 1 {
-		p.ReplicasNeeded = int(math.Ceil(float64(items) / perReplica))
-	}
-	return p
+	f := schemas.Forecast(items, spec.Replicas.Max, itemTime, startup, deadline)
+	f.Basis, f.Samples = p.Basis, p.Samples
+	return &f
 }
 
 // confidence grades a prediction by its basis: high from the history of

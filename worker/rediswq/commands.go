@@ -143,10 +143,16 @@ func init() {
 	}
 }
 
-// auth keeps the connection's job token, for queues named by job.
+// auth keeps the connection's job token, for queues named by job; the
+// queues it used are resolved again with the new credentials.
 func (f *Front) auth(c *call) error {
 	c.s.token = c.arg(len(c.args) - 1)
-	clear(c.s.queues) // queues are resolved again with the new credentials
+	f.mu.Lock()
+	for _, q := range c.s.queues {
+		q.users--
+	}
+	f.mu.Unlock()
+	clear(c.s.queues)
 	c.conn.WriteString("OK")
 	return nil
 }

@@ -20,7 +20,8 @@ const startupBudget = 2 * time.Minute
 // out, found no responder or was answered "unavailable" while a server
 // restarts or a JetStream cluster elects its leaders, or "no suitable peers
 // for placement" while one of its servers is down (a cluster too small for
-// three replicas is found out before, by Provision's placement probe).
+// three replicas is found out before, by Provision's placement probe), or a
+// consumer that heard no heartbeat from its server (killed, or restarting).
 // Refusals (permissions, invalid options, a finished job, validation
 // errors) are not temporary.
 func Temporary(err error) bool {
@@ -30,7 +31,8 @@ func Temporary(err error) bool {
 		return false
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrConsumerLeadershipChanged):
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrConsumerLeadershipChanged),
+		errors.Is(err, jetstream.ErrNoHeartbeat): // a consumer's server went away: consume again
 		return true
 	case errors.As(err, &apiErr):
 		return apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers

@@ -28,7 +28,7 @@ func TestTemporary(t *testing.T) {
 		{nats.ErrNoResponders, true},
 		{nats.ErrTimeout, true},
 		{fmt.Errorf("consume raw samples: %w", jetstream.ErrNoHeartbeat), true}, // seen when a NATS server was killed
-		{jetstream.ErrJetStreamNotEnabled, true}, // 503 while a cluster elects its meta leader
+		{jetstream.ErrJetStreamNotEnabled, true},                                // 503 while a cluster elects its meta leader
 		{&jetstream.APIError{Code: 500, ErrorCode: 10008, Description: "jetstream system temporarily unavailable"}, true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},

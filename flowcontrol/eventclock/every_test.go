@@ -15,7 +15,12 @@ func TestEveryFollowsTheClock(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		eventclock.Every(ctx, clk, time.Second, func() { calls <- struct{}{} })
+		eventclock.Every(ctx, clk, time.Second, func() {
+			select { // after the cancel, a last tick may still win Every's select
+			case calls <- struct{}{}:
+			case <-ctx.Done():
+			}
+		})
 	}()
 	for deadline := time.Now().Add(2 * time.Minute); clk.Pending() == 0; { // Every has scheduled its first tick
 		if time.Now().After(deadline) {

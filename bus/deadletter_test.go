@@ -179,7 +179,7 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 	if n := letterCount(t, ctx, c, job); n != 0 {
 		t.Errorf("%d letters after the redrive, want none", n)
 	}
-	if ws, err := c.JobWork(ctx, job); err != nil || ws.Results != 1 || ws.Dead != 0 {
+	if ws, err := c.JobWork(ctx, &schemas.JobRecord{ID: job}); err != nil || ws.Results != 1 || ws.Dead != 0 {
 		t.Errorf("work state = %+v (%v), want 1 result and 0 dead", ws, err)
 	}
 
@@ -190,7 +190,7 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
 		t.Fatal(err)
 	}
-	if ws, err := c.JobWork(ctx, job); err != nil || ws.Dead != 0 {
+	if ws, err := c.JobWork(ctx, &schemas.JobRecord{ID: job}); err != nil || ws.Dead != 0 {
 		t.Errorf("work state with a stale letter = %+v (%v), want 0 dead", ws, err)
 	}
 	l, err = c.Letter(ctx, bus.DeadItems, 2)

@@ -26,11 +26,16 @@ type WorkState struct {
 	// delivered before: their worker failed them, or let their lease
 	// expire.
 	Redelivered int
+	// NeverQueued counts the results a batch job holds for items not in
+	// its workload: Results leaves them out, and SetAsideNeverQueued
+	// moves them to the job's dead letters.
+	NeverQueued int
 }
 
-// JobWork returns where job's items are.
-func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
+// JobWork returns where the items of the job whose record is rec are.
+func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState, error) {
 	var ws WorkState
+	job := rec.ID
 	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -44,7 +49,13 @@ func (c *Client) JobWork(ctx context.Context, job string) (WorkState, error) {
 	if err != nil {
 		return ws, err
 	}
-	ws.Results = len(results)
+	for subject := range results {
+		if c.neverQueued(rec, subject) {
+			ws.NeverQueued++
+		} else {
+			ws.Results++
+		}
+	}
 	dead, err := c.subjectCounts(ctx, deadFamily, c.prefix.Dead(job))
 	if err != nil {
 		return ws, err
@@ -89,6 +100,7 @@ func (c *Client) deadItems(ctx context.Context, job string, results map[string]u
 			return 0, 0, fmt.Errorf("dead letters of %s: %w", job, err)
 		}
 		switch {
+		case l.Reason == schemas.NeverQueued: // a result, set aside: never an item of the job
 		case l.Reason == schemas.RefusedItem:
 			refused++
 		case l.ItemID == "":

@@ -103,6 +103,9 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 		if msg, err = NewMsg(MessageContext(ctx, d.Header), c.prefix.Work(d.Job), item); err != nil {
 			return err
 		}
+	case d.Reason == schemas.NeverQueued:
+		return fmt.Errorf("dead letter of %s (sequence %d): a result for an item the job never had is not redriven; delete it",
+			d.Job, d.Sequence)
 	default:
 		return fmt.Errorf("%w: dead letter of %s (sequence %d) keeps no message to redrive (a version 1 malformed letter?)",
 			ErrMalformed, d.Job, d.Sequence)

@@ -20,6 +20,10 @@ var (
 	// ErrJobFinished is returned by PushItems and Worker.Run for a job that
 	// is completed, stopped or failed.
 	ErrJobFinished = errors.New("job is finished")
+	// ErrBatchWorkload is returned by PushItems for a batch job: its items
+	// are its workload, queued at submission, and a result for any other
+	// item would be set aside (schemas.NeverQueued).
+	ErrBatchWorkload = errors.New("a batch job takes no pushed items: its items are the workload given at submission")
 	// ErrDuplicateResult is returned by PublishResult when the item already
 	// has a result; the new one is discarded.
 	ErrDuplicateResult = errors.New("item already has a result")
@@ -38,7 +42,7 @@ func Items(payloads ...string) []schemas.WorkItem {
 // the server has stored each. Items without an ID get a unique one, written
 // back into items; an ID already pushed within the last two minutes is
 // stored once. A job that does not exist yet is created as a streaming job
-// with default settings.
+// with default settings; a batch job takes none (ErrBatchWorkload).
 //
 // On error some items may have been stored: pushing the same items again
 // (with the ids now assigned) stores only the missing ones.
@@ -53,6 +57,9 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 			why += ", stop requested"
 		}
 		return fmt.Errorf("push to %s: %w (%s)", job, ErrJobFinished, why)
+	}
+	if rec.Spec.Mode == schemas.Batch {
+		return fmt.Errorf("push to %s: %w", job, ErrBatchWorkload)
 	}
 	subject, h := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{})
 	now := c.clk.Now()
@@ -106,7 +113,7 @@ var (
 const workloadWindow = 4096
 
 // QueueWorkload publishes a new batch job's workload to its queue, in
-// order: payload i becomes item fmt.Sprintf("%06d", i+1). Unlike PushItems
+// order: payload i becomes item schemas.WorkloadItemID(i+1). Unlike PushItems
 // it neither opens the job (the caller has made it) nor sets message ids:
 // its caller never retries it but removes the job's items when it fails, so
 // the server need not remember an id per item for its duplicate window (for
@@ -140,7 +147,7 @@ func (c *Client) QueueWorkload(ctx context.Context, job string, payloads []strin
 		if first != nil {
 			break
 		}
-		msg, err := newMsg(subject, &schemas.WorkItem{ID: fmt.Sprintf("%06d", i+1), Job: job, Payload: p, CreatedAt: now},
+		msg, err := newMsg(subject, &schemas.WorkItem{ID: schemas.WorkloadItemID(i + 1), Job: job, Payload: p, CreatedAt: now},
 			maps.Clone(h))
 		if err == nil {
 			var f jetstream.PubAckFuture

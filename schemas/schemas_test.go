@@ -220,18 +220,37 @@ func TestDeadlineJSON(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// A refused letter needs dead_letter version 4; every other letter is
-// labeled 3, what readers of version 3 read.
+// A refused letter needs dead_letter version 4, a never-queued one 5;
+// every other letter is labeled 3, what readers of version 3 read.
 func TestDeadLetterVersion(t *testing.T) {
 	for _, tt := range []struct {
 		reason schemas.DeadReason
 		want   int
-	}{{schemas.MaxDeliveries, 3}, {schemas.Malformed, 3}, {schemas.RefusedItem, 4}} {
+	}{{schemas.MaxDeliveries, 3}, {schemas.Malformed, 3}, {schemas.RefusedItem, 4}, {schemas.NeverQueued, 5}} {
 		if got := schemas.Version(&schemas.DeadLetter{Reason: tt.reason}); got != tt.want {
 			t.Errorf("version of a %s letter = %d, want %d", tt.reason, got, tt.want)
 		}
 	}
 	if got := schemas.Version(&schemas.WorkItem{}); got != 1 {
 		t.Errorf("version of a work item = %d, want 1 (its Schema's)", got)
+	}
+}
+
+// InWorkload accepts exactly the ids WorkloadItemID gives items 1..total.
+func TestInWorkload(t *testing.T) {
+	const total = 1_000_001
+	for _, n := range []int{1, 9, 999_999, 1_000_000, total} {
+		if id := schemas.WorkloadItemID(n); !schemas.InWorkload(id, total) {
+			t.Errorf("InWorkload(%q, %d) = false for item %d", id, total, n)
+		}
+	}
+	for _, id := range []string{"", "000000", "1", "00001", "0000001", "+00001", "-00001", "00000a",
+		"1000002", "fake1", "99999999999", " 000001"} {
+		if schemas.InWorkload(id, total) {
+			t.Errorf("InWorkload(%q, %d) = true, want false", id, total)
+		}
+	}
+	if schemas.InWorkload("000006", 5) {
+		t.Error("InWorkload(000006, 5) = true: beyond the workload")
 	}
 }

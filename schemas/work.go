@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -21,6 +22,29 @@ type WorkItem struct {
 
 // Schema implements Message.
 func (*WorkItem) Schema() (string, int) { return "work_item", 1 }
+
+// WorkloadItemID is the id of item n (counted from 1) of a batch job's
+// workload, as the manager queues it: n in decimal, zero-padded to six
+// digits (000001, 000002, …, 1000000).
+func WorkloadItemID(n int) string { return fmt.Sprintf("%06d", n) }
+
+// InWorkload reports whether id is the id of one of the items of a batch
+// job whose workload has total items: WorkloadItemID(n) for n in [1, total].
+// A batch job's work is its workload, so a result for any other id is for
+// an item the job never had.
+func InWorkload(id string, total int) bool {
+	if len(id) < 6 || len(id) > 6 && id[0] == '0' || len(id) > 10 {
+		return false
+	}
+	n := 0
+	for i := range len(id) {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+		n = n*10 + int(id[i]-'0')
+	}
+	return n >= 1 && n <= total
+}
 
 // Validate implements Message.
 func (w *WorkItem) Validate() field.ErrorList {
@@ -71,10 +95,15 @@ const (
 	// as it was published, so that it can be sent again once the job
 	// accepts items. Since version 4.
 	RefusedItem DeadReason = "refused"
+	// NeverQueued: a result for an item that is not in its batch job's
+	// workload (see InWorkload), set aside so that it counts for nothing.
+	// Raw and Header keep the result as it was published; it is never
+	// redriven. Since version 5.
+	NeverQueued DeadReason = "never_queued"
 )
 
 // DeadReasons lists every reason, in the order they were introduced.
-var DeadReasons = []DeadReason{MaxDeliveries, Malformed, RefusedItem}
+var DeadReasons = []DeadReason{MaxDeliveries, Malformed, RefusedItem, NeverQueued}
 
 // DeadLetter is a message Pace gave up on: a work item on pace.dead.<job>,
 // or a message a stage could not read on pace.metrics.<job>.dead. It keeps
@@ -107,7 +136,7 @@ type DeadLetter struct {
 	Job string `json:"job"`
 	// ItemID is empty when a malformed or refused message had no readable id.
 	ItemID string     `json:"item_id,omitempty"`
-	Reason DeadReason `json:"reason" jsonschema:"enum=max_deliveries,enum=malformed,enum=refused"`
+	Reason DeadReason `json:"reason" jsonschema:"enum=max_deliveries,enum=malformed,enum=refused,enum=never_queued"`
 	// LastError is the last failure reported by a worker, or why the
 	// message could not be read.
 	LastError  string `json:"last_error,omitempty"`
@@ -135,12 +164,16 @@ type DeadLetter struct {
 }
 
 // Schema implements Message.
-func (*DeadLetter) Schema() (string, int) { return "dead_letter", 4 }
+func (*DeadLetter) Schema() (string, int) { return "dead_letter", 5 }
 
-// MessageVersion implements VersionedMessage: 4 for a refused letter, 3
-// (what readers of version 3 read) for every other.
+// MessageVersion implements VersionedMessage: the version that introduced
+// the letter's reason, and 3 (what readers of version 3 read) for the
+// reasons older than that.
 func (d *DeadLetter) MessageVersion() int {
-	if d.Reason == RefusedItem {
+	switch d.Reason {
+	case NeverQueued:
+		return 5
+	case RefusedItem:
 		return 4
 	}
 	return 3
@@ -162,8 +195,8 @@ func (d *DeadLetter) Validate() field.ErrorList {
 	case d.RawObject == "" && d.RawSize != 0:
 		errs = append(errs, field.Invalid(field.NewPath("raw_size"), d.RawSize, "must be absent without raw_object"))
 	case d.RawObject == "":
-	case d.Reason != Malformed && d.Reason != RefusedItem:
-		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "only a malformed or refused message's letter keeps its body"))
+	case d.Reason == MaxDeliveries:
+		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "only a malformed, refused or never-queued message's letter keeps its body"))
 	case d.Raw != nil:
 		errs = append(errs, field.Invalid(field.NewPath("raw_object"), d.RawObject, "must be absent with raw"))
 	case d.RawSize <= 0:

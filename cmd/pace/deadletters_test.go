@@ -231,7 +231,7 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 		t.Fatalf("redrive of one letter named twice said %q", out)
 	}
 	bustest.Eventually(t, 30*time.Second, "the redriven item's result, and no work left", func() bool {
-		ws, err := c.JobWork(ctx, job)
+		ws, err := c.JobWork(ctx, &schemas.JobRecord{ID: job})
 		return err == nil && ws.Results == 1 && ws.Pending == 0 && ws.InFlight == 0
 	})
 	// The letter went with the redrive. One left beside the item's result

@@ -419,7 +419,7 @@ func (s *system) waitResultsOrDrained(ctx context.Context, n int) bool {
 			return false
 		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ws, err := s.c.JobWork(wctx, s.job)
+		ws, err := s.c.JobWork(wctx, &schemas.JobRecord{ID: s.job})
 		cancel()
 		if err == nil && ws.Pending == 0 && ws.InFlight == 0 {
 			empty++

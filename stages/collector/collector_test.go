@@ -106,10 +106,14 @@ func TestCollectorKnownStates(t *testing.T) {
 	js := c.JetStream()
 	got := record(t, c)
 
-	// j1: batch of 10; 4 delivered of which 2 done; 1 dead letter; 6 queued.
-	putRecord(t, c, batchRecord("j1", 10))
-	items := bus.Items("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
-	if err := c.PushItems(ctx, "j1", items); err != nil {
+	// j1: batch of 10; 4 delivered of which 2 done; 1 dead letter; 6 queued;
+	// and a result for an item it never had, which must not count.
+	j1 := batchRecord("j1", 10)
+	putRecord(t, c, j1)
+	if err := c.EnsureWork(ctx, &j1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueueWorkload(ctx, "j1", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}); err != nil {
 		t.Fatal(err)
 	}
 	work, err := js.Consumer(ctx, c.Prefix().Stream("WORK"), "work-j1")
@@ -142,6 +146,9 @@ func TestCollectorKnownStates(t *testing.T) {
 	}
 	finish(held[0])
 	finish(held[1])
+	if _, err := js.Publish(ctx, c.Prefix().Results("j1", "forged"), []byte(`{"job":"j1","item_id":"forged"}`)); err != nil {
+		t.Fatal(err)
+	}
 	dl, err := bus.NewMsg(ctx, c.Prefix().Dead("j1"), &schemas.DeadLetter{Job: "j1", Reason: schemas.MaxDeliveries, At: t0})
 	if err != nil {
 		t.Fatal(err)

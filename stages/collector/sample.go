@@ -122,6 +122,12 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	if s.Done, err = c.count(ctx, schemas.StreamResults, rec.ID, c.prefix.JobResults(rec.ID)); err != nil {
 		return nil, err
 	}
+	if s.Mode == schemas.Batch {
+		// Only items that left the queue can be done: results for items
+		// the job never had, stored until the manager sets them aside, move
+		// neither its progress nor its rates meanwhile.
+		s.Done = min(s.Done, max(rec.Total-s.Pending-s.InFlight, 0))
+	}
 	s.Published = s.Pending + s.InFlight + s.Done + s.Dead
 	if c.replicas != nil {
 		s.Replicas = c.replicas.Count(rec.ID)

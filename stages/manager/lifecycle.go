@@ -380,9 +380,14 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 				return err
 			}
 		}
-		ws, err := m.bus.JobWork(ctx, rec.ID)
+		ws, err := m.bus.JobWork(ctx, rec)
 		if err != nil {
 			return err
+		}
+		if ws.NeverQueued > 0 {
+			if err := m.setAsideNeverQueued(ctx, rec); err != nil {
+				return err
+			}
 		}
 		ev := finished(rec, ws)
 		if ev == nil {
@@ -406,7 +411,11 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 	}
 	if rec.CleanedAt.IsZero() && !m.clock.Now().Before(rec.FinishedAt.Add(rec.Spec.ResourcesLifetime.D())) {
 		// Items still queued were published after it ended: they go to its
-		// dead letters, not unseen with a purge.
+		// dead letters, not unseen with a purge; so do results for items
+		// it never had.
+		if err := m.setAsideNeverQueued(ctx, rec); err != nil {
+			return err
+		}
 		if err := m.refuseStrays(ctx, rec); err != nil {
 			return err
 		}

@@ -83,7 +83,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	<-badRuns
 	releaseSlow <- struct{}{}
 	bustest.Eventually(t, 20*time.Second, "slow's result", func() bool {
-		ws, err := e.c.JobWork(ctx, id)
+		ws, err := e.c.JobWork(ctx, &schemas.JobRecord{ID: id})
 		return err == nil && ws.Results == 2
 	})
 	e.m.Reconcile(ctx)

@@ -148,7 +148,7 @@ func TestStopAndTerminate(t *testing.T) {
 	if rec.State != schemas.Terminated {
 		t.Errorf("state after terminate = %s, want terminated at once", rec.State)
 	}
-	ws, _ := e.c.JobWork(ctx, term)
+	ws, _ := e.c.JobWork(ctx, &schemas.JobRecord{ID: term})
 	if ws.Pending != 0 || ws.InFlight != 0 {
 		t.Errorf("work after terminate = %+v, want none", ws)
 	}
@@ -166,7 +166,7 @@ func TestStreamingJobFedByPush(t *testing.T) {
 	}
 	e.work(id, 2, upper)
 	bustest.Eventually(t, 10*time.Second, "3 results", func() bool {
-		ws, _ := e.c.JobWork(ctx, id)
+		ws, _ := e.c.JobWork(ctx, &schemas.JobRecord{ID: id})
 		return ws.Results == 3
 	})
 	// Items keep coming: a streaming job's view has no total, only counts.

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/promset"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -33,22 +34,44 @@ type sighting struct {
 	lastSeq uint64
 }
 
-// strayMetrics counts refused items.
+// strayMetrics counts refused items and never-queued results.
 type strayMetrics struct {
-	refused *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+	neverQueued prometheus.Counter
 }
 
 func newStrayMetrics() *strayMetrics {
-	return &strayMetrics{refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pace_manager_items_refused_total",
-		Help: "Items published to a job that did not accept them, moved to its dead letters (reason refused), " +
-			"by the job's state: no_such_job, completed, failed, stopped, terminated or error.",
-	}, []string{"reason"})}
+	return &strayMetrics{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pace_manager_items_refused_total",
+			Help: "Items published to a job that did not accept them, moved to its dead letters (reason refused), " +
+				"by the job's state: no_such_job, completed, failed, stopped, terminated or error.",
+		}, []string{"reason"}),
+		neverQueued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pace_manager_results_never_queued_total",
+			Help: "Results of batch jobs for items not in their workload, moved to the jobs' dead letters (reason never_queued).",
+		}),
+	}
 }
 
 // Metrics returns the manager's Prometheus metrics:
-// pace_manager_items_refused_total{reason}.
-func (m *Manager) Metrics() prometheus.Collector { return m.metrics.refused }
+// pace_manager_items_refused_total{reason} and
+// pace_manager_results_never_queued_total.
+func (m *Manager) Metrics() prometheus.Collector {
+	return promset.Set{m.metrics.refused, m.metrics.neverQueued}
+}
+
+// setAsideNeverQueued moves a batch job's results for items it never had to
+// its dead letters, so that they count for nothing.
+func (m *Manager) setAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord) error {
+	n, err := m.bus.SetAsideNeverQueued(ctx, rec)
+	if n > 0 {
+		m.metrics.neverQueued.Add(float64(n))
+		m.log.Warn("results for items the job never had set aside", "job", rec.ID, "results", n,
+			"workload", rec.Total)
+	}
+	return err
+}
 
 // jobEnded asks for a sweep soon: a job just stopped accepting items.
 func (m *Manager) jobEnded() {

@@ -65,7 +65,7 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 	if !rec.CleanedAt.IsZero() {
 		v["cleaned_at"] = rec.CleanedAt
 	}
-	if ws, err := m.bus.JobWork(ctx, rec.ID); err == nil {
+	if ws, err := m.bus.JobWork(ctx, rec); err == nil {
 		v["done"], v["dead"], v["pending"], v["in_flight"] = ws.Results, ws.Dead, ws.Pending, ws.InFlight
 		v["refused"] = ws.Refused // items published while it did not accept them
 	}

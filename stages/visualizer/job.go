@@ -52,7 +52,7 @@ func (s *Server) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, er
 			v.Deadline = &dl
 		}
 	}
-	if ws, err := s.bus.JobWork(ctx, rec.ID); err == nil {
+	if ws, err := s.bus.JobWork(ctx, rec); err == nil {
 		v.Done, v.Dead, v.Pending, v.Processing = ws.Results+ws.Dead, ws.Dead, ws.Pending, ws.InFlight
 		if rec.Total > 0 {
 			v.Progress = min(1, float64(v.Done)/float64(rec.Total))

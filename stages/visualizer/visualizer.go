@@ -32,7 +32,7 @@ type Jobs interface {
 
 // Bus reads a job's work, progress, events and log; *bus.Client implements it.
 type Bus interface {
-	JobWork(ctx context.Context, job string) (bus.WorkState, error)
+	JobWork(ctx context.Context, rec *schemas.JobRecord) (bus.WorkState, error)
 	StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error)
 	JobEvents(ctx context.Context, job string, follow bool) iter.Seq2[bus.JobEvent, error]
 	Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error]
@@ -212,7 +212,7 @@ func (s *Server) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
 	for _, rec := range recs {
 		row := JobRow{ID: rec.ID, Name: rec.Spec.Name, Owner: rec.Spec.Owner, State: rec.State,
 			Total: rec.Total, Replicas: rec.Replicas, Created: rec.CreatedAt}
-		if ws, err := s.bus.JobWork(ctx, rec.ID); err == nil {
+		if ws, err := s.bus.JobWork(ctx, rec); err == nil {
 			row.Done = ws.Results + ws.Dead
 			if rec.Total > 0 {
 				row.Progress = min(1, float64(row.Done)/float64(rec.Total))

@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -38,8 +40,15 @@ func CorrelationID(ctx context.Context) string {
 	return id
 }
 
-// WithTraceparent returns ctx carrying a W3C traceparent.
+// WithTraceparent returns ctx carrying a W3C traceparent. While tracing is
+// on, it is also ctx's remote span context, the parent of the spans
+// started from ctx.
 func WithTraceparent(ctx context.Context, tp string) context.Context {
+	if tracing.Enabled() {
+		if sc, err := tracing.Parse(tp); err == nil {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		}
+	}
 	return context.WithValue(ctx, traceparentKey, tp)
 }
 
@@ -82,7 +91,7 @@ func messageHeader(ctx context.Context, m schemas.Message) nats.Header {
 		schemas.HeaderSchema:        {name},
 		schemas.HeaderSchemaVersion: {strconv.Itoa(schemas.Version(m))},
 		schemas.HeaderCorrelationID: {id},
-		schemas.HeaderTraceparent:   {childTraceparent(Traceparent(ctx))},
+		schemas.HeaderTraceparent:   {traceparentFor(ctx)},
 	}
 }
 
@@ -125,6 +134,19 @@ func Decode[T any, P interface {
 		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errs.ToAggregate())
 	}
 	return (*T)(v), nil
+}
+
+// traceparentFor returns the traceparent of a message published from ctx:
+// while tracing is on, the span ctx carries (the publisher's span, or the
+// remote one it continues) is the message's parent; otherwise, or without
+// one, a child of ctx's traceparent.
+func traceparentFor(ctx context.Context) string {
+	if tracing.Enabled() {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			return tracing.Traceparent(sc)
+		}
+	}
+	return childTraceparent(Traceparent(ctx))
 }
 
 // childTraceparent returns a traceparent continuing parent's trace with a new

@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -216,10 +218,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 	leases.add(msg)
 	start := w.c.clk.Now()
 	mctx := MessageContext(ctx, msg.Headers())
+	if tracing.Enabled() {
+		var span trace.Span
+		mctx, span = itemSpan(mctx, msg.Subject(), workConsumerName(w.job), w.job, item.ID, md.NumDelivered)
+		defer span.End()
+	}
 	out, herr := w.h(mctx, item)
 	leases.remove(msg)
 
 	if herr != nil {
+		if tracing.Enabled() {
+			tracing.Fail(trace.SpanFromContext(mctx), herr)
+		}
 		w.failed.Add(1)
 		w.log.Debug("item failed", "item", item.ID, "delivery", md.NumDelivered, "err", herr)
 		w.c.recordFailure(ctx, w.job, item.ID, herr)

@@ -549,6 +549,9 @@ type JobRecord struct {
 	Total int `json:"total,omitempty"`
 	// Prediction is the forecast at admission (batch jobs with a deadline).
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// Trace is the W3C traceparent of the job's submission span when
+	// traces are exported: every span of the job descends from it.
+	Trace string `json:"trace,omitempty"`
 	// Replicas is the last known worker count.
 	Replicas int `json:"replicas,omitempty"`
 	// StopRequested is set by a stop: no new items, in-flight ones finish.
@@ -629,6 +632,9 @@ type JobEvent struct {
 	Total int `json:"total,omitempty"`
 	// Prediction is set on created events of batch jobs with a deadline.
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// Trace is set on created events when traces are exported: the
+	// traceparent of the job's submission span.
+	Trace string `json:"trace,omitempty"`
 	// Replicas is set on scaled events.
 	Replicas int    `json:"replicas,omitempty"`
 	Reason   string `json:"reason,omitempty"`

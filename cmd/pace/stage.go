@@ -179,6 +179,7 @@ func newStageRunCmd(a *app, d stageDef) *cobra.Command {
 	o.f.http.add(f, ":8080", "HTTP listen address for health, metrics and (by stage) the API and UI")
 	o.f.prov.add(f, "a fifth of --bus-store")
 	f.Var(&o.busStore, "bus-store", "JetStream store the streams share, e.g. 10GiB (the servers' max_file_store): each stream's size bound is a share of it, as docs/bus.md lists (default 600MiB)")
+	o.f.trace.add(f)
 	f.StringVar(&o.identity, "identity", "", "name of this replica in leader election and logs, unique per process (default: host name and process id)")
 	d.flags(&o.f, f)
 	return cmd
@@ -196,6 +197,9 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 			return err
 		}
 	}
+	if err := o.f.trace.validate(); err != nil {
+		return err
+	}
 	identity := o.identity
 	if identity == "" {
 		host, _ := os.Hostname()
@@ -203,6 +207,11 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	}
 	a.log = a.log.With("replica", identity) // every line of this process, the bus client's too
 	log := a.log
+	stopTraces, err := o.f.trace.start(ctx, a, "pace-"+d.name)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 	c, err := o.nats.connect(ctx, a, "pace-"+d.name)
 	if err != nil {
 		return err
@@ -244,7 +253,7 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 // (--job-token-key) a worker gets its job's token instead of the stage's
 // credentials, and only the CA of the stage's TLS settings.
 func (o *stageOptions) workerEnv(a *app) []string {
-	env := workerEnv(a, o.nats.prefix)
+	env := append(workerEnv(a, o.nats.prefix), o.f.trace.workerEnv()...)
 	creds := [][2]string{{"PACE_NATS_CREDS", o.nats.creds}, {"PACE_NATS_NKEY", o.nats.nkey},
 		{"PACE_NATS_USER", o.nats.user}, {"PACE_NATS_PASSWORD", o.nats.password}, {"PACE_NATS_CA", o.nats.tlsCA},
 		{"PACE_NATS_CERT", o.nats.tlsCert}, {"PACE_NATS_KEY", o.nats.tlsKey}}

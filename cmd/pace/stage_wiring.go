@@ -17,6 +17,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/internal/runner"
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
@@ -43,6 +44,7 @@ type stageFlags struct {
 	manager managerFlags
 	control controlFlags
 	tokens  tokenFlags
+	trace   tracingFlags
 	uiURL   string
 	// heartbeat is how often the controller publishes a decision that keeps
 	// a job's replicas (--decision-heartbeat; 0: every decision).
@@ -212,7 +214,7 @@ func (w *wiring) handler() http.Handler {
 	}
 	h = apf.ReadBody(w.f.http.bodyLimits(maxBody, w.authn != nil))(h)
 	w.root.Handle("/", h)
-	return auth.Middleware(w.authn)(w.root)
+	return tracing.HTTP(auth.Middleware(w.authn)(w.root))
 }
 
 // run runs the wired stages and serves HTTP on ln until ctx ends or one of
@@ -484,7 +486,7 @@ func wireVisualizer(ctx context.Context, w *wiring) error {
 			return err
 		}
 	}
-	ui := visualizer.New(jobs, c, visualizer.Config{Open: authn == nil}, w.log.With("stage", "visualizer"))
+	ui := visualizer.New(jobs, c, visualizer.Config{Open: authn == nil, TraceURL: w.f.trace.viewer}, w.log.With("stage", "visualizer"))
 	if w.fc != nil {
 		ui.SetFlowControl(w.fc)
 	} else {

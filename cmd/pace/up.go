@@ -84,6 +84,7 @@ token. NATS listening beyond loopback needs --token-file, or --insecure
 	o.f.manager.add(f)
 	o.f.control.add(f)
 	o.f.addHeartbeat(f)
+	o.f.trace.add(f)
 	f.BoolVar(&o.insecure, "insecure", false, "let --nats-listen reach other machines without --token-file: anyone reaching it may use the bus unauthenticated")
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
@@ -117,11 +118,19 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err := o.f.validateHeartbeat(); err != nil {
 		return err
 	}
+	if err := o.f.trace.validate(); err != nil {
+		return err
+	}
 	data, err := filepath.Abs(o.data)
 	if err != nil {
 		return usageError("--data %q: %v", o.data, err)
 	}
 	log := a.log.With("stage", "up")
+	stopTraces, err := o.f.trace.start(ctx, a, "pace")
+	if err != nil {
+		return err
+	}
+	defer stopTraces() // after every stage has stopped
 	secured, err := o.secured()
 	if err != nil {
 		return err
@@ -159,7 +168,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return fmt.Errorf("--http %s: %w", o.f.http.addr, err)
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
-	w := newWiring(a, &o.f, c, a.log, ln, srv.ClientURL(), workerEnv(a, o.prefix))
+	w := newWiring(a, &o.f, c, a.log, ln, srv.ClientURL(), append(workerEnv(a, o.prefix), o.f.trace.workerEnv()...))
 	defer w.close()
 	if ba != nil {
 		if err := ba.wire(w, srv, c, data, o); err != nil {

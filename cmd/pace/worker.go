@@ -27,6 +27,7 @@ type workerOptions struct {
 	grace       time.Duration
 	id          string
 	retryDelay  time.Duration
+	trace       tracingFlags
 }
 
 func newWorkerCmd(a *app) *cobra.Command {
@@ -87,6 +88,7 @@ the queue, stops its processes and exits 0.`,
 	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "time running items get to finish on shutdown")
 	cmd.Flags().StringVar(&o.id, "id", "", "worker id shown in results (default host-pid-random)")
 	cmd.Flags().DurationVar(&o.retryDelay, "retry-delay", time.Second, "delay before a failed item is retried; doubles per failure, at most 1m")
+	o.trace.addExport(cmd.Flags())
 	return cmd
 }
 
@@ -103,6 +105,14 @@ func (o *workerOptions) run(ctx context.Context, a *app, job string) error {
 	case o.retryDelay <= 0 || o.retryDelay > time.Minute:
 		return usageError("--retry-delay %s: must be in (0, 1m]", o.retryDelay)
 	}
+	if err := o.trace.validate(); err != nil {
+		return err
+	}
+	stopTraces, err := o.trace.start(ctx, a, "pace-worker")
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 	c, err := o.nats.connect(ctx, a, "pace-worker")
 	if err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/work"
+	"github.com/pace-platform/pace/internal/tracing"
 )
 
 // Config holds the server-wide settings of a Gate, with kube-apiserver's
@@ -260,10 +263,22 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 	waitCtx, cancel := gen.ctl.WithWaitLimit(ctx)
 	defer cancel()
 	arrive := g.clk.Now()
+	var span trace.Span
+	if tracing.Enabled() {
+		_, span = tracing.Tracer().Start(ctx, "apf admission", trace.WithAttributes(
+			attrFlowSchema.String(fs), attrPriorityLevel.String(pl), attrSeats.Int(int(est.MaxSeats()))))
+		defer span.End()
+	}
 	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User, queued)
 	wait := g.clk.Now().Sub(arrive)
+	if span != nil {
+		span.SetAttributes(attrQueueWait.Float64(wait.Seconds()))
+	}
 	if err != nil {
 		g.metrics.rejected(pl, fs, err, wait)
+		if span != nil {
+			tracing.Fail(span, err)
+		}
 		return nil, err
 	}
 	g.metrics.dispatched(pl, fs, wait)
@@ -272,6 +287,14 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 	}
 	return &Admission{Classification: c, Wait: wait, req: req, gate: g, start: g.clk.Now(), kind: kind}, nil
 }
+
+// Attributes of an admission's span.
+const (
+	attrFlowSchema    = attribute.Key("pace.apf.flow_schema")
+	attrPriorityLevel = attribute.Key("pace.apf.priority_level")
+	attrSeats         = attribute.Key("pace.apf.seats")
+	attrQueueWait     = attribute.Key("pace.apf.queue_wait_seconds")
+)
 
 // Dump returns the engine's per-level state.
 func (g *Gate) Dump() []flowcontrol.LevelDump { return g.current().ctl.Dump() }

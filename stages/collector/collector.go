@@ -502,7 +502,11 @@ func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead ma
 	var f jetstream.PubAckFuture
 	if err == nil {
 		var msg *nats.Msg
-		if msg, err = bus.NewMsg(ctx, c.prefix.Metrics(s.Job, schemas.RawMetrics), s); err == nil {
+		pctx := ctx
+		if rec.Trace != "" { // the sample, its progress and decisions belong to the job's trace
+			pctx = bus.WithTraceparent(ctx, rec.Trace)
+		}
+		if msg, err = bus.NewMsg(pctx, c.prefix.Metrics(s.Job, schemas.RawMetrics), s); err == nil {
 			var opts []jetstream.PublishOpt
 			if c.cfg.RawTTL > 0 {
 				opts = append(opts, jetstream.WithMsgTTL(c.cfg.RawTTL))

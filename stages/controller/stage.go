@@ -12,9 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
@@ -349,8 +352,14 @@ func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	if err == nil && d != nil {
+		dctx := bus.MessageContext(ctx, msg.Headers())
+		if tracing.Enabled() {
+			var span trace.Span
+			dctx, span = decisionSpan(dctx, d)
+			defer span.End()
+		}
 		var dm *nats.Msg
-		dm, err = bus.NewMsg(bus.MessageContext(ctx, msg.Headers()), s.c.Prefix().Decisions(d.Job), d)
+		dm, err = bus.NewMsg(dctx, s.c.Prefix().Decisions(d.Job), d)
 		if err == nil {
 			dm.Header.Set(schemas.HeaderMsgID, d.Job+"/"+strconv.FormatInt(d.At.UnixNano(), 10))
 			_, err = s.js.PublishMsg(ctx, dm)
@@ -372,4 +381,17 @@ func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
 		log.Debug("decided", "replicas", d.Replicas, "current", d.Current, "unchanged", d.Unchanged, "reason", d.Reason)
 	}
 	_ = msg.Ack()
+}
+
+// decisionSpan starts the span of a published decision, a child of the
+// progress it was made from (so of its job's trace), with its inputs.
+func decisionSpan(ctx context.Context, d *schemas.Decision) (context.Context, trace.Span) {
+	attrs := make([]attribute.KeyValue, 0, 6+len(d.Inputs))
+	attrs = append(attrs, attribute.String("pace.job", d.Job), attribute.String("pace.decision.controller", d.Controller),
+		attribute.Int("pace.decision.replicas", d.Replicas), attribute.Int("pace.decision.current", d.Current),
+		attribute.Bool("pace.decision.unchanged", d.Unchanged), attribute.String("pace.decision.reason", d.Reason))
+	for k, v := range d.Inputs {
+		attrs = append(attrs, attribute.Float64("pace.decision.input."+k, v))
+	}
+	return tracing.Tracer().Start(ctx, "decide "+d.Job, trace.WithAttributes(attrs...))
 }

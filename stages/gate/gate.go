@@ -26,6 +26,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
@@ -33,6 +36,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -159,6 +163,11 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	log := s.log.With("request_id", req.ID, "job", req.Job)
+	span := trace.SpanFromContext(ctx)
+	if tracing.Enabled() {
+		ctx, span = kubeSpan(ctx, req)
+		defer span.End()
+	}
 	attrs := policy.Attributes{User: req.User, Groups: req.Groups, IsResourceRequest: req.Resource != "", Verb: req.Verb,
 		APIGroup: req.APIGroup, Resource: req.Resource, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name, Path: req.Path}
 	// Estimated as kube-apiserver would (a scale patch or a delete is a write:
@@ -172,6 +181,7 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 			return
 		}
 		log.Warn("kube request rejected", "priority_level", rej.PriorityLevel, "flow_schema", rej.FlowSchema, "reason", rej.Reason)
+		span.SetStatus(codes.Error, "rejected: "+string(rej.Reason))
 		s.publish(ctx, log, s.c.Prefix().Admission(token(rej.PriorityLevel), token(rej.FlowSchema)), &schemas.AdmissionEvent{
 			RequestID: req.ID, PriorityLevel: rej.PriorityLevel, FlowSchema: rej.FlowSchema, Outcome: schemas.Refused,
 			Reason: string(rej.Reason), Seats: rej.Seats, At: s.clk.Now()})
@@ -190,6 +200,10 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 		Outcome: schemas.Dispatched, Seats: adm.Estimate().MaxSeats(), Wait: schemas.Duration(adm.Wait), At: s.clk.Now()})
 	var out *schemas.KubeOutcome
 	adm.Finish(func() { out = s.execute(ctx, log, req) })
+	span.SetAttributes(attribute.String("pace.kube.outcome", string(out.Status)))
+	if out.Status != schemas.Applied {
+		span.SetStatus(codes.Error, out.Reason)
+	}
 	s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), out)
 	_ = m.Ack()
 }
@@ -239,3 +253,18 @@ func (s *Stage) publish(ctx context.Context, log *slog.Logger, subject string, m
 
 // token makes a FlowSchema or level name (a DNS subdomain) a single subject token.
 func token(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// kubeSpan starts the span of an infrastructure request, from its
+// admission (whose span is a child) to its outcome: a child of the span
+// that asked for it, a decision of its job's trace.
+func kubeSpan(ctx context.Context, req *schemas.KubeRequest) (context.Context, trace.Span) {
+	target := req.Resource
+	if req.Subresource != "" {
+		target += "/" + req.Subresource
+	}
+	return tracing.Tracer().Start(ctx, "kube "+req.Verb+" "+target, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("pace.job", req.Job), attribute.String("pace.kube.request_id", req.ID),
+			attribute.String("pace.kube.verb", req.Verb), attribute.String("pace.kube.resource", req.Resource),
+			attribute.String("pace.kube.subresource", req.Subresource), attribute.String("pace.kube.namespace", req.Namespace),
+			attribute.String("pace.kube.name", req.Name), attribute.Int("pace.kube.replicas", req.Replicas)))
+}

@@ -52,7 +52,7 @@ func applyEvent(cur *schemas.JobRecord, ev *schemas.JobEvent, seq uint64) *schem
 			return nil
 		}
 		return &schemas.JobRecord{ID: ev.Job, Spec: *ev.Spec, State: schemas.Created, Format: ev.Format,
-			Total: ev.Total, Prediction: ev.Prediction, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
+			Total: ev.Total, Prediction: ev.Prediction, Trace: ev.Trace, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
 	}
 	if seq <= cur.Seq {
 		return nil

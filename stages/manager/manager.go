@@ -13,11 +13,14 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -339,8 +342,17 @@ func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*sc
 	}()
 	spec := sub.spec
 	spec.Workload.Items = nil // the items live on the queue, not in the record
+	var tp string // the job's trace: this span, which its items, decisions and Kubernetes calls descend from
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = tracing.Tracer().Start(ctx, "create job", trace.WithAttributes(attribute.String("pace.job", id),
+			attribute.String("pace.job.owner", sub.owner.user.Name), attribute.String("pace.job.mode", string(spec.Mode)),
+			attribute.Int("pace.job.items", len(sub.items))))
+		defer span.End()
+		tp = tracing.Traceparent(span.SpanContext())
+	}
 	rec, err := m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventCreated, State: schemas.Created,
-		Spec: &spec, Format: sub.format, Total: len(sub.items), Prediction: sub.prediction,
+		Spec: &spec, Format: sub.format, Total: len(sub.items), Prediction: sub.prediction, Trace: tp,
 		Reason: fmt.Sprintf("submitted by %s", sub.owner.user.Name)})
 	if err != nil {
 		return nil, err

@@ -10,10 +10,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -30,8 +33,16 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 	handle := func(fn func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error)) nats.MsgHandler {
 		return func(msg *nats.Msg) {
 			wg.Go(func() {
-				rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+				rctx, cancel := context.WithTimeout(bus.MessageContext(ctx, msg.Header), m.cfg.RequestTimeout)
 				defer cancel()
+				if tracing.Enabled() {
+					var span trace.Span
+					rctx, span = tracing.Tracer().Start(rctx, "receive "+msg.Subject, trace.WithSpanKind(trace.SpanKindServer),
+						trace.WithAttributes(attribute.String("messaging.system", "nats"),
+							attribute.String("messaging.destination.name", msg.Subject),
+							attribute.String("messaging.operation.type", "receive")))
+					defer span.End()
+				}
 				var reply any
 				u, err := m.natsUser(msg)
 				if err == nil {

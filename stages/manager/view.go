@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -64,6 +65,9 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 	}
 	if !rec.CleanedAt.IsZero() {
 		v["cleaned_at"] = rec.CleanedAt
+	}
+	if sc, err := tracing.Parse(rec.Trace); err == nil {
+		v["trace_id"] = sc.TraceID().String()
 	}
 	if ws, err := m.bus.JobWork(ctx, rec); err == nil {
 		v["done"], v["dead"], v["pending"], v["in_flight"] = ws.Results, ws.Dead, ws.Pending, ws.InFlight

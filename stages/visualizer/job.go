@@ -3,10 +3,12 @@ package visualizer
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -22,6 +24,7 @@ const (
 type JobView struct {
 	JobRow
 	Reason        string             `json:"reason,omitempty"`
+	TraceURL      string             `json:"trace_url,omitempty"`
 	StopRequested bool               `json:"stop_requested,omitempty"`
 	Final         bool               `json:"final"`
 	Pending       int                `json:"pending"`
@@ -47,6 +50,9 @@ func (s *Server) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, er
 		Total: rec.Total, Replicas: rec.Replicas, Created: rec.CreatedAt},
 		Reason: rec.Reason, StopRequested: rec.StopRequested, Final: rec.State.Final(),
 		Decisions: []Decision{}, Log: []*schemas.LogLine{}}
+	if sc, err := tracing.Parse(rec.Trace); err == nil && s.cfg.TraceURL != "" {
+		v.TraceURL = strings.ReplaceAll(s.cfg.TraceURL, "{trace_id}", sc.TraceID().String())
+	}
 	if !rec.StartedAt.IsZero() {
 		if dl := rec.Spec.Deadline.Time(rec.StartedAt); !dl.IsZero() {
 			v.Deadline = &dl

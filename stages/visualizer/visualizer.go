@@ -59,6 +59,9 @@ type Config struct {
 	// of the processes holding APF state (SetRemoteFlowControl); 0 means
 	// 500ms.
 	AnswerWait time.Duration `json:"answer_wait"`
+	// TraceURL, when set, links a job's page to its trace: a URL with
+	// {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}.
+	TraceURL string `json:"trace_url"`
 }
 
 // Defaults fills the zero fields of c.

@@ -108,6 +108,9 @@
     st.textContent = v.state + (v.stop_requested && !v.final ? " (stopping)" : "");
     st.className = "badge state-" + v.state;
     $("job-reason").textContent = v.reason || "";
+    const tr = $("job-trace");
+    tr.hidden = !v.trace_url;
+    if (v.trace_url) tr.href = v.trace_url;
     $("job-progress").value = v.progress;
     $("job-percent").textContent = pct(v.progress) + " (" + count(v) + ")";
     $("job-deadline").textContent = when(v.deadline);

@@ -266,7 +266,7 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 	var span trace.Span
 	if tracing.Enabled() {
 		_, span = tracing.Tracer().Start(ctx, "apf admission", trace.WithAttributes(
-			attrFlowSchema.String(fs), attrPriorityLevel.String(pl), attrSeats.Int(int(est.MaxSeats()))))
+			attrFlowSchema.String(fs), attrPriorityLevel.String(pl), attrSeats.Int(est.MaxSeats())))
 		defer span.End()
 	}
 	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User, queued)

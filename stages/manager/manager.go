@@ -342,7 +342,7 @@ func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*sc
 	}()
 	spec := sub.spec
 	spec.Workload.Items = nil // the items live on the queue, not in the record
-	var tp string // the job's trace: this span, which its items, decisions and Kubernetes calls descend from
+	var tp string             // the job's trace: this span, which its items, decisions and Kubernetes calls descend from
 	if tracing.Enabled() {
 		var span trace.Span
 		ctx, span = tracing.Tracer().Start(ctx, "create job", trace.WithAttributes(attribute.String("pace.job", id),

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pace-platform/pace/internal/tracing/tracingtest"
+)
+
+// TestOneTracePerJob runs a batch job on pace up exporting to a real OTLP
+// receiver, every item traced: the job is one connected trace holding its
+// submission (the HTTP request, its APF admission, the job's creation),
+// each item's processing by a worker process, the controller's decisions
+// and the Kubernetes-style calls through the gate with their admissions.
+func TestOneTracePerJob(t *testing.T) {
+	r := tracingtest.Start(t)
+	u := startUp(t, t.TempDir(), "--otlp-endpoint", r.HTTPEndpoint(), "--trace-items", "1", "--trace-url", "http://viewer/trace/{trace_id}")
+	items := []string{"1", "2", "3", "4", "5", "6"}
+	job := submit(t, u.httpURL, map[string]any{
+		"name": "traced", "deadline": "60s", "workload": map[string]any{"items": items},
+		"worker":   map[string]any{"exec": "sleep 0.3; cat"},
+		"replicas": map[string]any{"min": 1, "max": 2, "initial": 1},
+	})
+	var view map[string]any
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		getJSON(t, u.httpURL+"/submissions/"+job, &view)
+		if final(view["status"].(string)) {
+			break
+		}
+	}
+	if view["status"] != "completed" {
+		t.Fatalf("job %s ended %v, want completed", job, view["status"])
+	}
+	traceID, _ := view["trace_id"].(string)
+	if len(traceID) != 32 {
+		t.Fatalf("job view trace_id = %q, want a trace id", traceID)
+	}
+	var page struct {
+		TraceURL string `json:"trace_url"`
+	}
+	if code, data := firstEvent(t, u.httpURL+"/ui/events/jobs/"+job, ""); code != http.StatusOK || json.Unmarshal([]byte(data), &page) != nil {
+		t.Errorf("UI job stream: %d %s", code, data)
+	}
+	if page.TraceURL != "http://viewer/trace/"+traceID {
+		t.Errorf("UI job page links to %q, want the viewer's URL of trace %s", page.TraceURL, traceID)
+	}
+	u.stop(t) // flushes pace up's spans; its workers flushed theirs when they were stopped
+
+	spans := map[string]tracingtest.Span{}
+	count := map[string]int{}
+	var roots []string
+	for _, s := range r.Spans() {
+		if s.TraceID != traceID {
+			continue
+		}
+		spans[s.SpanID] = s
+		kind := s.Name
+		switch {
+		case strings.HasPrefix(s.Name, "process "):
+			kind = "process"
+		case strings.HasPrefix(s.Name, "decide "):
+			kind = "decide"
+		case strings.HasPrefix(s.Name, "kube "):
+			kind = "kube"
+		}
+		count[kind]++
+		if s.ParentID == "" {
+			roots = append(roots, s.Name)
+		}
+	}
+	t.Logf("job %s: trace %s, spans by kind %v", job, traceID, count)
+	if len(roots) != 1 || roots[0] != "POST /submissions" {
+		t.Errorf("trace roots %v, want the submission's request alone", roots)
+	}
+	for _, s := range spans {
+		if _, ok := spans[s.ParentID]; s.ParentID != "" && !ok {
+			t.Errorf("span %q (%s) has parent %s, which is not in the trace: not one connected trace", s.Name, s.Service, s.ParentID)
+		}
+	}
+	if count["process"] != len(items) {
+		t.Errorf("%d item spans, want %d (every item traced)", count["process"], len(items))
+	}
+	for _, kind := range []string{"create job", "apf admission", "decide", "kube"} {
+		if count[kind] == 0 {
+			t.Errorf("no %q span in the job's trace (spans by kind: %v)", kind, count)
+		}
+	}
+	for _, s := range spans {
+		switch {
+		case strings.HasPrefix(s.Name, "process "):
+			if s.Service != "pace-worker" || s.Attrs["messaging.system"] != "nats" || s.Attrs["messaging.destination.name"] != "pace.work."+job {
+				t.Errorf("item span %+v, want a pace-worker consumer span on pace.work.%s", s, job)
+			}
+		case s.Name == "apf admission":
+			if s.Attrs["pace.apf.priority_level"] == "" || s.Attrs["pace.apf.queue_wait_seconds"] == "" {
+				t.Errorf("admission span %+v lacks its priority level or queue wait", s)
+			}
+		case strings.HasPrefix(s.Name, "kube "):
+			if s.Attrs["pace.kube.outcome"] == "" || s.Attrs["pace.job"] != job {
+				t.Errorf("kube span %+v lacks its outcome or job", s)
+			}
+		}
+	}
+}

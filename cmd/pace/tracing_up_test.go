@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/internal/tracing/tracingtest"
 )
 
@@ -35,9 +36,6 @@ func TestOneTracePerJob(t *testing.T) {
 		t.Fatalf("job %s ended %v, want completed", job, view["status"])
 	}
 	traceID, _ := view["trace_id"].(string)
-	if len(traceID) != 32 {
-		t.Fatalf("job view trace_id = %q, want a trace id", traceID)
-	}
 	var page struct {
 		TraceURL string `json:"trace_url"`
 	}
@@ -48,6 +46,61 @@ func TestOneTracePerJob(t *testing.T) {
 		t.Errorf("UI job page links to %q, want the viewer's URL of trace %s", page.TraceURL, traceID)
 	}
 	u.stop(t) // flushes pace up's spans; its workers flushed theirs when they were stopped
+	checkJobTrace(t, r, job, traceID, len(items))
+}
+
+// TestOneTracePerJobAcrossStageProcesses is TestOneTracePerJob with each
+// stage in its own process: the job's trace spans the manager, controller,
+// gate and worker processes, linked by the messages between them.
+func TestOneTracePerJobAcrossStageProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs seven processes")
+	}
+	r := tracingtest.Start(t)
+	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
+	var stages []*stageProc
+	for _, name := range []string{"manager", "collector", "processor", "controller", "actuator", "gate"} {
+		stages = append(stages, startStage(t, natsURL, name, name+"-0", "--otlp-endpoint", r.HTTPEndpoint(), "--trace-items", "1"))
+	}
+	for _, p := range stages {
+		bustest.Eventually(t, 60*time.Second, p.identity+" ready", p.ready(t))
+	}
+	mgr := stages[0]
+	items := []string{"1", "2", "3", "4"}
+	job := submit(t, mgr.url, map[string]any{
+		"name": "traced", "deadline": "60s", "workload": map[string]any{"items": items},
+		"worker":   map[string]any{"exec": "sleep 0.3; cat"},
+		"replicas": map[string]any{"min": 1, "max": 2, "initial": 1},
+	})
+	var view map[string]any
+	bustest.Eventually(t, 2*time.Minute, "the job to end", func() bool {
+		getJSON(t, mgr.url+"/submissions/"+job, &view)
+		return final(view["status"].(string))
+	})
+	if view["status"] != "completed" {
+		t.Fatalf("job %s ended %v, want completed", job, view["status"])
+	}
+	traceID, _ := view["trace_id"].(string)
+	for _, p := range stages {
+		p.stop(t) // each flushes its spans
+	}
+	services := checkJobTrace(t, r, job, traceID, len(items))
+	for _, want := range []string{"pace-manager", "pace-controller", "pace-gate", "pace-worker"} {
+		if !services[want] {
+			t.Errorf("no span of %s in the job's trace (services: %v)", want, services)
+		}
+	}
+}
+
+// checkJobTrace checks that job's spans at r form one connected trace,
+// traceID, rooted at its submission's request, with items item spans and
+// the admission, creation, decision and kube call spans; it returns the
+// services that exported them.
+func checkJobTrace(t *testing.T, r *tracingtest.Receiver, job, traceID string, items int) map[string]bool {
+	t.Helper()
+	if len(traceID) != 32 {
+		t.Fatalf("job view trace_id = %q, want a trace id", traceID)
+	}
 
 	spans := map[string]tracingtest.Span{}
 	count := map[string]int{}
@@ -80,8 +133,8 @@ func TestOneTracePerJob(t *testing.T) {
 			t.Errorf("span %q (%s) has parent %s, which is not in the trace: not one connected trace", s.Name, s.Service, s.ParentID)
 		}
 	}
-	if count["process"] != len(items) {
-		t.Errorf("%d item spans, want %d (every item traced)", count["process"], len(items))
+	if count["process"] != items {
+		t.Errorf("%d item spans, want %d (every item traced)", count["process"], items)
 	}
 	for _, kind := range []string{"create job", "apf admission", "decide", "kube"} {
 		if count[kind] == 0 {
@@ -104,4 +157,9 @@ func TestOneTracePerJob(t *testing.T) {
 			}
 		}
 	}
+	services := map[string]bool{}
+	for _, s := range spans {
+		services[s.Service] = true
+	}
+	return services
 }

@@ -253,3 +253,20 @@ func pauseFor(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// LastDecision returns job's latest scaling decision, nil when it has none.
+func (c *Client) LastDecision(ctx context.Context, job string) (*schemas.Decision, error) {
+	name := c.prefix.Stream(decisionsFamily)
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, c.prefix.Decisions(job))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last decision of %s: %w", job, err)
+	}
+	return Decode[schemas.Decision](msg.Data, msg.Header)
+}

@@ -74,10 +74,20 @@ through a durable consumer the replicas share.`,
 	{name: "controller", short: "Turn job progress into scaling decisions",
 		long: `The controller runs each job's control plugin (docs/control.md) on its
 progress and publishes scaling decisions on pace.decisions.<job>. Plugins
-keep their state in memory, so it runs on the leader.`,
-		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.addHeartbeat(fs) },
-		validate: func(f *stageFlags, _ string) error { return f.validateHeartbeat() },
-		wire:     wireController},
+keep their state in memory, so it runs on the leader. With --keda-listen
+every replica also serves the jobs' desired replicas to KEDA as an external
+scaler (docs/control.md#keda).`,
+		flags: func(f *stageFlags, fs *pflag.FlagSet) {
+			f.addHeartbeat(fs)
+			f.keda.add(fs)
+		},
+		validate: func(f *stageFlags, _ string) error {
+			if err := f.validateHeartbeat(); err != nil {
+				return err
+			}
+			return f.keda.validate()
+		},
+		wire: wireController},
 	{name: "gate", short: "Admit infrastructure requests through APF and execute them",
 		long: `The gate consumes infrastructure requests (pace.k8s.requests), admits them
 through API Priority and Fairness and executes them on the job's runtime:

@@ -249,6 +249,10 @@ func TestStageUsageErrors(t *testing.T) {
 		{[]string{"stage", "processor", "--lease-ttl", "10ms"}, "--lease-ttl"},
 		{[]string{"stage", "manager", "--nats-callout-key", "seed.nk"}, "--nats-callout-key needs --token-file"},
 		{[]string{"stage", "manager", "--local-exec", "root"}, `--local-exec "root"`},
+		{[]string{"stage", "controller", "--keda-listen", "0.0.0.0:6000"}, "--keda-client-ca"},
+		{[]string{"stage", "controller", "--keda-listen", "127.0.0.1:6000", "--keda-tls-cert", "c.pem"}, "go together"},
+		{[]string{"stage", "controller", "--otlp-protocol", "thrift"}, `OTLP protocol "thrift"`},
+		{[]string{"stage", "controller", "--trace-items", "2"}, "must be in [0, 1]"},
 	} {
 		args := c.args
 		if len(args) > 2 { // a stage: nothing may connect before its flags are checked

@@ -45,6 +45,7 @@ type stageFlags struct {
 	control controlFlags
 	tokens  tokenFlags
 	trace   tracingFlags
+	keda    kedaFlags
 	uiURL   string
 	// heartbeat is how often the controller publishes a decision that keeps
 	// a job's replicas (--decision-heartbeat; 0: every decision).
@@ -359,6 +360,9 @@ func wireSink(ctx context.Context, w *wiring) error {
 func wireController(ctx context.Context, w *wiring) error {
 	c, err := w.client(ctx, "controller")
 	if err != nil {
+		return err
+	}
+	if err := w.serveKEDA(c); err != nil {
 		return err
 	}
 	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {

@@ -85,6 +85,7 @@ token. NATS listening beyond loopback needs --token-file, or --insecure
 	o.f.control.add(f)
 	o.f.addHeartbeat(f)
 	o.f.trace.add(f)
+	o.f.keda.add(f)
 	f.BoolVar(&o.insecure, "insecure", false, "let --nats-listen reach other machines without --token-file: anyone reaching it may use the bus unauthenticated")
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
@@ -119,6 +120,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	if err := o.f.trace.validate(); err != nil {
+		return err
+	}
+	if err := o.f.keda.validate(); err != nil {
 		return err
 	}
 	data, err := filepath.Abs(o.data)

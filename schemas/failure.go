@@ -15,12 +15,18 @@ const (
 	// RuleStall fails a job that makes no progress for FailurePolicy.Stall
 	// while it has work and workers.
 	RuleStall = "stall"
+	// RulePods fails a job run on Kubernetes whose Job has failed, or all
+	// of whose pods have been stuck (an image that cannot be pulled, a
+	// container in CrashLoopBackOff, a pod that cannot be scheduled) for
+	// FailurePolicy.Pods.
+	RulePods = "pods"
 )
 
 // Defaults of FailurePolicy.
 const (
 	DefaultBeforeFirstResult = 3
 	DefaultStall             = 5 * time.Minute
+	DefaultPods              = 2 * time.Minute
 	// StallItemTimeouts is the least stall, in item timeouts: a job whose
 	// items may each take long is not failed for one slow item.
 	StallItemTimeouts = 10
@@ -38,13 +44,16 @@ type FailurePolicy struct {
 	// make no progress (no new result or dead letter). Default the longer of
 	// 5 minutes and 10 item timeouts.
 	Stall Duration `json:"stall,omitempty"`
-	// Disable lists the rules turned off: before_first_result, stall.
+	// Pods is how long all of a Kubernetes job's pods may be stuck before
+	// it fails. Default 2 minutes.
+	Pods Duration `json:"pods,omitempty"`
+	// Disable lists the rules turned off: before_first_result, stall, pods.
 	Disable []string `json:"disable,omitempty"`
 }
 
 // IsZero reports whether p sets nothing.
 func (p FailurePolicy) IsZero() bool {
-	return p.BeforeFirstResult == 0 && p.Stall == 0 && len(p.Disable) == 0
+	return p.BeforeFirstResult == 0 && p.Stall == 0 && p.Pods == 0 && len(p.Disable) == 0
 }
 
 // On reports whether rule is enabled.
@@ -58,6 +67,9 @@ func (p FailurePolicy) withDefaults(itemTimeout Duration) FailurePolicy {
 	if p.Stall == 0 {
 		p.Stall = Duration(max(DefaultStall, StallItemTimeouts*itemTimeout.D()))
 	}
+	if p.Pods == 0 {
+		p.Pods = Duration(DefaultPods)
+	}
 	return p
 }
 
@@ -69,7 +81,10 @@ func (p FailurePolicy) validate(path *field.Path) (errs field.ErrorList) {
 	if p.Stall < 0 {
 		errs = append(errs, field.Invalid(path.Child("stall"), p.Stall.D().String(), "must be positive (turn the rule off with disable)"))
 	}
-	rules := []string{RuleBeforeFirstResult, RuleStall}
+	if p.Pods < 0 {
+		errs = append(errs, field.Invalid(path.Child("pods"), p.Pods.D().String(), "must be positive (turn the rule off with disable)"))
+	}
+	rules := []string{RuleBeforeFirstResult, RuleStall, RulePods}
 	for i, r := range p.Disable {
 		if !slices.Contains(rules, r) {
 			errs = append(errs, field.NotSupported(path.Child("disable").Index(i), r, rules))

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/auth/natsauth"
@@ -413,6 +414,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 		if krt != nil {
 			runtimes[schemas.KubernetesActuator] = krt
 			meters = append(meters, krt.Meter)
+			loops = append(loops, krt.Watch(c, podCheckEvery, clock.RealClock{}).Run)
 		}
 		if cf.actuator == "local" {
 			output := actuator.NewWorkerLog(c, w.log)
@@ -444,6 +446,10 @@ func wireGate(ctx context.Context, w *wiring) error {
 		}, gs.Metrics(), nil
 	})
 }
+
+// podCheckEvery is how often the gate looks for Kubernetes jobs whose pods
+// are stuck (the failure policy's pods rule).
+const podCheckEvery = 10 * time.Second
 
 // wireActuator turns decisions and job events into infrastructure requests
 // on the leader.

@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/schemas"
@@ -66,6 +69,11 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	}
 	if _, err := rt.Running(ctx, rec); err != nil {
 		t.Errorf("count running pods as pace-gate: %v", err)
+	}
+	ongoing := *rec
+	ongoing.State = schemas.Ongoing
+	if err := rt.Watch(oneJob{&ongoing}, time.Second, clock.RealClock{}).Check(ctx); err != nil {
+		t.Errorf("check the job's pods (failure policy) as pace-gate: %v", err)
 	}
 	if err := rt.Terminate(ctx, rec); err != nil {
 		t.Errorf("terminate as pace-gate: %v", err)
@@ -144,4 +152,13 @@ func gateRuntimeConfig(t *testing.T, objs []*unstructured.Unstructured, secrets 
 		}
 	}
 	return cfg
+}
+
+// oneJob lists one job record and fails nothing.
+type oneJob struct{ rec *schemas.JobRecord }
+
+func (j oneJob) Jobs(context.Context) ([]*schemas.JobRecord, error) { return []*schemas.JobRecord{j.rec}, nil }
+
+func (j oneJob) FailJob(_ context.Context, job, reason string) error {
+	return fmt.Errorf("job %s failed (%s), want none", job, reason)
 }

@@ -1,0 +1,165 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// stuckReasons are the reasons a container waits for that do not heal by
+// themselves: a missing or unreadable image, a bad pod spec, a worker that
+// crashes as soon as it starts.
+var stuckReasons = []string{"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashLoopBackOff",
+	"CreateContainerConfigError", "CreateContainerError"}
+
+// Jobs is what the pod watch reads and does: the jobs' records, and the
+// manager's failing of a job (pace.control.fail).
+type Jobs interface {
+	Jobs(ctx context.Context) ([]*schemas.JobRecord, error)
+	FailJob(ctx context.Context, job, reason string) error
+}
+
+// PodWatch applies the pods rule of jobs' failure policies to the
+// Kubernetes Jobs the runtime runs: a job whose Kubernetes Job has failed
+// (its Failed condition), or all of whose pods have been stuck (a container
+// waiting in ImagePullBackOff, ErrImagePull, CrashLoopBackOff, … or a pod
+// the scheduler cannot place) for longer than the policy's grace, is
+// failed, with the cause and the pod's message as its reason.
+type PodWatch struct {
+	r     *Runtime
+	jobs  Jobs
+	clk   clock.PassiveClock
+	every time.Duration
+	log   *slog.Logger
+	since map[string]time.Time // jobs found stuck, since when
+}
+
+// Watch returns the runtime's pod watch, looking every `every`.
+func (r *Runtime) Watch(jobs Jobs, every time.Duration, clk clock.PassiveClock) *PodWatch {
+	return &PodWatch{r: r, jobs: jobs, clk: clk, every: every, log: r.log.With("rule", schemas.RulePods), since: map[string]time.Time{}}
+}
+
+// Run checks every `every` until ctx ends.
+func (w *PodWatch) Run(ctx context.Context) error {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := w.Check(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("pod check failed", "err", err)
+		}
+	}
+}
+
+// Check looks once at the pods of every ongoing job the runtime runs with
+// the rule on, and fails those that break it.
+func (w *PodWatch) Check(ctx context.Context) error {
+	recs, err := w.jobs.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, rec := range recs {
+		if rec.State != schemas.Ongoing || rec.Spec.Actuator.Name != schemas.KubernetesActuator ||
+			rec.Spec.Actuator.Target != nil || !rec.Spec.Failure.On(schemas.RulePods) {
+			continue
+		}
+		seen[rec.ID] = true
+		cause, now, err := w.cause(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if cause == "" {
+			delete(w.since, rec.ID)
+			continue
+		}
+		first, ok := w.since[rec.ID]
+		if !ok {
+			first = w.clk.Now()
+			w.since[rec.ID] = first
+		}
+		grace := rec.Spec.Failure.Pods.D()
+		if !now && w.clk.Since(first) < grace {
+			continue
+		}
+		reason := "failure policy pods: " + cause
+		if !now {
+			reason = fmt.Sprintf("failure policy pods: for %s, %s", w.clk.Since(first).Round(time.Second), cause)
+		}
+		if err := w.jobs.FailJob(ctx, rec.ID, reason); err != nil {
+			w.log.Warn("job not failed by its failure policy; asked again at the next check", "job", rec.ID, "err", err)
+			continue
+		}
+		w.log.Info("job failed by its failure policy", "job", rec.ID, "reason", reason)
+		delete(w.since, rec.ID)
+	}
+	for job := range w.since {
+		if !seen[job] {
+			delete(w.since, job)
+		}
+	}
+	return nil
+}
+
+// cause says why rec's workers cannot work, "" when nothing says so; now
+// marks a cause that needs no grace (the Kubernetes Job has failed).
+func (w *PodWatch) cause(ctx context.Context, rec *schemas.JobRecord) (cause string, now bool, err error) {
+	ns, name := namespace(rec), Name(rec.ID)
+	job, err := w.r.cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err): // not created yet, or scaled to 0 before it was
+	case err != nil:
+		return "", false, fmt.Errorf("job %s/%s: %w", ns, name, err)
+	default:
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				return fmt.Sprintf("its Kubernetes Job %s/%s failed: %s: %s", ns, name, c.Reason, c.Message), true, nil
+			}
+		}
+	}
+	pods, err := w.r.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelJob + "=" + rec.ID})
+	if err != nil {
+		return "", false, fmt.Errorf("pods of %s: %w", rec.ID, err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		c := podStuck(&p)
+		if c == "" {
+			return "", false, nil // one pod that may work is enough
+		}
+		cause = c
+	}
+	return cause, false, nil
+}
+
+// podStuck says why p cannot work, "" when nothing says so.
+func podStuck(p *corev1.Pod) string {
+	for _, s := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		if wt := s.State.Waiting; wt != nil && slices.Contains(stuckReasons, wt.Reason) {
+			return fmt.Sprintf("pod %s: container %s is in %s: %s", p.Name, s.Name, wt.Reason, strings.TrimSpace(wt.Message))
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return fmt.Sprintf("pod %s is unschedulable: %s", p.Name, strings.TrimSpace(c.Message))
+		}
+	}
+	return ""
+}

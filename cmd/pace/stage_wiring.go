@@ -411,10 +411,11 @@ func wireGate(ctx context.Context, w *wiring) error {
 		runtimes := map[string]actuator.Runtime{}
 		var loops []func(context.Context) error
 		var meters []actuator.Meter // of the jobs with a cost
-		if krt != nil {
-			runtimes[schemas.KubernetesActuator] = krt
-			meters = append(meters, krt.Meter)
-			loops = append(loops, krt.Watch(c, podCheckEvery, clock.RealClock{}).Run)
+		if krt != nil {             // each job on its registered cluster, else on --kubeconfig's
+			clusters := kubeactuator.NewClusters(krt, c, cf.kubeConfig(w.natsURL), w.log)
+			runtimes[schemas.KubernetesActuator] = clusters
+			meters = append(meters, clusters.Meter)
+			loops = append(loops, clusters.Watch(c, podCheckEvery, clock.RealClock{}).Run)
 		}
 		if cf.actuator == "local" {
 			output := actuator.NewWorkerLog(c, w.log)

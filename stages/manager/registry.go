@@ -38,14 +38,6 @@ type Plugin struct {
 	Description string `json:"description,omitempty"`
 }
 
-// Cluster is a registered Kubernetes cluster.
-type Cluster struct {
-	Name         string            `json:"name"`
-	Config       string            `json:"conf_content"`
-	Certificates map[string]string `json:"certificates,omitempty"`
-	Active       bool              `json:"active"`
-}
-
 func (m *Manager) bucket(ctx context.Context, name schemas.Bucket, desc string) (jetstream.KeyValue, error) {
 	js := m.bus.JetStream()
 	bucket := m.bus.Prefix().Bucket(name)
@@ -169,7 +161,7 @@ func (m *Manager) requireAdmin(u auth.User) error {
 	return apiError(http.StatusForbidden, "only members of %s or %s may do this", auth.Admins, auth.Masters)
 }
 
-func (m *Manager) cluster(ctx context.Context, name string) (*Cluster, uint64, error) {
+func (m *Manager) cluster(ctx context.Context, name string) (*schemas.Cluster, uint64, error) {
 	kv, err := m.clustersKV(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -181,7 +173,7 @@ func (m *Manager) cluster(ctx context.Context, name string) (*Cluster, uint64, e
 	if err != nil {
 		return nil, 0, err
 	}
-	var c Cluster
+	var c schemas.Cluster
 	if err := json.Unmarshal(e.Value(), &c); err != nil {
 		return nil, 0, fmt.Errorf("decode cluster %s: %w", name, err)
 	}
@@ -189,7 +181,7 @@ func (m *Manager) cluster(ctx context.Context, name string) (*Cluster, uint64, e
 }
 
 // Clusters returns the registered clusters. Admins only.
-func (m *Manager) Clusters(ctx context.Context, u auth.User) ([]Cluster, error) {
+func (m *Manager) Clusters(ctx context.Context, u auth.User) ([]schemas.Cluster, error) {
 	if err := m.requireAdmin(u); err != nil {
 		return nil, err
 	}
@@ -197,38 +189,12 @@ func (m *Manager) Clusters(ctx context.Context, u auth.User) ([]Cluster, error) 
 	if err != nil {
 		return nil, err
 	}
-	return readAll[Cluster](ctx, kv)
-}
-
-// Kubeconfig returns the kubeconfig a job's workers use: the named
-// cluster's, else the active cluster's, else nil (the default kubeconfig).
-func (m *Manager) Kubeconfig(ctx context.Context, name string) ([]byte, error) {
-	if name != "" {
-		c, _, err := m.cluster(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		return []byte(c.Config), nil
-	}
-	kv, err := m.clustersKV(ctx)
-	if err != nil {
-		return nil, err
-	}
-	all, err := readAll[Cluster](ctx, kv)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range all {
-		if c.Active {
-			return []byte(c.Config), nil
-		}
-	}
-	return nil, nil
+	return readAll[schemas.Cluster](ctx, kv)
 }
 
 // updateCluster applies fn to a cluster with compare-and-set; create makes
 // a new one.
-func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, create bool, fn func(*Cluster) error) (*Cluster, error) {
+func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, create bool, fn func(*schemas.Cluster) error) (*schemas.Cluster, error) {
 	if err := m.requireAdmin(u); err != nil {
 		return nil, err
 	}
@@ -244,7 +210,7 @@ func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, c
 	case create && err == nil:
 		return nil, apiError(http.StatusConflict, "cluster %q already exists", name)
 	case create:
-		c = &Cluster{Name: name}
+		c = &schemas.Cluster{Name: name}
 	case err != nil:
 		return nil, err
 	}
@@ -269,7 +235,7 @@ func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, c
 
 // activateCluster marks name active and every other cluster inactive.
 func (m *Manager) activateCluster(ctx context.Context, u auth.User, name string) error {
-	if _, err := m.updateCluster(ctx, u, name, false, func(c *Cluster) error { c.Active = true; return nil }); err != nil {
+	if _, err := m.updateCluster(ctx, u, name, false, func(c *schemas.Cluster) error { c.Active = true; return nil }); err != nil {
 		return err
 	}
 	all, err := m.Clusters(ctx, u)
@@ -278,7 +244,7 @@ func (m *Manager) activateCluster(ctx context.Context, u auth.User, name string)
 	}
 	for _, c := range all {
 		if c.Active && c.Name != name {
-			if _, err := m.updateCluster(ctx, u, c.Name, false, func(c *Cluster) error { c.Active = false; return nil }); err != nil {
+			if _, err := m.updateCluster(ctx, u, c.Name, false, func(c *schemas.Cluster) error { c.Active = false; return nil }); err != nil {
 				return err
 			}
 		}

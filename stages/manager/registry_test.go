@@ -46,8 +46,8 @@ func TestClusterRegistry(t *testing.T) {
 		}
 	}
 	// A job selects a registered cluster, else the active one.
-	if cfg, err := e.m.Kubeconfig(t.Context(), ""); err != nil || string(cfg) != "y" {
-		t.Errorf("active kubeconfig = %q, %v; want edge's", cfg, err)
+	if cl, _, err := e.c.ClusterFor(t.Context(), ""); err != nil || cl == nil || cl.Name != "edge" || cl.Config != "y" {
+		t.Errorf("active cluster = %+v, %v; want edge", cl, err)
 	}
 	id := e.submit("alice-token", `{"mode":"streaming","actuator":{"name":"local","cluster":"edge"}}`)
 	if rec, _ := e.c.Status(t.Context(), id); rec.Spec.Actuator.Cluster != "edge" {

@@ -127,7 +127,7 @@ func (a *API) table() []route {
 				if req.Config == "" {
 					return nil, invalidAs("request", field.ErrorList{field.Required(field.NewPath("cluster_config"), "a kubeconfig")})
 				}
-				_, err = m.updateCluster(r.Context(), u, req.Name, true, func(c *Cluster) error { c.Config = req.Config; return nil })
+				_, err = m.updateCluster(r.Context(), u, req.Name, true, func(c *schemas.Cluster) error { c.Config = req.Config; return nil })
 				return map[string]string{"cluster_name": req.Name, "status": "success"}, err
 			}},
 		{method: "GET", path: "/submissions/cluster", summary: "List registered clusters (admins)", ok: http.StatusOK,
@@ -172,7 +172,7 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				_, err = m.updateCluster(r.Context(), u, name, false, func(c *Cluster) error {
+				_, err = m.updateCluster(r.Context(), u, name, false, func(c *schemas.Cluster) error {
 					if c.Certificates == nil {
 						c.Certificates = map[string]string{}
 					}
@@ -188,7 +188,7 @@ func (a *API) table() []route {
 					return nil, err
 				}
 				cert := r.PathValue("cert")
-				_, err = m.updateCluster(r.Context(), u, name, false, func(c *Cluster) error {
+				_, err = m.updateCluster(r.Context(), u, name, false, func(c *schemas.Cluster) error {
 					if _, ok := c.Certificates[cert]; !ok {
 						return apiError(http.StatusNotFound, "cluster %q has no certificate %q", name, cert)
 					}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -37,7 +38,7 @@ type Jobs interface {
 // the scheduler cannot place) for longer than the policy's grace, is
 // failed, with the cause and the pod's message as its reason.
 type PodWatch struct {
-	r     *Runtime
+	on    func(context.Context, *schemas.JobRecord) (*Runtime, error) // the runtime of a job's cluster
 	jobs  Jobs
 	clk   clock.PassiveClock
 	every time.Duration
@@ -47,7 +48,18 @@ type PodWatch struct {
 
 // Watch returns the runtime's pod watch, looking every `every`.
 func (r *Runtime) Watch(jobs Jobs, every time.Duration, clk clock.PassiveClock) *PodWatch {
-	return &PodWatch{r: r, jobs: jobs, clk: clk, every: every, log: r.log.With("rule", schemas.RulePods), since: map[string]time.Time{}}
+	return newPodWatch(func(context.Context, *schemas.JobRecord) (*Runtime, error) { return r, nil }, jobs, every, clk, r.log)
+}
+
+// Watch returns the pod watch of the jobs of every cluster, looking every
+// `every`.
+func (c *Clusters) Watch(jobs Jobs, every time.Duration, clk clock.PassiveClock) *PodWatch {
+	return newPodWatch(c.runtime, jobs, every, clk, c.log)
+}
+
+func newPodWatch(on func(context.Context, *schemas.JobRecord) (*Runtime, error), jobs Jobs, every time.Duration,
+	clk clock.PassiveClock, log *slog.Logger) *PodWatch {
+	return &PodWatch{on: on, jobs: jobs, clk: clk, every: every, log: log.With("rule", schemas.RulePods), since: map[string]time.Time{}}
 }
 
 // Run checks every `every` until ctx ends.
@@ -67,13 +79,16 @@ func (w *PodWatch) Run(ctx context.Context) error {
 }
 
 // Check looks once at the pods of every ongoing job the runtime runs with
-// the rule on, and fails those that break it.
+// the rule on, and fails those that break it. A job that cannot be checked
+// (its cluster unreachable) does not stop the others: the errors are
+// returned together.
 func (w *PodWatch) Check(ctx context.Context) error {
 	recs, err := w.jobs.Jobs(ctx)
 	if err != nil {
 		return err
 	}
 	seen := map[string]bool{}
+	var errs []error
 	for _, rec := range recs {
 		if rec.State != schemas.Ongoing || rec.Spec.Actuator.Name != schemas.KubernetesActuator ||
 			rec.Spec.Actuator.Target != nil || !rec.Spec.Failure.On(schemas.RulePods) {
@@ -82,7 +97,8 @@ func (w *PodWatch) Check(ctx context.Context) error {
 		seen[rec.ID] = true
 		cause, now, err := w.cause(ctx, rec)
 		if err != nil {
-			return err
+			errs = append(errs, err) // the other jobs are still checked
+			continue
 		}
 		if cause == "" {
 			delete(w.since, rec.ID)
@@ -113,14 +129,18 @@ func (w *PodWatch) Check(ctx context.Context) error {
 			delete(w.since, job)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // cause says why rec's workers cannot work, "" when nothing says so; now
 // marks a cause that needs no grace (the Kubernetes Job has failed).
 func (w *PodWatch) cause(ctx context.Context, rec *schemas.JobRecord) (cause string, now bool, err error) {
+	rt, err := w.on(ctx, rec)
+	if err != nil {
+		return "", false, err
+	}
 	ns, name := namespace(rec), Name(rec.ID)
-	job, err := w.r.cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	job, err := rt.cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err): // not created yet, or scaled to 0 before it was
 	case err != nil:
@@ -132,7 +152,7 @@ func (w *PodWatch) cause(ctx context.Context, rec *schemas.JobRecord) (cause str
 			}
 		}
 	}
-	pods, err := w.r.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelJob + "=" + rec.ID})
+	pods, err := rt.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelJob + "=" + rec.ID})
 	if err != nil {
 		return "", false, fmt.Errorf("pods of %s: %w", rec.ID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -87,12 +88,48 @@ func messageHeader(ctx context.Context, m schemas.Message) nats.Header {
 	if id == "" {
 		id = nuid.Next()
 	}
+	schema := schemaHeaders(name, schemas.Version(m))
 	return nats.Header{
-		schemas.HeaderSchema:        {name},
-		schemas.HeaderSchemaVersion: {strconv.Itoa(schemas.Version(m))},
+		schemas.HeaderSchema:        schema.name,
+		schemas.HeaderSchemaVersion: schema.version,
 		schemas.HeaderCorrelationID: {id},
 		schemas.HeaderTraceparent:   {traceparentFor(ctx)},
 	}
+}
+
+// schemaHeader holds the values of a schema's two headers.
+type schemaHeader struct{ name, version []string }
+
+// schemaValues caches the header values of each schema and version, which
+// every message shares rather than allocate its own: they are never
+// written to (nats.go replaces a header's slice, and appending to a slice
+// at capacity copies it).
+var schemaValues struct {
+	sync.RWMutex
+	m map[schemaKey]schemaHeader
+}
+
+type schemaKey struct {
+	name    string
+	version int
+}
+
+func schemaHeaders(name string, version int) schemaHeader {
+	key := schemaKey{name, version}
+	schemaValues.RLock()
+	h, ok := schemaValues.m[key]
+	schemaValues.RUnlock()
+	if ok {
+		return h
+	}
+	h = schemaHeader{name: []string{name}[:1:1], version: []string{strconv.Itoa(version)}[:1:1]}
+	schemaValues.Lock()
+	if schemaValues.m == nil {
+		schemaValues.m = map[schemaKey]schemaHeader{}
+	}
+	schemaValues.m[key] = h
+	schemaValues.Unlock()
+	return h
 }
 
 // newMsg validates m and encodes it on subject with headers h.

@@ -48,6 +48,9 @@ func InWorkload(id string, total int) bool {
 
 // Validate implements Message.
 func (w *WorkItem) Validate() field.ErrorList {
+	if ValidToken(w.ID) && ValidToken(w.Job) {
+		return nil // the hot path: field paths are built for errors only
+	}
 	errs := validateToken(nil, field.NewPath("id"), w.ID)
 	return validateToken(errs, field.NewPath("job"), w.Job)
 }
@@ -72,6 +75,9 @@ func (*Result) Schema() (string, int) { return "result", 1 }
 
 // Validate implements Message.
 func (r *Result) Validate() field.ErrorList {
+	if ValidToken(r.ItemID) && ValidToken(r.Job) && r.Attempt >= 0 && r.Duration >= 0 {
+		return nil // the hot path: field paths are built for errors only
+	}
 	errs := validateToken(nil, field.NewPath("item_id"), r.ItemID)
 	errs = validateToken(errs, field.NewPath("job"), r.Job)
 	if r.Attempt < 0 {

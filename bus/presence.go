@@ -71,6 +71,24 @@ func (w *Worker) announce(ctx context.Context) {
 	}
 }
 
+// AnnounceReplica refreshes the presence of one replica of job that a
+// runtime sees running (a pod, by its name) whether or not its worker has
+// announced itself: a worker that runs in it announces the same key (its
+// id is the pod's name, PACE_WORKER_ID), so the replica counts once, and a
+// replica whose worker never starts still counts, as one not working. Call
+// it at least every presenceInterval while the replica runs.
+func (c *Client) AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error {
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(workersBucket))
+	if err != nil {
+		return fmt.Errorf("workers bucket: %w", err)
+	}
+	val, _ := json.Marshal(presence{Job: job, Worker: replica, StartedAt: since})
+	if _, err := kv.Put(ctx, presenceKey(job, replica), val); err != nil {
+		return fmt.Errorf("presence of %s/%s: %w", job, replica, err)
+	}
+	return nil
+}
+
 // Presence is a live count of the workers running for each job, fed by the
 // workers bucket. Create it with Client.Presence and run it with Run.
 type Presence struct {

@@ -22,10 +22,14 @@ type workerOptions struct {
 
 func defaultWorkerOptions() workerOptions {
 	host, _ := os.Hostname()
+	id := os.Getenv("PACE_WORKER_ID") // set by Pace's runtimes: a replica's name, a pod's name
+	if id == "" {
+		id = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[:6])
+	}
 	return workerOptions{
 		concurrency:   1,
 		grace:         10 * time.Second,
-		id:            fmt.Sprintf("%s-%d-%s", host, os.Getpid(), nuid.Next()[:6]),
+		id:            id,
 		retryDelay:    time.Second,
 		maxRetryDelay: time.Minute,
 	}
@@ -63,8 +67,9 @@ func WithGrace(d time.Duration) WorkerOption {
 	}
 }
 
-// WithWorkerID names the worker in results and logs; the default is
-// host-pid-random.
+// WithWorkerID names the worker in results, logs and its presence; the
+// default is $PACE_WORKER_ID (the replica's name, given by Pace's
+// runtimes), else host-pid-random.
 func WithWorkerID(id string) WorkerOption {
 	return func(o *workerOptions) error {
 		if id == "" {

@@ -43,9 +43,10 @@ func (f *failures) reason(job string) string {
 
 // TestStuckPodsFailTheirJob applies the failure policy's pods rule on a real
 // kube-apiserver: a job whose only pod cannot pull its image is failed once
-// the grace has passed, naming the cause; a job with one healthy pod beside
+// the grace has passed, naming the cause; a job with one running pod beside
 // a stuck one, and a job with the rule off, are left alone; a job whose
-// Kubernetes Job has failed is failed at once.
+// Kubernetes Job has failed is failed at once. The running pod counts as
+// its job's replica (worker presence) though no worker announced it.
 func TestStuckPodsFailTheirJob(t *testing.T) {
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(cp.Admin)
@@ -79,12 +80,12 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+		phase, state := corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
 		if waiting != "" {
-			state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting,
+			phase, state = corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting,
 				Message: `Back-off pulling image "registry.invalid/worker:1"`}}
 		}
-		p.Status = corev1.PodStatus{Phase: corev1.PodPending,
+		p.Status = corev1.PodStatus{Phase: phase,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "worker", Image: "registry.invalid/worker:1", State: state}}}
 		if _, err := admin.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
@@ -123,6 +124,16 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 		if r := jobs.reason(job); r != "" {
 			t.Errorf("%s failed: %s", job, r)
 		}
+	}
+	// The running pod is a replica of its job, its worker started or not;
+	// pods stuck before running are not.
+	presence := c.Presence(nil)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = presence.Run(pctx) }()
+	bustest.Eventually(t, 10*time.Second, "partly's running pod counted as a replica", func() bool { return presence.Count("partly") == 1 })
+	if n := presence.Count("broken"); n != 0 {
+		t.Errorf("broken, whose only pod cannot pull its image, counts %d replicas", n)
 	}
 
 	// A failed Kubernetes Job fails its job at once. Its status is written

@@ -448,9 +448,10 @@ func wireGate(ctx context.Context, w *wiring) error {
 	})
 }
 
-// podCheckEvery is how often the gate looks for Kubernetes jobs whose pods
-// are stuck (the failure policy's pods rule).
-const podCheckEvery = 10 * time.Second
+// podCheckEvery is how often the gate looks at Kubernetes jobs' pods: it
+// announces the running ones' presence (refreshed as often as a worker
+// refreshes its own) and applies the failure policy's pods rule.
+const podCheckEvery = 5 * time.Second
 
 // wireActuator turns decisions and job events into infrastructure requests
 // on the leader.

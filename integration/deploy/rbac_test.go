@@ -161,6 +161,8 @@ func (j oneJob) Jobs(context.Context) ([]*schemas.JobRecord, error) {
 	return []*schemas.JobRecord{j.rec}, nil
 }
 
+func (j oneJob) AnnounceReplica(context.Context, string, string, time.Time) error { return nil }
+
 func (j oneJob) FailJob(_ context.Context, job, reason string) error {
 	return fmt.Errorf("job %s failed (%s), want none", job, reason)
 }

@@ -34,7 +34,10 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 		return nil, ErrNoImage
 	}
 	labels := map[string]string{LabelJob: rec.ID, LabelManagedBy: "pace"}
-	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.cfg.NATSURL}, {Name: "PACE_JOB", Value: rec.ID}}
+	env := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: r.cfg.NATSURL}, {Name: "PACE_JOB", Value: rec.ID},
+		// The worker's id is its pod's name: the presence it announces is
+		// the one the pod watch keeps for the running pod.
+		{Name: "PACE_WORKER_ID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	if r.cfg.JobToken != nil {
 		env = append(env, corev1.EnvVar{Name: "PACE_TOKEN", Value: r.cfg.JobToken(rec.ID)})
 	}

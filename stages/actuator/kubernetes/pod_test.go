@@ -34,7 +34,8 @@ func secretRef(key string) *corev1.EnvVarSource {
 
 func TestWorkerPodCredentials(t *testing.T) {
 	const url = "tls://pace-nats.pace.svc:4222"
-	base := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: url}, {Name: "PACE_JOB", Value: "render"}}
+	base := []corev1.EnvVar{{Name: "PACE_NATS_URL", Value: url}, {Name: "PACE_JOB", Value: "render"},
+		{Name: "PACE_WORKER_ID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	spec := schemas.WorkerSpec{Image: "registry.example/render:1", Env: map[string]string{"B": "2", "A": "1"}}
 	specEnv := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}
 	for _, tc := range []struct {

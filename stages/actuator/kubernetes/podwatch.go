@@ -24,19 +24,24 @@ import (
 var stuckReasons = []string{"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashLoopBackOff",
 	"CreateContainerConfigError", "CreateContainerError"}
 
-// Jobs is what the pod watch reads and does: the jobs' records, and the
-// manager's failing of a job (pace.control.fail).
+// Jobs is what the pod watch reads and does: the jobs' records, the
+// presence of the replicas it sees running, and the manager's failing of a
+// job (pace.control.fail).
 type Jobs interface {
 	Jobs(ctx context.Context) ([]*schemas.JobRecord, error)
+	AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error
 	FailJob(ctx context.Context, job, reason string) error
 }
 
-// PodWatch applies the pods rule of jobs' failure policies to the
-// Kubernetes Jobs the runtime runs: a job whose Kubernetes Job has failed
-// (its Failed condition), or all of whose pods have been stuck (a container
-// waiting in ImagePullBackOff, ErrImagePull, CrashLoopBackOff, … or a pod
-// the scheduler cannot place) for longer than the policy's grace, is
-// failed, with the cause and the pod's message as its reason.
+// PodWatch looks at the pods of the Kubernetes Jobs the runtime runs. Each
+// running pod is a replica of its job: it announces the pod's presence, so
+// that the collector counts it whether or not its worker has started, as
+// Asperathos counted replicas. And it applies the pods rule of the jobs'
+// failure policies: a job whose Kubernetes Job has failed (its Failed
+// condition), or all of whose pods have been stuck (a container waiting in
+// ImagePullBackOff, ErrImagePull, CrashLoopBackOff, … or a pod the
+// scheduler cannot place) for longer than the policy's grace, is failed,
+// with the cause and the pod's message as its reason.
 type PodWatch struct {
 	on    func(context.Context, *schemas.JobRecord) (*Runtime, error) // the runtime of a job's cluster
 	jobs  Jobs
@@ -46,7 +51,8 @@ type PodWatch struct {
 	since map[string]time.Time // jobs found stuck, since when
 }
 
-// Watch returns the runtime's pod watch, looking every `every`.
+// Watch returns the runtime's pod watch, looking every `every` (at most the
+// 5 s within which a worker refreshes its presence).
 func (r *Runtime) Watch(jobs Jobs, every time.Duration, clk clock.PassiveClock) *PodWatch {
 	return newPodWatch(func(context.Context, *schemas.JobRecord) (*Runtime, error) { return r, nil }, jobs, every, clk, r.log)
 }
@@ -90,16 +96,18 @@ func (w *PodWatch) Check(ctx context.Context) error {
 	seen := map[string]bool{}
 	var errs []error
 	for _, rec := range recs {
-		if rec.State != schemas.Ongoing || rec.Spec.Actuator.Name != schemas.KubernetesActuator ||
-			rec.Spec.Actuator.Target != nil || !rec.Spec.Failure.On(schemas.RulePods) {
+		if rec.State != schemas.Ongoing || rec.Spec.Actuator.Name != schemas.KubernetesActuator || rec.Spec.Actuator.Target != nil {
 			continue
 		}
-		seen[rec.ID] = true
-		cause, now, err := w.cause(ctx, rec)
+		cause, now, err := w.look(ctx, rec)
 		if err != nil {
 			errs = append(errs, err) // the other jobs are still checked
 			continue
 		}
+		if !rec.Spec.Failure.On(schemas.RulePods) {
+			continue
+		}
+		seen[rec.ID] = true
 		if cause == "" {
 			delete(w.since, rec.ID)
 			continue
@@ -132,9 +140,10 @@ func (w *PodWatch) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// cause says why rec's workers cannot work, "" when nothing says so; now
-// marks a cause that needs no grace (the Kubernetes Job has failed).
-func (w *PodWatch) cause(ctx context.Context, rec *schemas.JobRecord) (cause string, now bool, err error) {
+// look announces rec's running pods and says why its workers cannot work,
+// "" when nothing says so; now marks a cause that needs no grace (the
+// Kubernetes Job has failed).
+func (w *PodWatch) look(ctx context.Context, rec *schemas.JobRecord) (cause string, now bool, err error) {
 	rt, err := w.on(ctx, rec)
 	if err != nil {
 		return "", false, err
@@ -156,15 +165,28 @@ func (w *PodWatch) cause(ctx context.Context, rec *schemas.JobRecord) (cause str
 	if err != nil {
 		return "", false, fmt.Errorf("pods of %s: %w", rec.ID, err)
 	}
+	stuck := true // until a pod that may work is found
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		c := podStuck(&p)
-		if c == "" {
-			return "", false, nil // one pod that may work is enough
+		if p.Status.Phase == corev1.PodRunning {
+			since := p.CreationTimestamp.Time
+			if p.Status.StartTime != nil {
+				since = p.Status.StartTime.Time
+			}
+			if err := w.jobs.AnnounceReplica(ctx, rec.ID, p.Name, since); err != nil {
+				w.log.Warn("pod presence not announced", "job", rec.ID, "pod", p.Name, "err", err)
+			}
 		}
-		cause = c
+		if c := podStuck(&p); c == "" {
+			stuck = false // one pod that may work is enough
+		} else {
+			cause = c
+		}
+	}
+	if !stuck {
+		cause = ""
 	}
 	return cause, false, nil
 }

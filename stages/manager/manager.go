@@ -238,6 +238,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	more := sub.spec.Validate()
 	more = append(more, m.checkPlugins(ctx, &sub.spec)...)
 	more = append(more, m.checkRuntime(&sub.spec, sub.owner)...)
+	more = append(more, m.checkQuota(ctx, &sub.spec)...)
 	if sec := sub.spec.Worker.Security; sec != nil && sec.Privileged && !m.cfg.AllowPrivileged {
 		more = append(more, field.Forbidden(field.NewPath("spec", "worker", "security", "privileged"),
 			"privileged workers are not allowed on this Pace: its administrator allows them with --allow-privileged-workers"))

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/integration/kubetest"
 	"github.com/pace-platform/pace/schemas"
@@ -38,17 +39,7 @@ func TestJobsRunOnTheirRegisteredCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := bustest.Client(t, bustest.Server(t))
-	kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.Prefix().Bucket(schemas.BucketClusters)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	register := func(name, token string, active bool) {
-		t.Helper()
-		data, _ := json.Marshal(schemas.Cluster{Name: name, Config: kubeconfig(cp.URL, cp.CA, token), Active: active})
-		if _, err := kv.Put(ctx, name, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	register := func(name, token string, active bool) { registerCluster(t, c, name, token, active) }
 	register("east", kubetest.UserToken, false)
 	register("west", kubetest.AdminToken, false)
 
@@ -109,6 +100,21 @@ func TestJobsRunOnTheirRegisteredCluster(t *testing.T) {
 			t.Fatalf("Job of on-east still there after terminate: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// registerCluster registers the test's kube-apiserver as cluster name,
+// logging in with token, as POST /submissions/cluster stores it.
+func registerCluster(t *testing.T, c *bus.Client, name, token string, active bool) {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.Prefix().Bucket(schemas.BucketClusters)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(schemas.Cluster{Name: name, Config: kubeconfig(cp.URL, cp.CA, token), Active: active})
+	if _, err := kv.Put(ctx, name, data); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,14 +57,7 @@ func TestSubmissionKnowsTheNamespaceQuota(t *testing.T) {
 	}
 
 	c := bustest.Client(t, bustest.Server(t))
-	kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.Prefix().Bucket(schemas.BucketClusters)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(schemas.Cluster{Name: "lab", Config: kubeconfig(cp.URL, cp.CA, kubetest.AdminToken)})
-	if _, err := kv.Put(ctx, "lab", data); err != nil {
-		t.Fatal(err)
-	}
+	registerCluster(t, c, "lab", kubetest.AdminToken, false)
 	m, err := manager.New(c, manager.Config{})
 	if err != nil {
 		t.Fatal(err)

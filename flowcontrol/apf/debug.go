@@ -3,17 +3,20 @@ package apf
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/queueset"
 )
 
 // DebugPrefix is where DebugHandler is mounted, as in kube-apiserver.
 const DebugPrefix = "/debug/api_priority_and_fairness/"
 
-// DebugHandler serves kube-apiserver's text dumps:
-// dump_priority_levels, dump_queues and dump_requests (?includeRequestDetails=1),
-// with the same columns.
+// DebugHandler serves kube-apiserver's text dumps, dump_priority_levels,
+// dump_queues and dump_requests, with the same columns.
 func (g *Gate) DebugHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(DebugPrefix+"dump_priority_levels", g.dumpPriorityLevels)
@@ -24,26 +27,33 @@ func (g *Gate) DebugHandler() http.Handler {
 
 func table(w http.ResponseWriter, header ...string) *tabwriter.Writer {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	tw := tabwriter.NewWriter(w, 1, 8, 1, ' ', 0)
+	tw := tabwriter.NewWriter(w, 8, 0, 1, ' ', 0) // kube-apiserver's widths
 	row(tw, header...)
 	return tw
 }
 
 func row(tw *tabwriter.Writer, cols ...string) { _, _ = fmt.Fprintln(tw, strings.Join(cols, ",\t")) }
 
+// dumpPriorityLevels prints one row per level, sorted by name as kube does.
+// A request withdrawn from its queue when its wait ended is counted, as
+// kube-apiserver (v0.37) counts it, as cancelled; kube never counts a
+// request as timed out there, so TimedoutRequests is 0.
 func (g *Gate) dumpPriorityLevels(w http.ResponseWriter, _ *http.Request) {
 	tw := table(w, "PriorityLevelName", "ActiveQueues", "IsIdle", "IsQuiescing", "WaitingRequests", "ExecutingRequests",
 		"DispatchedRequests", "RejectedRequests", "TimedoutRequests", "CancelledRequests")
-	for _, l := range g.Dump() {
+	levels := g.Dump()
+	slices.SortFunc(levels, func(a, b flowcontrol.LevelDump) int { return strings.Compare(a.Name, b.Name) })
+	for _, l := range levels {
 		qs := l.QueueSet
-		active := 0
+		active := 0 // queues with requests waiting, as kube counts them
 		for _, q := range qs.Queues {
-			if len(q.Waiting) > 0 || len(q.Executing) > 0 {
+			if len(q.Waiting) > 0 {
 				active++
 			}
 		}
-		row(tw, l.Name, fmt.Sprint(active), fmt.Sprint(qs.Waiting == 0 && qs.Executing == 0), "false", fmt.Sprint(qs.Waiting),
-			fmt.Sprint(qs.Executing), fmt.Sprint(qs.Dispatched), fmt.Sprint(qs.Rejected), fmt.Sprint(qs.TimedOut), "0")
+		row(tw, l.Name, fmt.Sprint(active), fmt.Sprint(qs.Waiting == 0 && qs.Executing == 0), fmt.Sprint(l.Lingering),
+			fmt.Sprint(qs.Waiting), fmt.Sprint(qs.Executing), fmt.Sprint(qs.Dispatched), fmt.Sprint(qs.Rejected), "0",
+			fmt.Sprint(qs.TimedOut))
 	}
 	_ = tw.Flush()
 }
@@ -59,24 +69,29 @@ func (g *Gate) dumpQueues(w http.ResponseWriter, _ *http.Request) {
 	_ = tw.Flush()
 }
 
-func (g *Gate) dumpRequests(w http.ResponseWriter, r *http.Request) {
-	details := r.URL.Query().Get("includeRequestDetails") == "1"
-	header := []string{"PriorityLevelName", "FlowSchemaName", "QueueIndex", "RequestIndexInQueue", "FlowDistingsher", "ArriveTime", "InitialSeats", "FinalSeats", "AdditionalLatency", "StartTime"}
-	if details {
-		header = append(header, "UserName", "Verb", "APIPath", "Namespace", "Name", "APIVersion", "Resource", "SubResource")
+// dumpRequests prints the requests waiting and executing, as kube does, with
+// -1 for the queue of requests executing without one (exempt levels). It
+// ignores includeRequestDetails: Pace's requests do not keep the user and
+// request attributes kube prints there (docs/flowcontrol.md, deviation 8).
+func (g *Gate) dumpRequests(w http.ResponseWriter, _ *http.Request) {
+	tw := table(w, "PriorityLevelName", "FlowSchemaName", "QueueIndex", "RequestIndexInQueue", "FlowDistingsher", "ArriveTime",
+		"InitialSeats", "FinalSeats", "AdditionalLatency", "StartTime")
+	request := func(level string, queue, index int, rq queueset.RequestDump) {
+		row(tw, level, rq.FlowSchema, fmt.Sprint(queue), fmt.Sprint(index), rq.Label, rq.ArrivalTime.UTC().Format(time.RFC3339Nano),
+			fmt.Sprint(rq.Estimate.InitialSeats), fmt.Sprint(rq.Estimate.FinalSeats), rq.Estimate.AdditionalLatency.String(),
+			rq.StartTime.UTC().Format(time.RFC3339Nano))
 	}
-	tw := table(w, header...)
 	for _, l := range g.Dump() {
 		for _, q := range l.QueueSet.Queues {
 			for i, rq := range q.Waiting {
-				row(tw, l.Name, rq.FlowSchema, fmt.Sprint(q.Index), fmt.Sprint(i), rq.Label, rq.ArrivalTime.UTC().Format(time.RFC3339Nano),
-					fmt.Sprint(rq.Estimate.InitialSeats), fmt.Sprint(rq.Estimate.FinalSeats), rq.Estimate.AdditionalLatency.String(), "")
+				request(l.Name, q.Index, i, rq)
 			}
 			for _, rq := range q.Executing {
-				row(tw, l.Name, rq.FlowSchema, fmt.Sprint(q.Index), "-1", rq.Label, rq.ArrivalTime.UTC().Format(time.RFC3339Nano),
-					fmt.Sprint(rq.Estimate.InitialSeats), fmt.Sprint(rq.Estimate.FinalSeats), rq.Estimate.AdditionalLatency.String(),
-					rq.StartTime.UTC().Format(time.RFC3339Nano))
+				request(l.Name, q.Index, -1, rq)
 			}
+		}
+		for _, rq := range l.QueueSet.QueuelessExecuting {
+			request(l.Name, -1, -1, rq)
 		}
 	}
 	_ = tw.Flush()

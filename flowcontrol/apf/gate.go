@@ -269,7 +269,7 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 			attrFlowSchema.String(fs), attrPriorityLevel.String(pl), attrSeats.Int(est.MaxSeats())))
 		defer span.End()
 	}
-	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, a.User, queued)
+	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, c.Distinguisher, queued)
 	wait := g.clk.Now().Sub(arrive)
 	if span != nil {
 		span.SetAttributes(attrQueueWait.Float64(wait.Seconds()))

@@ -281,7 +281,7 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 		}
 		return nil, err
 	}
-	g.metrics.dispatched(pl, fs, wait)
+	g.metrics.dispatched(pl, fs, wait, c.PriorityLevel.Spec.Type == flowcontrolv1.PriorityLevelEnablementExempt)
 	if kind == "" {
 		kind = "regular"
 	}

@@ -146,12 +146,16 @@ func (m *Metrics) rejected(pl, fs string, err error, wait time.Duration) {
 	m.wait.WithLabelValues(pl, fs, "false").Observe(wait.Seconds())
 }
 
-func (m *Metrics) dispatched(pl, fs string, wait time.Duration) {
+// dispatched counts a dispatch and observes its wait, except on an exempt
+// level, whose requests kube-apiserver does not time as waiting at all.
+func (m *Metrics) dispatched(pl, fs string, wait time.Duration, exempt bool) {
 	if m == nil {
 		return
 	}
 	m.dispatchedTotal.WithLabelValues(pl, fs).Inc()
-	m.wait.WithLabelValues(pl, fs, "true").Observe(wait.Seconds())
+	if !exempt {
+		m.wait.WithLabelValues(pl, fs, "true").Observe(wait.Seconds())
+	}
 }
 
 func (m *Metrics) executing(pl, fs string, seats, delta int) {

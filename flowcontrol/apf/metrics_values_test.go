@@ -206,6 +206,12 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	exempt.Finish(nil)
+	// An exempt request never waits, and kube does not time it as waiting.
+	for _, m := range series(t, reg, "apiserver_flowcontrol_request_wait_duration_seconds") {
+		if m["priority_level"] == "exempt" {
+			t.Errorf("request_wait_duration_seconds has a series for the exempt level: %v", m)
+		}
+	}
 
 	if sum, count := histogramTotals(t, reg, "apiserver_flowcontrol_request_queue_length_after_enqueue"); sum != 6 || count != 5 {
 		t.Errorf("request_queue_length_after_enqueue: sum %v over %d observations, want 6 over 5", sum, count)
@@ -328,4 +334,27 @@ func newGate(t *testing.T, clk eventclock.Interface, cfg apf.Config, objsYAML st
 		t.Fatal(err)
 	}
 	return g, reg
+}
+
+// series returns the label sets of the gathered series of name.
+func series(t *testing.T, reg *prometheus.Registry, name string) []map[string]string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out = append(out, labels)
+		}
+	}
+	return out
 }

@@ -256,6 +256,13 @@ func (c *Controller) WithWaitLimit(ctx context.Context) (context.Context, contex
 	if deadline, ok := ctx.Deadline(); ok {
 		limit = deadline.Sub(c.clock.Now()) / 4
 	}
+	return c.WaitAtMost(ctx, limit)
+}
+
+// WaitAtMost bounds how long a request may wait in a queue to limit (at most
+// MaxWaitLimit), measured on the controller's clock. Cancel the returned
+// context when StartRequest returns.
+func (c *Controller) WaitAtMost(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
 	limit = min(limit, MaxWaitLimit)
 	ctx, cancel := context.WithCancel(ctx)
 	c.clock.EventAfterDuration(func(time.Time) { cancel() }, limit)

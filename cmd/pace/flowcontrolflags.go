@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -21,6 +22,7 @@ type flowcontrolFlags struct {
 	maxInflight int
 	maxMutating int
 	enabled     bool
+	timeout     time.Duration
 }
 
 // add registers the flags.
@@ -57,6 +59,8 @@ func (f *flowcontrolFlags) addSeats(fs *pflag.FlagSet) {
 	fs.IntVar(&f.maxInflight, "max-requests-inflight", 400, "seats for read-only requests (with APF: added to the mutating ones to form the server concurrency limit)")
 	fs.IntVar(&f.maxMutating, "max-mutating-requests-inflight", 200, "seats for mutating requests")
 	fs.BoolVar(&f.enabled, "enable-priority-and-fairness", true, "queue requests by API Priority and Fairness; false: only the two max-inflight limits")
+	fs.DurationVar(&f.timeout, "request-timeout", apf.DefaultRequestTimeout,
+		"a request's time when it names none with ?timeout=, and the most it may name; it waits in its queue for a quarter of it (not a watch: 15s)")
 }
 
 // file reads the configured objects (none without a file); a bad file is
@@ -96,9 +100,11 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 
 // gate builds the APF gate and registers its metrics on reg.
 func (f *flowcontrolFlags) gate(reg prometheus.Registerer) (*apf.Gate, error) {
-	cfg := apf.Config{MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating, Disabled: !f.enabled}
+	cfg := apf.Config{MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating, Disabled: !f.enabled,
+		RequestTimeout: f.timeout}
 	if errs := cfg.Validate(); len(errs) > 0 {
-		flags := map[string]string{"maxRequestsInflight": "--max-requests-inflight", "maxMutatingRequestsInflight": "--max-mutating-requests-inflight"}
+		flags := map[string]string{"maxRequestsInflight": "--max-requests-inflight", "maxMutatingRequestsInflight": "--max-mutating-requests-inflight",
+			"requestTimeout": "--request-timeout"}
 		return nil, usageError("%s %v: %s", flags[errs[0].Field], errs[0].BadValue, errs[0].Detail)
 	}
 	objs, err := f.policy()

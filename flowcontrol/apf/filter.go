@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"sync"
+	"time"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol"
@@ -73,7 +75,19 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 			if ri.IsWatch() {
 				kind = "watch"
 			}
-			adm, err := g.admit(r.Context(), attrs, wr, kind, func(inQueue bool) {
+			var wait time.Duration // a watch has no deadline in kube: it waits the default 15 s
+			if !ri.IsWatch() {
+				timeout, err := g.requestTimeout(query)
+				if err != nil {
+					writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+					return
+				}
+				// A quarter of the request's time, as kube-apiserver; the
+				// time bounds the wait only, not the execution: Pace's own
+				// handlers time themselves.
+				wait = timeout / 4
+			}
+			adm, err := g.admit(r.Context(), attrs, wr, kind, wait, func(inQueue bool) {
 				delta := -1
 				if inQueue {
 					delta = 1
@@ -106,6 +120,26 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 			}
 		})
 	}
+}
+
+// requestTimeout is a request's time, from which its queue wait is a
+// quarter: its ?timeout= (a Go duration, as kube-apiserver reads it), at
+// most Config.RequestTimeout, which is also the time of a request that
+// names none.
+func (g *Gate) requestTimeout(query url.Values) (time.Duration, error) {
+	limit := g.cfg.requestTimeout()
+	v := query.Get("timeout")
+	if v == "" {
+		return limit, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("invalid timeout specified in the request URL - %w", err)
+	}
+	if d <= 0 || d > limit {
+		return limit, nil
+	}
+	return d, nil
 }
 
 // Attributes combines the caller from ctx (anonymous if none) with ri.

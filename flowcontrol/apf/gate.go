@@ -32,11 +32,27 @@ type Config struct {
 	MaxMutatingRequestsInflight int `json:"maxMutatingRequestsInflight"`
 	// Disabled turns APF off (--enable-priority-and-fairness=false).
 	Disabled bool `json:"disabled,omitempty"`
+	// RequestTimeout (--request-timeout, 1m) is a request's time when it
+	// names none with ?timeout=, and the most it may name. A request may
+	// wait in its queue for a quarter of it (15 s by default), as in
+	// kube-apiserver; watches wait the default 15 s. Zero means 1m.
+	RequestTimeout time.Duration `json:"requestTimeout,omitempty"`
 }
+
+// DefaultRequestTimeout is kube-apiserver's --request-timeout default.
+const DefaultRequestTimeout = time.Minute
 
 // DefaultConfig returns kube-apiserver's defaults: 400 + 200, APF enabled.
 func DefaultConfig() Config {
-	return Config{MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200}
+	return Config{MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200, RequestTimeout: DefaultRequestTimeout}
+}
+
+// requestTimeout is c.RequestTimeout, defaulted.
+func (c Config) requestTimeout() time.Duration {
+	if c.RequestTimeout > 0 {
+		return c.RequestTimeout
+	}
+	return DefaultRequestTimeout
 }
 
 // Validate checks the limits.
@@ -47,6 +63,9 @@ func (c Config) Validate() field.ErrorList {
 	}
 	if c.MaxMutatingRequestsInflight < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("maxMutatingRequestsInflight"), c.MaxMutatingRequestsInflight, "must not be negative"))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("requestTimeout"), c.RequestTimeout.String(), "must not be negative"))
 	}
 	if !c.Disabled && c.MaxRequestsInflight+c.MaxMutatingRequestsInflight <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("maxRequestsInflight"), c.MaxRequestsInflight, "the two limits must sum to a positive number"))
@@ -244,11 +263,14 @@ func (a *Admission) Finish(fn func()) {
 // or a *flowcontrol.RejectedError (queue-full, concurrency-limit, time-out).
 // kind is "watch" for watches and "" otherwise (metrics only).
 func (g *Gate) Admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string) (*Admission, error) {
-	return g.admit(ctx, a, wr, kind, nil)
+	return g.admit(ctx, a, wr, kind, 0, nil)
 }
 
 // admit is Admit telling queued when the request joins and leaves a queue.
-func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string, queued func(inQueue bool)) (*Admission, error) {
+// admit classifies and admits a request; waitLimit, when positive, is how
+// long it may wait in its queue (else a quarter of ctx's time, or 15 s).
+func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string, waitLimit time.Duration,
+	queued func(inQueue bool)) (*Admission, error) {
 	gen := g.current()
 	c := gen.digest.Classify(a)
 	pl, fs := c.PriorityLevel.Name, c.FlowSchema.Name
@@ -260,7 +282,13 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 	}
 	est := g.estimator.Estimate(wr, pl)
 	g.metrics.estimated(pl, fs, est.MaxSeats())
-	waitCtx, cancel := gen.ctl.WithWaitLimit(ctx)
+	limitWait := gen.ctl.WithWaitLimit
+	if waitLimit > 0 {
+		limitWait = func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return gen.ctl.WaitAtMost(ctx, waitLimit)
+		}
+	}
+	waitCtx, cancel := limitWait(ctx)
 	defer cancel()
 	arrive := g.clk.Now()
 	var span trace.Span

@@ -97,6 +97,7 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 			if err != nil {
 				var rej *flowcontrol.RejectedError
 				if errors.As(err, &rej) {
+					g.metrics.terminated(r, ri, http.StatusTooManyRequests)
 					c := g.Classify(attrs)
 					setClassificationHeaders(w, c)
 					TooManyRequests(w, rej.RetryAfter.Seconds(), rej.Error())

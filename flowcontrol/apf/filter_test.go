@@ -150,6 +150,12 @@ func TestFilterRejectsWith429(t *testing.T) {
 		!strings.Contains(body.Message, "concurrency-limit") {
 		t.Errorf("body %+v (%v), want the 429 envelope naming concurrency-limit", body, err)
 	}
+	// Counted as kube counts a request it refuses in self-defense: a list of
+	// pods in a namespace.
+	if v, ok := gauge(t, s.reg, "apiserver_request_terminations_total", map[string]string{"verb": "LIST", "group": "", "version": "v1",
+		"resource": "pods", "subresource": "", "scope": "namespace", "component": "apiserver", "code": "429"}); !ok || v != 1 {
+		t.Errorf("apiserver_request_terminations_total of the refused list = %v (%v), want 1", v, ok)
+	}
 	// Exempt callers and probes are not limited.
 	for _, c := range []struct{ path, token string }{{"/healthz", ""}, {"/healthz", "alice-token"}} {
 		resp := s.get(t, c.path, c.token)

@@ -25,6 +25,7 @@ func (g *Gate) maxInflight(resolve Resolver) func(http.Handler) http.Handler {
 				sem = readOnly
 			}
 			if !sem.tryAcquire() {
+				g.metrics.terminated(r, ri, http.StatusTooManyRequests)
 				TooManyRequests(w, 1, "too many requests, please try again later")
 				return
 			}

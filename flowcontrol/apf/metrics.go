@@ -34,7 +34,7 @@ const (
 // and apiserver_current_inqueue_requests. Methods on a nil *Metrics do
 // nothing. Register them on a registry of your own, never the global one.
 type Metrics struct {
-	rejectedTotal, dispatchedTotal                       *prometheus.CounterVec
+	rejectedTotal, dispatchedTotal, terminations         *prometheus.CounterVec
 	inqueue, inqueueSeats, executingReqs, executingSeats *prometheus.GaugeVec
 	queueLength, wait, execution, watchCount, workSeats  *prometheus.HistogramVec
 	inflight, inqueueKind                                *prometheus.GaugeVec
@@ -65,6 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		rejectedTotal:   newCounter("rejected_requests_total", "Number of requests rejected by API Priority and Fairness subsystem", "priority_level", "flow_schema", "reason"),
 		dispatchedTotal: newCounter("dispatched_requests_total", "Number of requests executed by API Priority and Fairness subsystem", pf...),
+		terminations:    newTerminations(),
 		inqueue:         newGauge("current_inqueue_requests", "Number of requests currently pending in queues of the API Priority and Fairness subsystem", pf...),
 		inqueueSeats:    newGauge("current_inqueue_seats", "Number of seats currently pending in queues of the API Priority and Fairness subsystem", pf...),
 		executingReqs:   newGauge("current_executing_requests", "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem", pf...),
@@ -91,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Fair fraction of server's concurrency to allocate to each priority level that can use it"}),
 		levelGauges: &levelCollector{},
 	}
-	cs := []prometheus.Collector{m.rejectedTotal, m.dispatchedTotal, m.inqueue, m.inqueueSeats, m.executingReqs,
+	cs := []prometheus.Collector{m.rejectedTotal, m.dispatchedTotal, m.terminations, m.inqueue, m.inqueueSeats, m.executingReqs,
 		m.executingSeats, m.queueLength, m.wait, m.execution, m.watchCount, m.workSeats, m.inflight, m.inqueueKind,
 		m.seatUtil, m.requestUtil, m.readVsWrite, m.demandSeats, m.fairFrac, m.levelGauges}
 	for _, c := range cs {

@@ -16,8 +16,8 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
 
-// gauge returns the value of the series of name whose labels include want,
-// and whether it exists.
+// gauge returns the value of the gauge (or counter) series of name whose
+// labels include want, and whether it exists.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -38,6 +38,9 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 				if got[k] != v {
 					continue series
 				}
+			}
+			if m.Counter != nil {
+				return m.GetCounter().GetValue(), true
 			}
 			return m.GetGauge().GetValue(), true
 		}

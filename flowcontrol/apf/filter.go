@@ -107,11 +107,14 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 				return
 			}
 			setClassificationHeaders(w, adm.Classification)
-			g.metrics.requestKind(ri.IsReadOnly(), executingPhase, 1)
-			defer g.metrics.requestKind(ri.IsReadOnly(), executingPhase, -1)
+			executing := func(delta int) { g.metrics.requestKind(ri.IsReadOnly(), executingPhase, delta) }
+			if ri.IsWatch() { // executing until it has started, as kube counts it
+				serveWatch(adm, g.watches.Register(wr), executing, next, w, r)
+				return
+			}
+			executing(1)
+			defer executing(-1)
 			switch {
-			case ri.IsWatch():
-				serveWatch(adm, g.watches.Register(wr), next, w, r)
 			case o.learnCounts && countsWholeResource(ri, query):
 				lc := &listCounter{ResponseWriter: w}
 				defer func() { g.objects.learn(ri.APIGroup, ri.Resource, lc.finish()) }() // also ends the decoder on a panic
@@ -176,13 +179,17 @@ func writeError(w http.ResponseWriter, code int, name, msg string) {
 	}{code, name, msg})
 }
 
-// serveWatch runs a watch: its execution (and seat) ends when the handler
-// starts the response or returns, while the handler goes on streaming;
+// serveWatch runs a watch: its execution (its seat, and its count among the
+// executing requests of apiserver_current_inflight_requests) ends when the
+// handler starts the response or returns, while the handler goes on
+// streaming, as kube-apiserver ends it at the watch's initialization;
 // forget ends its count among the watches when the handler returns.
-func serveWatch(adm *Admission, forget func(), next http.Handler, w http.ResponseWriter, r *http.Request) {
+func serveWatch(adm *Admission, forget func(), executing func(delta int), next http.Handler, w http.ResponseWriter, r *http.Request) {
 	sw := &startWriter{ResponseWriter: w, started: make(chan struct{})}
 	done := make(chan any, 1)
 	adm.Finish(func() {
+		executing(1)
+		defer executing(-1)
 		go func() {
 			defer func() { done <- recover() }()
 			defer forget()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
@@ -113,5 +115,56 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	}
 	if v, _ := gauge(t, reg, "apiserver_current_inqueue_requests", map[string]string{"request_kind": "mutating"}); v != 0 {
 		t.Fatalf("mutating in-queue peak %v, want 0 (only GETs were sent)", v)
+	}
+}
+
+// TestWatchExecutesUntilItStarts checks apiserver_current_inflight_requests
+// for a watch: as in kube, it executes until it has started its response,
+// not for as long as it streams.
+func TestWatchExecutesUntilItStarts(t *testing.T) {
+	g, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), twoFlows)
+	tf, err := auth.ParseTokens(strings.NewReader(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streaming, stop := make(chan struct{}), make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		close(streaming)
+		<-stop
+	})
+	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver)(handler)))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/a/pods?watch=true", nil)
+		req.Header.Set("Authorization", "Bearer alice-token")
+		if resp, err := (&http.Client{Timeout: patience}).Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	select {
+	case <-streaming:
+	case <-time.After(patience):
+		t.Fatal("the watch never started")
+	}
+	readOnly := map[string]string{"request_kind": "readOnly"}
+	tick := func() float64 { // a second's end, as Gate.Run publishes it
+		apf.PublishPeaks(g)
+		v, _ := gauge(t, reg, "apiserver_current_inflight_requests", readOnly)
+		return v
+	}
+	// The second's peak may include the watch's start; the next second's
+	// must not, though it still streams.
+	tick()
+	var executing float64
+	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
+		if executing = tick(); executing == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if executing != 0 {
+		t.Errorf("a streaming watch counts %v executing read-only requests, want 0 once it has started", executing)
 	}
 }

@@ -23,14 +23,7 @@ import (
 // while it still runs a request shown as quiescing; requests in rows as
 // wide as the header, includeRequestDetails or not.
 func TestDebugDumpsAsKube(t *testing.T) {
-	objs, err := policy.Load(strings.NewReader(oneQueuedSeat))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, policy.Overlay(policy.Defaults(), objs), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, _ := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, oneQueuedSeat)
 	srv := httptest.NewServer(g.DebugHandler())
 	defer srv.Close()
 	dump := func(name string) [][]string {

@@ -26,18 +26,13 @@ import (
 func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
 	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 5}, twoFlows)
-	tf, err := auth.ParseTokens(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
 	entered, release := make(chan struct{}, 5), make(chan struct{})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
 		<-release
 		_, _ = io.WriteString(w, "ok")
 	})
-	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver)(handler)))
-	t.Cleanup(srv.Close)
+	srv := serveGate(t, g, handler)
 	released := false
 	t.Cleanup(func() {
 		if !released {
@@ -123,10 +118,6 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 // not for as long as it streams.
 func TestWatchExecutesUntilItStarts(t *testing.T) {
 	g, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), twoFlows)
-	tf, err := auth.ParseTokens(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
 	streaming, stop := make(chan struct{}), make(chan struct{})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -134,8 +125,7 @@ func TestWatchExecutesUntilItStarts(t *testing.T) {
 		close(streaming)
 		<-stop
 	})
-	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver)(handler)))
-	t.Cleanup(srv.Close)
+	srv := serveGate(t, g, handler)
 	t.Cleanup(func() { close(stop) })
 	go func() {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/a/pods?watch=true", nil)
@@ -167,4 +157,17 @@ func TestWatchExecutesUntilItStarts(t *testing.T) {
 	if executing != 0 {
 		t.Errorf("a streaming watch counts %v executing read-only requests, want 0 once it has started", executing)
 	}
+}
+
+// serveGate serves handler behind the test tokens and g's filter (kube's
+// request resolution) until the test ends.
+func serveGate(t *testing.T, g *apf.Gate, handler http.Handler) *httptest.Server {
+	t.Helper()
+	tf, err := auth.ParseTokens(strings.NewReader(tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver)(handler)))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -3,12 +3,9 @@ package apf_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 )
@@ -20,10 +17,6 @@ import (
 func TestQueueWaitIsAQuarterOfTheRequestTimeout(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
 	g, _ := newGate(t, clk, apf.Config{MaxRequestsInflight: 1}, oneQueuedSeat)
-	tf, err := auth.ParseTokens(strings.NewReader(tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,8 +26,7 @@ func TestQueueWaitIsAQuarterOfTheRequestTimeout(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver)(handler)))
-	t.Cleanup(srv.Close)
+	srv := serveGate(t, g, handler)
 	t.Cleanup(func() { close(release) })
 	get := func(path string) chan int {
 		done := make(chan int, 1)

@@ -78,6 +78,7 @@ func grantActuator(t *testing.T, admin kubernetes.Interface, ns, user string) {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pace-actuator", Namespace: ns}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale", "statefulsets/scale"}, Verbs: []string{"get", "patch"}},
 	}}
 	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {

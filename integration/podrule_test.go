@@ -18,6 +18,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 )
 
@@ -43,7 +44,7 @@ func (f *failures) reason(job string) string {
 
 // TestStuckPodsFailTheirJob applies the failure policy's pods rule on a real
 // kube-apiserver: a job whose only pod cannot pull its image is failed once
-// the grace has passed, naming the cause; a job with one running pod beside
+// the grace has passed, naming the cause and its workers' last lines; a job with one running pod beside
 // a stuck one, and a job with the rule off, are left alone; a job whose
 // Kubernetes Job has failed is failed at once. The running pod counts as
 // its job's replica (worker presence) though no worker announced it.
@@ -101,7 +102,10 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 
 	rt := newKubeRuntime(t, admin, kubeactuator.Config{NATSURL: "nats://pace-nats:4222"}, slog.New(slog.DiscardHandler))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	w := rt.Watch(jobs, time.Second, clk)
+	output := actuator.NewWorkerLog(c, slog.New(slog.DiscardHandler))
+	output.Line("broken", "broken-0", "worker: cannot reach the queue")
+	w := rt.Watch(jobs, output, time.Second, clk)
+	t.Cleanup(w.Stop)
 	check := func() {
 		t.Helper()
 		if err := w.Check(ctx); err != nil {
@@ -117,8 +121,8 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 	clk.SetTime(clk.Now().Add(2 * time.Second))
 	check()
 	if r := jobs.reason("broken"); !strings.Contains(r, "failure policy pods") || !strings.Contains(r, "ImagePullBackOff") ||
-		!strings.Contains(r, "registry.invalid/worker:1") {
-		t.Errorf("broken: reason %q, want the pods rule naming ImagePullBackOff and the image", r)
+		!strings.Contains(r, "registry.invalid/worker:1") || !strings.Contains(r, "last lines: worker: cannot reach the queue") {
+		t.Errorf("broken: reason %q, want the pods rule naming ImagePullBackOff, the image and the workers' last line", r)
 	}
 	for _, job := range []string{"partly", "off"} {
 		if r := jobs.reason(job); r != "" {

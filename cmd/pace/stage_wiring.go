@@ -411,14 +411,15 @@ func wireGate(ctx context.Context, w *wiring) error {
 		runtimes := map[string]actuator.Runtime{}
 		var loops []func(context.Context) error
 		var meters []actuator.Meter // of the jobs with a cost
-		if krt != nil {             // each job on its registered cluster, else on --kubeconfig's
+		output := actuator.NewWorkerLog(c, w.log)
+		loops = append(loops, output.Run)
+		if krt != nil { // each job on its registered cluster, else on --kubeconfig's
 			clusters := kubeactuator.NewClusters(krt, c, cf.kubeConfig(w.natsURL), w.log)
 			runtimes[schemas.KubernetesActuator] = clusters
 			meters = append(meters, clusters.Meter)
-			loops = append(loops, clusters.Watch(c, podCheckEvery, clock.RealClock{}).Run)
+			loops = append(loops, clusters.Watch(c, output, podCheckEvery, clock.RealClock{}).Run)
 		}
 		if cf.actuator == "local" {
-			output := actuator.NewWorkerLog(c, w.log)
 			crashes := actuator.NewCrashes(c, output, w.log)
 			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, output.Line, crashes.Exited, w.log)
 			if err != nil {
@@ -426,7 +427,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 			}
 			runtimes[schemas.LocalActuator] = actuator.Local(rt)
 			meters = append(meters, actuator.LocalMeter(rt))
-			loops = append(loops, rt.Run, output.Run)
+			loops = append(loops, rt.Run)
 		}
 		if serve := w.serveFlowControl("gate", fc); serve != nil {
 			loops = append(loops, serve)

@@ -72,7 +72,7 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	}
 	ongoing := *rec
 	ongoing.State = schemas.Ongoing
-	if err := rt.Watch(oneJob{&ongoing}, time.Second, clock.RealClock{}).Check(ctx); err != nil {
+	if err := rt.Watch(oneJob{&ongoing}, nil, time.Second, clock.RealClock{}).Check(ctx); err != nil {
 		t.Errorf("check the job's pods (failure policy) as pace-gate: %v", err)
 	}
 	if err := rt.Terminate(ctx, rec); err != nil {
@@ -86,6 +86,14 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	elsewhere.Spec.Actuator.Namespace = "default"
 	if _, err := rt.Scale(ctx, &elsewhere, 1); !apierrors.IsForbidden(err) {
 		t.Errorf("scale in namespace default as pace-gate: err = %v, want Forbidden", err)
+	}
+	// The pod watch follows worker pods' logs (no pod runs here to read).
+	logs := authzv1.ResourceAttributes{Namespace: "pace-jobs", Verb: "get", Resource: "pods", Subresource: "log"}
+	if review, err := gate.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+		&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &logs}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	} else if !review.Status.Allowed {
+		t.Errorf("pace-gate may not get pods/log in pace-jobs: %s", review.Status.Reason)
 	}
 	for _, attr := range []authzv1.ResourceAttributes{
 		{Namespace: "pace-jobs", Verb: "get", Resource: "secrets"},

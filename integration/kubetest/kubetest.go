@@ -44,6 +44,9 @@ type ControlPlane struct {
 	Admin *rest.Config // system:masters
 	User  *rest.Config // alice, group dev
 	CA    []byte       // the serving certificate's CA, PEM
+	// PodLog is the file kwok serves as the log of every container
+	// (StartNodes); AppendPodLog writes to it.
+	PodLog string
 
 	etcd, apiserver *exec.Cmd
 	extra           []*exec.Cmd // controller-manager, scheduler, kwok (StartNodes)
@@ -108,7 +111,8 @@ func Start(binDir, dir string) (cp *ControlPlane, err error) {
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true", // as clusters run it: privileged pods are then Pod Security's to refuse
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--disable-admission-plugins=ServiceAccount"); err != nil {
+		"--disable-admission-plugins=ServiceAccount",
+		"--kubelet-preferred-address-types=InternalIP"); err != nil { // kwok's node answers pods/log on loopback
 		return cp, err
 	}
 	cp.URL = "https://127.0.0.1:" + strconv.Itoa(ap)

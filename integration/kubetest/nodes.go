@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,7 +17,9 @@ import (
 
 // StartNodes makes pods run: it starts kube-controller-manager (Jobs create
 // pods), kube-scheduler and kwok from binDir, and registers one fake node
-// that kwok keeps ready. Pods never execute code; kwok marks them Running.
+// that kwok keeps ready. Pods never execute code; kwok marks them Running,
+// and serves PodLog as the log of each of their containers, as a kubelet
+// would (the apiserver proxies pods/log to kwok's server on loopback).
 // Stop stops them too.
 func (cp *ControlPlane) StartNodes(binDir string) error {
 	kubeconfig := filepath.Join(cp.Dir, "admin.kubeconfig")
@@ -46,9 +49,23 @@ current-context: test
 		return err
 	}
 	cp.extra = append(cp.extra, sched)
+	cp.PodLog = filepath.Join(cp.Dir, "pods.log")
+	if err := os.WriteFile(cp.PodLog, nil, 0o600); err != nil {
+		return err
+	}
+	logs := filepath.Join(cp.Dir, "kwok-logs.yaml")
+	if err := os.WriteFile(logs, fmt.Appendf(nil, `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata: {name: every-container}
+spec:
+  logs: [{logsFile: %q, follow: true}]
+`, cp.PodLog), 0o600); err != nil {
+		return err
+	}
+	port := strconv.Itoa(freePort())
 	kwok, err := start(cp.Dir, "kwok.log", filepath.Join(binDir, "kwok"), "--kubeconfig="+kubeconfig,
-		"--manage-all-nodes=true", "--config="+filepath.Join(binDir, "kwok-stages.yaml"),
-		"--cidr=10.244.0.0/16", "--node-ip=10.0.0.99")
+		"--manage-all-nodes=true", "--config="+filepath.Join(binDir, "kwok-stages.yaml"), "--config="+logs,
+		"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1", "--node-port="+port, "--server-address=127.0.0.1:"+port)
 	if err != nil {
 		return err
 	}
@@ -72,4 +89,20 @@ current-context: test
 		return fmt.Errorf("untaint fake node: %w", err)
 	}
 	return nil
+}
+
+// AppendPodLog appends lines to PodLog in the container runtime's format,
+// stamped now, as written to stdout.
+func (cp *ControlPlane) AppendPodLog(lines ...string) error {
+	f, err := os.OpenFile(cp.PodLog, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }

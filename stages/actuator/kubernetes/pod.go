@@ -58,7 +58,7 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 	mounts = append(mounts, corev1.VolumeMount{Name: volumeTmp, MountPath: "/tmp"})
 	devVolumes, devMounts := hostDevices(w.Security)
 	volumes, mounts = append(volumes, devVolumes...), append(mounts, devMounts...)
-	container := corev1.Container{Name: "worker", Image: w.Image, Command: w.Command, Env: env,
+	container := corev1.Container{Name: WorkerContainer, Image: w.Image, Command: w.Command, Env: env,
 		VolumeMounts: mounts, SecurityContext: containerSecurity(w.Security)}
 	if w.Resources != nil {
 		limits, err := quantities("worker.resources.limits", w.Resources.Limits)

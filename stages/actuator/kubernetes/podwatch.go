@@ -36,15 +36,19 @@ type Jobs interface {
 // PodWatch looks at the pods of the Kubernetes Jobs the runtime runs. Each
 // running pod is a replica of its job: it announces the pod's presence, so
 // that the collector counts it whether or not its worker has started, as
-// Asperathos counted replicas. And it applies the pods rule of the jobs'
+// Asperathos counted replicas; with an Output, it follows the worker
+// container's log of each running pod into the job's log. And it applies the pods rule of the jobs'
 // failure policies: a job whose Kubernetes Job has failed (its Failed
 // condition), or all of whose pods have been stuck (a container waiting in
 // ImagePullBackOff, ErrImagePull, CrashLoopBackOff, … or a pod the
 // scheduler cannot place) for longer than the policy's grace, is failed,
-// with the cause and the pod's message as its reason.
+// with the cause, the pod's message and its workers' last lines as its
+// reason.
 type PodWatch struct {
 	on    func(context.Context, *schemas.JobRecord) (*Runtime, error) // the runtime of a job's cluster
 	jobs  Jobs
+	out   Output   // nil: the pods' logs are not followed
+	logs  *podLogs // with out
 	clk   clock.PassiveClock
 	every time.Duration
 	log   *slog.Logger
@@ -52,26 +56,33 @@ type PodWatch struct {
 }
 
 // Watch returns the runtime's pod watch, looking every `every` (at most the
-// 5 s within which a worker refreshes its presence).
-func (r *Runtime) Watch(jobs Jobs, every time.Duration, clk clock.PassiveClock) *PodWatch {
-	return newPodWatch(func(context.Context, *schemas.JobRecord) (*Runtime, error) { return r, nil }, jobs, every, clk, r.log)
+// 5 s within which a worker refreshes its presence) and following the pods'
+// logs into out (nil: not followed).
+func (r *Runtime) Watch(jobs Jobs, out Output, every time.Duration, clk clock.PassiveClock) *PodWatch {
+	return newPodWatch(func(context.Context, *schemas.JobRecord) (*Runtime, error) { return r, nil }, jobs, out, every, clk, r.log)
 }
 
 // Watch returns the pod watch of the jobs of every cluster, looking every
-// `every`.
-func (c *Clusters) Watch(jobs Jobs, every time.Duration, clk clock.PassiveClock) *PodWatch {
-	return newPodWatch(c.runtime, jobs, every, clk, c.log)
+// `every` and following the pods' logs into out (nil: not followed).
+func (c *Clusters) Watch(jobs Jobs, out Output, every time.Duration, clk clock.PassiveClock) *PodWatch {
+	return newPodWatch(c.runtime, jobs, out, every, clk, c.log)
 }
 
-func newPodWatch(on func(context.Context, *schemas.JobRecord) (*Runtime, error), jobs Jobs, every time.Duration,
+func newPodWatch(on func(context.Context, *schemas.JobRecord) (*Runtime, error), jobs Jobs, out Output, every time.Duration,
 	clk clock.PassiveClock, log *slog.Logger) *PodWatch {
-	return &PodWatch{on: on, jobs: jobs, clk: clk, every: every, log: log.With("rule", schemas.RulePods), since: map[string]time.Time{}}
+	w := &PodWatch{on: on, jobs: jobs, out: out, clk: clk, every: every, log: log.With("rule", schemas.RulePods), since: map[string]time.Time{}}
+	if out != nil {
+		w.logs = newPodLogs(out, clk.Now())
+	}
+	return w
 }
 
-// Run checks every `every` until ctx ends.
+// Run checks every `every` until ctx ends, then stops following the pods'
+// logs.
 func (w *PodWatch) Run(ctx context.Context) error {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
+	defer w.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -84,10 +95,18 @@ func (w *PodWatch) Run(ctx context.Context) error {
 	}
 }
 
-// Check looks once at the pods of every ongoing job the runtime runs with
-// the rule on, and fails those that break it. A job that cannot be checked
-// (its cluster unreachable) does not stop the others: the errors are
-// returned together.
+// Stop stops following the pods' logs, and waits for their streams to end.
+func (w *PodWatch) Stop() {
+	if w.logs != nil {
+		w.logs.stop()
+	}
+}
+
+// Check looks once at the pods of every ongoing job the runtime runs: it
+// follows the logs of the running ones (each for as long as ctx lives, or
+// until its pod is gone at a later check), and fails the jobs with the rule
+// on that break it. A job that cannot be checked (its cluster unreachable)
+// does not stop the others: the errors are returned together.
 func (w *PodWatch) Check(ctx context.Context) error {
 	recs, err := w.jobs.Jobs(ctx)
 	if err != nil {
@@ -125,6 +144,11 @@ func (w *PodWatch) Check(ctx context.Context) error {
 		if !now {
 			reason = fmt.Sprintf("failure policy pods: for %s, %s", w.clk.Since(first).Round(time.Second), cause)
 		}
+		if w.out != nil {
+			if tail := w.out.Tail(rec.ID); len(tail) > 0 {
+				reason += "; its workers' last lines: " + strings.Join(tail, " | ")
+			}
+		}
 		if err := w.jobs.FailJob(ctx, rec.ID, reason); err != nil {
 			w.log.Warn("job not failed by its failure policy; asked again at the next check", "job", rec.ID, "err", err)
 			continue
@@ -136,6 +160,9 @@ func (w *PodWatch) Check(ctx context.Context) error {
 		if !seen[job] {
 			delete(w.since, job)
 		}
+	}
+	if w.logs != nil {
+		w.logs.sweep()
 	}
 	return errors.Join(errs...)
 }
@@ -177,6 +204,9 @@ func (w *PodWatch) look(ctx context.Context, rec *schemas.JobRecord) (cause stri
 			}
 			if err := w.jobs.AnnounceReplica(ctx, rec.ID, p.Name, since); err != nil {
 				w.log.Warn("pod presence not announced", "job", rec.ID, "pod", p.Name, "err", err)
+			}
+			if w.logs != nil {
+				w.logs.follow(ctx, rt, rec.ID, &p)
 			}
 		}
 		if c := podStuck(&p); c == "" {

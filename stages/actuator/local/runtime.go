@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pace-platform/pace/internal/lines"
 )
 
 // ErrStopped is returned by Scale after the runtime has shut down.
@@ -316,8 +318,8 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 		cmd := r.command(w, rep.id)
 		var out io.WriteCloser = nopCloser{os.Stderr}
 		if r.cfg.Output != nil {
-			lines := &lineWriter{emit: func(line string) { r.cfg.Output(w.Job, rep.id, line) }}
-			out = multiCloser{io.MultiWriter(os.Stderr, lines), lines}
+			lw := &lines.Writer{Emit: func(line string) { r.cfg.Output(w.Job, rep.id, line) }}
+			out = multiCloser{io.MultiWriter(os.Stderr, lw), lw}
 		}
 		cmd.Stdout, cmd.Stderr = out, out
 		started := time.Now()

@@ -1,4 +1,4 @@
-package local
+package lines
 
 import (
 	"strings"
@@ -7,17 +7,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestLineWriterSplitsLinesAndBoundsThem(t *testing.T) {
+func TestWriterSplitsLinesAndBoundsThem(t *testing.T) {
 	var got []string
-	w := &lineWriter{emit: func(line string) { got = append(got, line) }}
-	long := strings.Repeat("x", maxLine+10)
+	w := &Writer{Emit: func(line string) { got = append(got, line) }}
+	long := strings.Repeat("x", Max+10)
 	for _, chunk := range []string{"one\ntw", "o\r\n", "", long + "\n", "three\n\nlast"} {
 		if n, err := w.Write([]byte(chunk)); n != len(chunk) || err != nil {
 			t.Fatalf("Write(%q) = %d, %v", chunk, n, err)
 		}
 	}
 	_ = w.Close()
-	want := []string{"one", "two", long[:maxLine], "three", "", "last"}
+	want := []string{"one", "two", long[:Max], "three", "", "last"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lines (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,39 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/bus"
+)
+
+// Letters keeps the messages a stage cannot read (bus.Client).
+type Letters interface {
+	SetAside(ctx context.Context, stage string, msg jetstream.Msg, cause error)
+}
+
+// SetAside returns a middleware that hands a message its handler finds
+// malformed (an error wrapping bus.ErrMalformed) to Pace's dead letters
+// under stage's name, where it is counted and can be read, instead of
+// having it delivered again for ever; the handler's other errors pass
+// through (a nack, and a later delivery). Letters settles the message
+// itself, so that the Router's ack that follows is a no-op.
+func SetAside(l Letters, stage string) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(m *message.Message) ([]*message.Message, error) {
+			out, err := h(m)
+			if err == nil || !errors.Is(err, bus.ErrMalformed) {
+				return out, err
+			}
+			jm, ok := Msg(m)
+			if !ok {
+				return out, err
+			}
+			l.SetAside(m.Context(), stage, jm, err)
+			return nil, nil
+		}
+	}
+}

@@ -83,7 +83,7 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 
 	// Another process reads the event after the bus has forgotten the
 	// letter's Nats-Msg-Id: it finds the letter kept.
-	metrics, err := c.JetStream().Stream(ctx, c.Prefix().Stream("METRICS"))
+	metrics, err := c.JetStream().Stream(ctx, c.Prefix().Stream(schemas.StreamMetrics))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
 		At: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), State: schemas.Completed}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.JetStream().DeleteStream(ctx, c.Prefix().Stream("METRICS")); err != nil {
+	if err := c.JetStream().DeleteStream(ctx, c.Prefix().Stream(schemas.StreamMetrics)); err != nil {
 		t.Fatal(err)
 	}
 	read := func(cl *bus.Client) {

@@ -41,7 +41,7 @@ func TestServerRefusesASecondResult(t *testing.T) {
 	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Description, "maximum messages per subject") {
 		t.Fatalf("second result: err = %v, want the server's refusal (maximum messages per subject exceeded)", err)
 	}
-	st, err := js.Stream(ctx, c.Prefix().Stream("RESULTS"))
+	st, err := js.Stream(ctx, c.Prefix().Stream(schemas.StreamResults))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestProvisionMigratesTheResultsStream(t *testing.T) {
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	js := c.JetStream()
-	name := c.Prefix().Stream("RESULTS")
+	name := c.Prefix().Stream(schemas.StreamResults)
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)

@@ -155,8 +155,8 @@ func TestSubjects(t *testing.T) {
 		p.Metrics("j1", schemas.ProgressMetrics):  "pace.metrics.j1.progress",
 		p.Decisions("j1"):                         "pace.decisions.j1",
 		p.Admission("workload-low", "service-ac"): "pace.admission.workload-low.service-ac",
-		p.Stream("WORK"):                          "PACE_WORK",
-		p.Bucket("jobs"):                          "pace_jobs",
+		p.Stream(schemas.StreamWork):              "PACE_WORK",
+		p.Bucket(schemas.BucketJobs):              "pace_jobs",
 		p.Control("stop"):                         "pace.control.stop",
 		p.FlowControlDump():                       "pace.flowcontrol.dump",
 	}

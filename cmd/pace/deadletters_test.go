@@ -96,7 +96,7 @@ func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
 		!strings.Contains(out, "redriven 1 of 1") {
 		t.Fatalf("redrive said %q", out)
 	}
-	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream("METRICS"))
+	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream(schemas.StreamMetrics))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestDeadLetterLargeBodyRoundTrip(t *testing.T) {
 	if out := deadLetters(t, url, exitOK, "redrive", seq); !strings.Contains(out, "redriven 1 of 1") {
 		t.Fatalf("redrive said %q", out)
 	}
-	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream("METRICS"))
+	st, err := c.JetStream().Stream(ctx, c.Prefix().Stream(schemas.StreamMetrics))
 	if err != nil {
 		t.Fatal(err)
 	}

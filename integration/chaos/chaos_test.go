@@ -440,7 +440,7 @@ func (s *system) waitResultsOrDrained(ctx context.Context, n int) bool {
 func (s *system) storedResults(ctx context.Context) (int, error) {
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := s.c.JetStream().Stream(ictx, s.c.Prefix().Stream("RESULTS"))
+	st, err := s.c.JetStream().Stream(ictx, s.c.Prefix().Stream(schemas.StreamResults))
 	if err != nil {
 		return 0, err
 	}

@@ -101,7 +101,7 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 	st := actuator.New(c, log)
 	bustest.Run(t, st.Run)
 	bustest.Eventually(t, 60*time.Second, "the actuator's decision consumer", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("DECISIONS"), "pace-actuator")
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamDecisions), "pace-actuator")
 		return err == nil
 	})
 	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
@@ -167,7 +167,7 @@ func TestQueueOnlyJobIsNeverActuated(t *testing.T) {
 	}
 	bustest.Run(t, actuator.New(c, log).Run) // its reconcile skips the queue too
 	bustest.Eventually(t, 60*time.Second, "the actuator's decision consumer", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("DECISIONS"), "pace-actuator")
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamDecisions), "pace-actuator")
 		return err == nil
 	})
 	now := time.Now()

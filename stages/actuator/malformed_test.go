@@ -39,7 +39,7 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 	// Its decision consumer starts from the last decision per subject: wait
 	// until it exists, so both messages below reach it.
 	bustest.Eventually(t, 20*time.Second, "the actuator's decision consumer", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("DECISIONS"), "pace-actuator")
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamDecisions), "pace-actuator")
 		return err == nil
 	})
 

@@ -116,7 +116,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	if err := c.QueueWorkload(ctx, "j1", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}); err != nil {
 		t.Fatal(err)
 	}
-	work, err := js.Consumer(ctx, c.Prefix().Stream("WORK"), "work-j1")
+	work, err := js.Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-j1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	// be fetched from: it is a push consumer that delivers nowhere. A job
 	// with fewer results than CountConsumerFrom has none.
 	countersOf := func(job string) []*jetstream.ConsumerInfo {
-		st, err := js.Stream(ctx, c.Prefix().Stream("RESULTS"))
+		st, err := js.Stream(ctx, c.Prefix().Stream(schemas.StreamResults))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	if found := counters(); len(found) != 1 || len(found[0].Name) != len("count-j1-")+22 || found[0].Config.DeliverSubject == "" {
 		t.Fatalf("counting consumers of j1 = %+v, want one push consumer named count-j1-<nuid>", found)
 	}
-	if _, err := js.Consumer(ctx, c.Prefix().Stream("RESULTS"), counters()[0].Name); !errors.Is(err, jetstream.ErrNotPullConsumer) {
+	if _, err := js.Consumer(ctx, c.Prefix().Stream(schemas.StreamResults), counters()[0].Name); !errors.Is(err, jetstream.ErrNotPullConsumer) {
 		t.Errorf("counting consumer as a pull consumer: %v, want ErrNotPullConsumer", err)
 	}
 

@@ -42,7 +42,7 @@ func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
 	bustest.Run(t, st.Run)
 	// Its consumer delivers new progress only: wait until it exists.
 	bustest.Eventually(t, 20*time.Second, "the controller's consumer", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), controller.DefaultDurable)
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), controller.DefaultDurable)
 		return err == nil
 	})
 

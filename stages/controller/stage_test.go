@@ -44,7 +44,7 @@ func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config) (stop func
 		}
 	}()
 	bustest.Eventually(t, 5*time.Second, "controller consumer", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), controller.DefaultDurable)
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), controller.DefaultDurable)
 		return err == nil
 	})
 	return func() { cancel(); wg.Wait() }

@@ -69,7 +69,7 @@ func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 		t.Errorf("pace_gate_malformed_total = %v, want %d", got, len(cases))
 	}
 	bustest.Eventually(t, 10*time.Second, "both requests settled, PACE_K8S empty", func() bool {
-		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))
+		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream(schemas.StreamKube))
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})
 }
@@ -131,7 +131,7 @@ func TestDeliveredRequestIsNotTakenForOne(t *testing.T) {
 	rec := record(t, c)
 	runApplyingGate(t, c)
 
-	if _, err := c.JetStream().CreateOrUpdatePushConsumer(ctx, c.Prefix().Stream("RESULTS"), jetstream.ConsumerConfig{
+	if _, err := c.JetStream().CreateOrUpdatePushConsumer(ctx, c.Prefix().Stream(schemas.StreamResults), jetstream.ConsumerConfig{
 		Name: "into-k8s", FilterSubject: c.Prefix().JobResults("evil"), DeliverSubject: c.Prefix().KubeRequests(),
 		AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestDeliveredRequestIsNotTakenForOne(t *testing.T) {
 	bustest.Publish(t, c, c.Prefix().Results("evil", "i1"), &schemas.KubeRequest{ID: "delivered", Job: "j", User: "mallory",
 		Verb: "delete", APIGroup: "batch", Resource: "jobs", Namespace: "ns", Name: "w", At: time.Now()})
 	bustest.Eventually(t, 20*time.Second, "the delivery stored in PACE_K8S", func() bool {
-		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream("K8S"))
+		s, err := c.JetStream().Stream(ctx, c.Prefix().Stream(schemas.StreamKube))
 		return err == nil && s.CachedInfo().State.Msgs > 0
 	})
 	publish(t, c, "published", "alice")

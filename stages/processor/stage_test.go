@@ -62,7 +62,7 @@ func TestStage(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- st.Run(ctx) }()
 	bustest.Eventually(t, 10*time.Second, "processor consumer", func() bool {
-		_, err := js.Consumer(ctx, c.Prefix().Stream("METRICS"), processor.DefaultDurable)
+		_, err := js.Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), processor.DefaultDurable)
 		return err == nil
 	})
 
@@ -137,7 +137,7 @@ func TestStage(t *testing.T) {
 	bustest.CheckKept(t, bad, stored)
 	mu.Unlock()
 	bustest.Eventually(t, 10*time.Second, "every sample acknowledged", func() bool {
-		cons, err := js.Consumer(ctx, c.Prefix().Stream("METRICS"), processor.DefaultDurable)
+		cons, err := js.Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), processor.DefaultDurable)
 		return err == nil && cons.CachedInfo().NumAckPending == 0 && cons.CachedInfo().NumPending == 0
 	})
 	if got := counter(t, st.Metrics().Collector("malformed")); got != float64(len(bad)+1) {

@@ -143,7 +143,7 @@ func BenchmarkLatency(b *testing.B) {
 			defer sub.Unsubscribe() //nolint:errcheck
 			_, stop := pipeline(b, c, collector.Config{Interval: time.Second, ActivityGap: gap}, nil)
 			defer stop()
-			work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("WORK"), "work-probe")
+			work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-probe")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -74,7 +74,7 @@ func TestStageStarts(t *testing.T) {
 		return len(w) == 2
 	})
 	bustest.Eventually(t, 10*time.Second, "durable consumer created", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), "sink-durable")
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), "sink-durable")
 		return err == nil
 	})
 	publishProgress(t, c, "a", 3)
@@ -119,7 +119,7 @@ func TestMalformedProgressIsSetAside(t *testing.T) {
 		go func() { errc <- st.Run(ctx) }()
 	}
 	bustest.Eventually(t, 10*time.Second, "durable consumer created", func() bool {
-		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), "sink-durable")
+		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), "sink-durable")
 		return err == nil
 	})
 	subject := c.Prefix().Metrics("m", schemas.ProgressMetrics)
@@ -156,7 +156,7 @@ func TestMalformedProgressIsSetAside(t *testing.T) {
 	})
 	bustest.CheckKept(t, bad, dead)
 	bustest.Eventually(t, 10*time.Second, "every message of the durable sink settled", func() bool {
-		cons, err := c.JetStream().Consumer(ctx, c.Prefix().Stream("METRICS"), "sink-durable")
+		cons, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), "sink-durable")
 		return err == nil && cons.CachedInfo().NumAckPending == 0 && cons.CachedInfo().NumPending == 0
 	})
 	cancel()

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -92,4 +93,11 @@ func natsMsg(subject string, m *message.Message) *nats.Msg {
 		h.Set(schemas.HeaderMsgID, subject+"/"+m.UUID)
 	}
 	return &nats.Msg{Subject: subject, Data: m.Payload, Header: h}
+}
+
+// Logger adapts log for Watermill (a Router's logger): its lifecycle lines
+// ("Starting handler", "Waiting for messages", …) at debug level, its
+// warnings and errors as such.
+func Logger(log *slog.Logger) watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 }

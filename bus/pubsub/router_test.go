@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 
@@ -48,7 +47,7 @@ func TestRouterFollowsDecisionsAndPublishesJobEvents(t *testing.T) {
 	sub := pubsub.NewSubscriber(c.JetStream(), pubsub.Config{Durable: func(string) string { return "example-scaler" },
 		NakDelay: 50 * time.Millisecond}, log)
 	pub := pubsub.NewPublisher(c.JetStream(), log)
-	router, err := message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(log))
+	router, err := message.NewRouter(message.RouterConfig{}, pubsub.Logger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,12 @@ type Config struct {
 	// NakDelay is how long a nacked message waits before it is delivered
 	// again; 0 is at once.
 	NakDelay time.Duration
+	// Deliver is where a new consumer starts: the topic's first message
+	// (the default, jetstream.DeliverAllPolicy), or for instance the last
+	// message of each subject (jetstream.DeliverLastPerSubjectPolicy).
+	Deliver jetstream.DeliverPolicy
+	// Description describes the consumers to whoever lists them.
+	Description string
 }
 
 func (c Config) withDefaults() Config {
@@ -117,7 +123,7 @@ func (s *Subscriber) consumer(ctx context.Context, topic string) (jetstream.Cons
 		return nil, nil, fmt.Errorf("subscribe %s: no stream holds it: %w", topic, err)
 	}
 	cfg := jetstream.ConsumerConfig{FilterSubject: topic, AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.cfg.AckWait,
-		MaxDeliver: s.cfg.MaxDeliver, MaxAckPending: s.cfg.InFlight, DeliverPolicy: jetstream.DeliverAllPolicy}
+		MaxDeliver: s.cfg.MaxDeliver, MaxAckPending: s.cfg.InFlight, DeliverPolicy: s.cfg.Deliver, Description: s.cfg.Description}
 	if s.cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = -1
 	}

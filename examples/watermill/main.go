@@ -24,7 +24,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/pace-platform/pace/bus"
@@ -58,7 +57,7 @@ func run(ctx context.Context, url, job string) error {
 	const name = "watermill-example"
 	sub := pubsub.NewSubscriber(c.JetStream(), pubsub.Config{Durable: func(string) string { return name }}, logger)
 	pub := pubsub.NewPublisher(c.JetStream(), logger)
-	router, err := message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(logger))
+	router, err := message.NewRouter(message.RouterConfig{}, pubsub.Logger(logger))
 	if err != nil {
 		return err
 	}

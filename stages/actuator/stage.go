@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/pubsub"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -75,53 +77,60 @@ func (s *Stage) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	decisions, err := s.consume(ctx, p.Stream(schemas.StreamDecisions), "pace-actuator", p.Decisions("*"), s.onDecision)
+	router, err := s.router(p)
 	if err != nil {
 		return err
 	}
-	defer decisions.Stop()
-	events, err := s.consume(ctx, p.Stream(schemas.StreamJobs), "pace-actuator-events", p.Jobs("*", "*"), s.onEvent)
-	if err != nil {
-		return err
-	}
-	defer events.Stop()
 	s.log.Info("actuator started")
-	<-ctx.Done()
+	if err := router.Run(ctx); err != nil {
+		return fmt.Errorf("actuator: %w", err)
+	}
+	if ctx.Err() == nil {
+		return errors.New("actuator: its subscriptions ended")
+	}
 	return nil
 }
 
-// consume runs handle on every message of a durable consumer; a handler
-// error naks the message for a retry a second later. A new consumer starts
-// from the last message of each subject (each job's last decision and last
-// event of each kind), not from the whole history.
-func (s *Stage) consume(ctx context.Context, stream, durable, filter string,
-	handle func(context.Context, jetstream.Msg) error) (jetstream.ConsumeContext, error) {
-	cons, err := s.c.JetStream().CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable: durable, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, AckWait: 30 * time.Second,
-		Description: "actuator: decisions and lifecycle to infrastructure requests",
-	})
+// Durable consumers of the stage: decisions, and job events.
+const (
+	decisionsConsumer = "pace-actuator"
+	eventsConsumer    = "pace-actuator-events"
+)
+
+// router consumes decisions and job events on Watermill's Router, one
+// message at a time in each, with durable consumers that start from the
+// last message of each subject (each job's last decision and last event of
+// each kind), not from the whole history. A handler error asks for the
+// message again a second later; a message it cannot read is dead-lettered.
+func (s *Stage) router(p schemas.Prefix) (*message.Router, error) {
+	durable := map[string]string{p.Decisions("*"): decisionsConsumer, p.Jobs("*", "*"): eventsConsumer}
+	sub := pubsub.NewSubscriber(s.c.JetStream(), pubsub.Config{Durable: func(topic string) string { return durable[topic] },
+		Deliver: jetstream.DeliverLastPerSubjectPolicy, NakDelay: time.Second,
+		Description: "actuator: decisions and lifecycle to infrastructure requests"}, s.log)
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: handleTimeout}, pubsub.Logger(s.log))
 	if err != nil {
-		return nil, fmt.Errorf("actuator consumer %s: %w", durable, err)
+		return nil, fmt.Errorf("actuator router: %w", err)
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		hctx, cancel := context.WithTimeout(bus.MessageContext(context.WithoutCancel(ctx), m.Headers()), 10*time.Second)
-		defer cancel()
-		err := handle(hctx, m)
-		if errors.Is(err, errSetAside) {
-			return // SetAside terminated it, or asked for it again
-		}
+	router.AddMiddleware(s.logRetry, pubsub.Timeout(handleTimeout))
+	router.AddConsumerHandler("decisions", p.Decisions("*"), sub, s.onDecision).
+		AddMiddleware(pubsub.SetAside(s.c, "actuator")) // a dead letter on pace.metrics.<job>.dead, byte for byte
+	router.AddConsumerHandler("job-events", p.Jobs("*", "*"), sub, s.onEvent).
+		AddMiddleware(pubsub.SetAsideWith(s.c.SetAsideJobEvent)) // logged, dead-lettered and counted once
+	return router, nil
+}
+
+// handleTimeout bounds the handling of one message.
+const handleTimeout = 10 * time.Second
+
+// logRetry logs a handler error, after which the message comes again.
+func (s *Stage) logRetry(h message.HandlerFunc) message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		out, err := h(m)
 		if err != nil {
-			s.log.Warn("request not published, will retry", "subject", m.Subject(), "err", err)
-			_ = m.NakWithDelay(time.Second)
-			return
+			s.log.Warn("request not published, will retry", "uuid", m.UUID, "err", err)
 		}
-		_ = m.Ack()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("actuator consume %s: %w", durable, err)
+		return out, err
 	}
-	return cc, nil
 }
 
 // reconcile asks again for the last known replicas of every ongoing job.
@@ -145,16 +154,12 @@ func (s *Stage) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// errSetAside tells consume that a handler settled an unreadable message
-// itself (see bus.Client.SetAside).
-var errSetAside = errors.New("set aside")
-
-func (s *Stage) onDecision(ctx context.Context, m jetstream.Msg) error {
-	d, err := bus.Decode[schemas.Decision](m.Data(), m.Headers())
+func (s *Stage) onDecision(m *message.Message) error {
+	d, err := pubsub.Decode[schemas.Decision](m)
 	if err != nil {
-		s.c.SetAside(ctx, "actuator", m, err) // a dead letter on pace.metrics.<job>.dead, byte for byte
-		return errSetAside
+		return err
 	}
+	ctx := m.Context()
 	rec, err := s.c.Status(ctx, d.Job)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return nil
@@ -168,12 +173,12 @@ func (s *Stage) onDecision(ctx context.Context, m jetstream.Msg) error {
 	return s.scale(ctx, rec, d.Replicas, d.Reason)
 }
 
-func (s *Stage) onEvent(ctx context.Context, m jetstream.Msg) error {
-	ev, err := bus.Decode[schemas.JobEvent](m.Data(), m.Headers())
+func (s *Stage) onEvent(m *message.Message) error {
+	ev, err := pubsub.Decode[schemas.JobEvent](m)
 	if err != nil {
-		s.c.SetAsideJobEvent(ctx, m, err) // logged, dead-lettered and counted once
-		return nil
+		return err
 	}
+	ctx := m.Context()
 	switch ev.Type {
 	case schemas.EventStarted, schemas.EventCompleted, schemas.EventFailed, schemas.EventStopped,
 		schemas.EventError, schemas.EventTerminated:

@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,13 @@ type Letters interface {
 // through (a nack, and a later delivery). Letters settles the message
 // itself, so that the Router's ack that follows is a no-op.
 func SetAside(l Letters, stage string) message.HandlerMiddleware {
+	return SetAsideWith(func(ctx context.Context, msg jetstream.Msg, cause error) { l.SetAside(ctx, stage, msg, cause) })
+}
+
+// SetAsideWith is SetAside with another keeper of malformed messages, such
+// as bus.Client.SetAsideJobEvent for job events; a message that keep leaves
+// unsettled is acked after it.
+func SetAsideWith(keep func(ctx context.Context, msg jetstream.Msg, cause error)) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(m *message.Message) ([]*message.Message, error) {
 			out, err := h(m)
@@ -32,8 +40,24 @@ func SetAside(l Letters, stage string) message.HandlerMiddleware {
 			if !ok {
 				return out, err
 			}
-			l.SetAside(m.Context(), stage, jm, err)
+			keep(m.Context(), jm, err)
 			return nil, nil
+		}
+	}
+}
+
+// Timeout returns a middleware that bounds each handling of a message: its
+// context ends after d, and is the message's own again once the handler
+// has returned (for the middlewares around it).
+func Timeout(d time.Duration) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(m *message.Message) ([]*message.Message, error) {
+			own := m.Context()
+			ctx, cancel := context.WithTimeout(own, d)
+			defer cancel()
+			m.SetContext(ctx)
+			defer m.SetContext(own)
+			return h(m)
 		}
 	}
 }

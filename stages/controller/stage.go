@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/pubsub"
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
@@ -296,63 +298,56 @@ func (s *Stage) save(ctx context.Context, job string, jc *jobController) error {
 }
 
 // Run consumes progress messages until ctx ends; cancellation returns nil.
+// It runs on Watermill's Router: one handler, reading the progress of every
+// job one message at a time from a durable consumer that starts with new
+// messages.
 func (s *Stage) Run(ctx context.Context) error {
 	prefix := s.c.Prefix()
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, prefix.Stream(schemas.StreamMetrics), jetstream.ConsumerConfig{
-		Durable: s.cfg.Durable, Description: "controller: progress to decisions",
-		FilterSubject: prefix.Metrics("*", schemas.ProgressMetrics), AckPolicy: jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverNewPolicy, AckWait: 30 * time.Second, MaxAckPending: 1000,
-	})
+	sub := pubsub.NewSubscriber(s.js, pubsub.Config{Durable: func(string) string { return s.cfg.Durable },
+		Deliver: jetstream.DeliverNewPolicy, NakDelay: time.Second, Description: "controller: progress to decisions"}, s.log)
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: handleTimeout}, pubsub.Logger(s.log))
 	if err != nil {
-		return fmt.Errorf("controller consumer: %w", err)
+		return fmt.Errorf("controller router: %w", err)
 	}
-	msgs, err := cons.Messages()
-	if err != nil {
+	router.AddConsumerHandler("progress", prefix.Metrics("*", schemas.ProgressMetrics), sub, s.handle).
+		AddMiddleware(pubsub.SetAside(s.c, "controller")) // a dead letter on pace.metrics.<job>.dead
+	s.log.Info("controller started", "plugins", s.reg.Names())
+	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("consume progress: %w", err)
 	}
-	stop := context.AfterFunc(ctx, msgs.Stop)
-	defer stop()
-	s.log.Info("controller started", "plugins", s.reg.Names())
-	for {
-		msg, err := msgs.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("consume progress: %w", err)
-		}
-		s.handle(ctx, msg)
+	if ctx.Err() == nil {
+		return errors.New("consume progress: the subscription ended")
 	}
+	return nil
 }
+
+// handleTimeout bounds the handling of one progress message.
+const handleTimeout = 10 * time.Second
 
 // handle decides on one progress message, publishes the decision, then
 // saves the controller's state. A message that cannot be read is counted
-// and set aside as a dead letter on pace.metrics.<job>.dead (see
-// bus.Client.SetAside).
+// and returned as malformed, to be set aside as a dead letter.
 // When deciding, publishing or saving fails, the job's controller is dropped
 // from memory (it is rebuilt from the last saved state) and the message is
 // retried; the decision's message id makes a republished decision a duplicate.
-func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
-	p, err := bus.Decode[schemas.Progress](msg.Data(), msg.Headers())
+func (s *Stage) handle(msg *message.Message) error {
+	p, err := pubsub.Decode[schemas.Progress](msg)
 	if err != nil {
 		s.malformed.Inc()
-		s.c.SetAside(ctx, "controller", msg, err)
-		return
+		return err
 	}
 	log := s.log.With("job", p.Job)
 	// A stop does not interrupt a message being handled: its decision is
 	// published and its state saved, each within a bounded time.
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(msg.Context()), handleTimeout)
 	defer cancel()
-	ctx = hctx
 	d, jc, err := s.decide(ctx, p)
 	if errors.Is(err, bus.ErrJobNotFound) || errors.Is(err, plugin.ErrInvalidConfig) {
 		log.Warn("progress of a job without a usable controller dropped", "err", err)
-		_ = msg.Term()
-		return
+		return nil
 	}
 	if err == nil && d != nil {
-		dctx := bus.MessageContext(ctx, msg.Headers())
+		dctx := ctx
 		if tracing.Enabled() {
 			var span trace.Span
 			dctx, span = decisionSpan(dctx, d)
@@ -368,19 +363,17 @@ func (s *Stage) handle(ctx context.Context, msg jetstream.Msg) {
 	if err != nil {
 		delete(s.jobs, p.Job)
 		log.Warn("decision failed, will retry", "err", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
+		return err
 	}
 	if d != nil {
 		if err := s.save(ctx, p.Job, jc); err != nil {
 			delete(s.jobs, p.Job)
 			log.Warn("controller state not saved, will retry", "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return
+			return err
 		}
 		log.Debug("decided", "replicas", d.Replicas, "current", d.Current, "unchanged", d.Unchanged, "reason", d.Reason)
 	}
-	_ = msg.Ack()
+	return nil
 }
 
 // decisionSpan starts the span of a published decision, a child of the

@@ -45,7 +45,7 @@ func TestRouterFollowsDecisionsAndPublishesJobEvents(t *testing.T) {
 	deliveries := map[int]uint64{} // replicas → deliveries of their decision
 	failed := false
 	sub := pubsub.NewSubscriber(c.JetStream(), pubsub.Config{Durable: func(string) string { return "example-scaler" },
-		NakDelay: 50 * time.Millisecond}, log)
+		Stream: func(string) string { return p.Stream(schemas.StreamDecisions) }, NakDelay: 50 * time.Millisecond}, log)
 	pub := pubsub.NewPublisher(c.JetStream(), log)
 	router, err := message.NewRouter(message.RouterConfig{}, pubsub.Logger(log))
 	if err != nil {

@@ -20,6 +20,9 @@ import (
 // Config configures a Subscriber. The zero value subscribes each call with
 // its own consumer, one message at a time.
 type Config struct {
+	// Stream names the stream that holds a topic. nil: the server is asked
+	// (a right to $JS.API.STREAM.NAMES, which Pace's stage users lack).
+	Stream func(topic string) string
 	// Durable names the durable consumer of a topic. Subscribers with the
 	// same name share its messages (a consumer group) and a subscriber that
 	// comes back goes on where its group was. nil: each Subscribe creates
@@ -117,9 +120,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 
 // consumer creates the consumer of topic, and returns what deletes it when
 // the subscription ends (nothing for a durable one).
-func (s *Subscriber) consumer(ctx context.Context, topic string) (jetstream.Consumer, func(), error) {
-	stream, err := s.js.StreamNameBySubject(ctx, topic)
-	if err != nil {
+func (s *Subscriber) consumer(ctx context.Context, topic string) (_ jetstream.Consumer, _ func(), err error) {
+	var stream string
+	if s.cfg.Stream != nil {
+		stream = s.cfg.Stream(topic)
+	} else if stream, err = s.js.StreamNameBySubject(ctx, topic); err != nil {
 		return nil, nil, fmt.Errorf("subscribe %s: no stream holds it: %w", topic, err)
 	}
 	cfg := jetstream.ConsumerConfig{FilterSubject: topic, AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.cfg.AckWait,

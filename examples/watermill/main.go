@@ -55,14 +55,15 @@ func run(ctx context.Context, url, job string) error {
 	defer func() { _ = c.Close(context.Background()) }()
 
 	const name = "watermill-example"
-	sub := pubsub.NewSubscriber(c.JetStream(), pubsub.Config{Durable: func(string) string { return name }}, logger)
+	p := c.Prefix()
+	sub := pubsub.NewSubscriber(c.JetStream(), pubsub.Config{Durable: func(string) string { return name },
+		Stream: func(string) string { return p.Stream(schemas.StreamDecisions) }}, logger)
 	pub := pubsub.NewPublisher(c.JetStream(), logger)
 	router, err := message.NewRouter(message.RouterConfig{}, pubsub.Logger(logger))
 	if err != nil {
 		return err
 	}
 	router.AddMiddleware(pubsub.SetAside(c, name))
-	p := c.Prefix()
 	router.AddHandler(name, p.Decisions(job), sub, p.Jobs(job, schemas.EventScaled), pub,
 		func(m *message.Message) ([]*message.Message, error) {
 			d, err := pubsub.Decode[schemas.Decision](m)

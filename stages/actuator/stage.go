@@ -104,7 +104,9 @@ const (
 // message again a second later; a message it cannot read is dead-lettered.
 func (s *Stage) router(p schemas.Prefix) (*message.Router, error) {
 	durable := map[string]string{p.Decisions("*"): decisionsConsumer, p.Jobs("*", "*"): eventsConsumer}
+	stream := map[string]string{p.Decisions("*"): p.Stream(schemas.StreamDecisions), p.Jobs("*", "*"): p.Stream(schemas.StreamJobs)}
 	sub := pubsub.NewSubscriber(s.c.JetStream(), pubsub.Config{Durable: func(topic string) string { return durable[topic] },
+		Stream:  func(topic string) string { return stream[topic] },
 		Deliver: jetstream.DeliverLastPerSubjectPolicy, NakDelay: time.Second,
 		Description: "actuator: decisions and lifecycle to infrastructure requests"}, s.log)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: handleTimeout}, pubsub.Logger(s.log))

@@ -304,6 +304,7 @@ func (s *Stage) save(ctx context.Context, job string, jc *jobController) error {
 func (s *Stage) Run(ctx context.Context) error {
 	prefix := s.c.Prefix()
 	sub := pubsub.NewSubscriber(s.js, pubsub.Config{Durable: func(string) string { return s.cfg.Durable },
+		Stream:  func(string) string { return prefix.Stream(schemas.StreamMetrics) },
 		Deliver: jetstream.DeliverNewPolicy, NakDelay: time.Second, Description: "controller: progress to decisions"}, s.log)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: handleTimeout}, pubsub.Logger(s.log))
 	if err != nil {

@@ -25,7 +25,7 @@ type Client struct {
 	js     jetstream.JetStream
 	prefix schemas.Prefix
 	log    *slog.Logger
-	clk    clock.PassiveClock
+	clk    clock.WithTicker
 	token  string // sent to the manager with each call, if set
 	denied *refusals
 

@@ -15,7 +15,7 @@ import (
 func TestClientReadsItsClock(t *testing.T) {
 	ctx := testCtx(t)
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	c := bustest.Client(t, bustest.Server(t), bus.WithClock(clocktesting.NewFakePassiveClock(at)))
+	c := bustest.Client(t, bustest.Server(t), bus.WithClock(clocktesting.NewFakeClock(at)))
 	items := bus.Items("a")
 	if err := c.PushItems(ctx, "clocked", items); err != nil {
 		t.Fatal(err)

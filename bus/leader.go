@@ -122,11 +122,11 @@ func (cd *Candidate) acquire(ctx context.Context, kv jetstream.KeyValue, ttl tim
 	} else if ctx.Err() == nil {
 		cd.log.Warn("lease not watched, polling only", "err", err)
 	}
-	t := time.NewTicker(ttl / 3)
+	t := cd.c.clk.NewTicker(ttl / 3)
 	defer t.Stop()
 	holder := ""
 	for {
-		start := time.Now()
+		start := cd.c.clk.Now()
 		rctx, cancel := context.WithTimeout(ctx, ttl/3)
 		rev, err := kv.Create(rctx, cd.key, []byte(cd.identity))
 		cancel()
@@ -146,7 +146,7 @@ func (cd *Candidate) acquire(ctx context.Context, kv jetstream.KeyValue, ttl tim
 		select {
 		case <-ctx.Done():
 			return 0, time.Time{}, nil
-		case <-t.C:
+		case <-t.C():
 		case <-released:
 		}
 	}
@@ -170,9 +170,9 @@ func (cd *Candidate) lead(ctx context.Context, kv jetstream.KeyValue, ttl time.D
 		cd.setLeading(false)
 		return err
 	}
-	renew := time.NewTicker(ttl / 3)
+	renew := cd.c.clk.NewTicker(ttl / 3)
 	defer renew.Stop()
-	expire := time.NewTimer(time.Until(since.Add(ttl)))
+	expire := cd.c.clk.NewTimer(cd.until(since.Add(ttl)))
 	defer expire.Stop()
 	for {
 		select {
@@ -188,29 +188,29 @@ func (cd *Candidate) lead(ctx context.Context, kv jetstream.KeyValue, ttl time.D
 			cd.log.Warn("work failed for a while, standing by again", "err", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(ttl / 3):
+			case <-cd.c.clk.After(ttl / 3):
 			}
 			return true, nil
 		case <-ctx.Done():
 			err := stepDown()
 			cd.release(ctx, kv, rev)
 			return false, err
-		case <-expire.C:
+		case <-expire.C():
 			cd.log.Warn("lost leadership: the lease was not renewed within its TTL", "ttl", ttl)
-		case <-renew.C:
-			start := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, min(time.Until(since.Add(ttl)), ttl/3))
+		case <-renew.C():
+			start := cd.c.clk.Now()
+			rctx, cancel := context.WithTimeout(ctx, min(cd.until(since.Add(ttl)), ttl/3))
 			next, err := kv.Update(rctx, cd.key, []byte(cd.identity), rev)
 			cancel()
 			switch {
 			case err == nil:
 				rev, since = next, start
-				expire.Reset(time.Until(since.Add(ttl)))
+				expire.Reset(cd.until(since.Add(ttl)))
 				continue
 			case ctx.Err() != nil:
 				continue // shutting down: the next pass stops work and releases
 			case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-				cd.log.Warn("lease not renewed, retrying", "expires_in", time.Until(since.Add(ttl)).Round(time.Millisecond), "err", err)
+				cd.log.Warn("lease not renewed, retrying", "expires_in", cd.until(since.Add(ttl)).Round(time.Millisecond), "err", err)
 				continue // the expiry timer steps down if this lasts
 			}
 			cd.log.Warn("lost leadership: the lease was taken or deleted", "err", err)
@@ -233,6 +233,9 @@ func (cd *Candidate) release(ctx context.Context, kv jetstream.KeyValue, rev uin
 	}
 	cd.log.Info("released leadership")
 }
+
+// until is how long from now (the client's clock) to t.
+func (cd *Candidate) until(t time.Time) time.Duration { return t.Sub(cd.c.clk.Now()) }
 
 func (cd *Candidate) setLeading(v bool) {
 	if cd.leading.Swap(v) != v {

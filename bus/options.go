@@ -26,7 +26,7 @@ type options struct {
 	log        *slog.Logger
 	nats       []nats.Option
 	connectMax time.Duration
-	clock      clock.PassiveClock
+	clock      clock.WithTicker
 	// auth names the option that chose how to authenticate, "" for none:
 	// credentials, nkey, user/password and token exclude each other.
 	auth  string
@@ -63,9 +63,11 @@ func WithName(name string) Option {
 	return func(o *options) error { o.name = name; return nil }
 }
 
-// WithClock sets the clock the client reads times from: items' and
-// results' times, dead letters', presence; the default is the real clock.
-func WithClock(clk clock.PassiveClock) Option {
+// WithClock sets the clock the client reads times from and waits on:
+// items' and results' times, dead letters', presence, and the timers of
+// leader election (whose leases the server still expires in real time);
+// the default is the real clock.
+func WithClock(clk clock.WithTicker) Option {
 	return func(o *options) error { o.clock = clk; return nil }
 }
 

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/pace-platform/pace/internal/lines"
 )
 
@@ -45,6 +47,9 @@ type Config struct {
 	// Exited, when set, is told of each replica that exited on its own (or
 	// could not start) and is about to be restarted, with the reason.
 	Exited func(job, replica string, err error) `json:"-"`
+	// Clock times the replicas' restarts and grace periods; nil is the
+	// real clock.
+	Clock clock.WithTicker `json:"-"`
 }
 
 func (c Config) withDefaults() Config {
@@ -53,6 +58,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplicas == 0 {
 		c.MaxReplicas = 64
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	return c
 }
@@ -322,7 +330,7 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 			out = multiCloser{io.MultiWriter(os.Stderr, lw), lw}
 		}
 		cmd.Stdout, cmd.Stderr = out, out
-		started := time.Now()
+		started := r.cfg.Clock.Now()
 		if err := cmd.Start(); err != nil {
 			log.Error("replica did not start", "err", err)
 			r.exited(w.Job, rep.id, fmt.Errorf("did not start: %w", err))
@@ -337,7 +345,7 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 				rep.mu.Lock()
 				rep.proc = nil
 				rep.mu.Unlock()
-				if time.Since(started) > 30*time.Second {
+				if r.cfg.Clock.Since(started) > 30*time.Second {
 					backoff = time.Second
 				}
 				log.Warn("replica exited, restarting", "err", err, "in", backoff)
@@ -349,19 +357,19 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 				rep.mu.Lock()
 				grace := rep.grace
 				rep.mu.Unlock()
-				terminate(cmd.Process, exited, grace, log)
+				terminate(cmd.Process, exited, grace, r.cfg.Clock, log)
 				rep.mu.Lock()
 				rep.proc = nil
 				rep.mu.Unlock()
 				return
 			}
 		}
-		t := time.NewTimer(backoff)
+		t := r.cfg.Clock.NewTimer(backoff)
 		select {
 		case <-rep.stop:
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
@@ -376,16 +384,16 @@ func (r *Runtime) exited(job, replica string, err error) {
 // terminate sends SIGTERM to the replica (unless grace is 0), so that a
 // worker finishes the items it runs, and SIGKILL to its whole process group
 // (the item commands included) after grace, then waits for the exit.
-func terminate(p *os.Process, exited <-chan error, grace time.Duration, log *slog.Logger) {
+func terminate(p *os.Process, exited <-chan error, grace time.Duration, clk clock.WithTicker, log *slog.Logger) {
 	if grace > 0 {
 		_ = p.Signal(syscall.SIGTERM)
-		t := time.NewTimer(grace)
+		t := clk.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case err := <-exited:
 			log.Info("replica stopped", "err", err)
 			return
-		case <-t.C:
+		case <-t.C():
 			log.Warn("replica outlived its grace period, killing it", "grace", grace)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
@@ -107,6 +109,38 @@ func TestCrashedReplicaIsRestarted(t *testing.T) {
 	eventually(t, "a restart after the crash", func() bool { return len(pids(t, filepath.Join(dir, "started"))) >= 2 })
 	if got := r.Replicas("j1"); got != 1 {
 		t.Errorf("replicas = %d, want 1 (a crash does not change the desired count)", got)
+	}
+}
+
+// The restarts of a crashing replica back off on the runtime's clock: 1 s,
+// then 2 s, … A fake clock that does not move holds the restart.
+func TestRestartsBackOffOnTheClock(t *testing.T) {
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(time.Now())
+	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Clock: clk}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if _, err := r.Scale(ctx, shell(dir, `echo $$ >> "$DIR/started"; exit 1`), 1); err != nil {
+		t.Fatal(err)
+	}
+	starts := func() int { return len(pids(t, filepath.Join(dir, "started"))) }
+	for _, step := range []struct {
+		wait  time.Duration // the backoff after the last crash
+		after int           // starts once it has passed
+	}{{time.Second, 2}, {2 * time.Second, 3}} {
+		eventually(t, "the supervisor waiting to restart", clk.HasWaiters)
+		n := starts()
+		clk.Step(step.wait - time.Millisecond)
+		if !clk.HasWaiters() || starts() != n {
+			t.Fatalf("restarted before its %s backoff: %d starts", step.wait, starts())
+		}
+		clk.Step(time.Millisecond)
+		eventually(t, "a restart after the backoff", func() bool { return starts() == step.after })
 	}
 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"slices"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -52,77 +53,80 @@ func PriorityLevelKey(name string) string { return "prioritylevels." + name }
 // The plan is deterministic and empty for a maintained set, so instances
 // running it concurrently converge instead of thrashing.
 func Maintain(current Objects) []Change {
-	var out []Change
 	mand, sugg := Mandatory(), Suggested()
-	fsByName := map[string]*flowcontrolv1.FlowSchema{}
-	for _, fs := range current.FlowSchemas {
-		fsByName[fs.Name] = fs
-	}
-	plByName := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
-	for _, pl := range current.PriorityLevels {
-		plByName[pl.Name] = pl
+	plUpserts, plDeletes := maintainKind(mand.PriorityLevels, sugg.PriorityLevels, current.PriorityLevels,
+		func(pl *flowcontrolv1.PriorityLevelConfiguration) any { return &pl.Spec },
+		func(dst, src *flowcontrolv1.PriorityLevelConfiguration) { dst.Spec = src.Spec },
+		func(op Op, pl *flowcontrolv1.PriorityLevelConfiguration) Change {
+			return Change{Op: op, PriorityLevel: pl}
+		})
+	fsUpserts, fsDeletes := maintainKind(mand.FlowSchemas, sugg.FlowSchemas, current.FlowSchemas,
+		func(fs *flowcontrolv1.FlowSchema) any { return &fs.Spec },
+		func(dst, src *flowcontrolv1.FlowSchema) { dst.Spec = src.Spec },
+		func(op Op, fs *flowcontrolv1.FlowSchema) Change { return Change{Op: op, FlowSchema: fs} })
+	return slices.Concat(plUpserts, fsUpserts, plDeletes, fsDeletes)
+}
+
+// object is a FlowSchema or a PriorityLevelConfiguration.
+type object[E any] interface {
+	*E
+	metav1.Object
+	DeepCopy() *E
+}
+
+// maintainKind plans the maintenance of one kind of object: the creates and
+// updates that keep the mandatory and suggested objects as Maintain says,
+// and the deletes of the other stored objects marked auto-update. spec
+// points to an object's spec, setSpec copies one, change wraps an object in
+// its Change.
+func maintainKind[E any, P object[E]](mandatory, suggested, current []P, spec func(P) any, setSpec func(dst, src P),
+	change func(Op, P) Change) (upserts, deletes []Change) {
+	stored := make(map[string]P, len(current))
+	for _, o := range current {
+		stored[o.GetName()] = o
 	}
 	known := map[string]bool{}
-	for i, want := range append(slices.Clone(mand.PriorityLevels), sugg.PriorityLevels...) {
-		known[PriorityLevelKey(want.Name)] = true
-		have := plByName[want.Name]
-		if have == nil {
-			want.Generation = 1
-			out = append(out, Change{Op: OpCreate, PriorityLevel: want})
+	for i, want := range slices.Concat(mandatory, suggested) {
+		known[want.GetName()] = true
+		have, ok := stored[want.GetName()]
+		if !ok {
+			want.SetGeneration(1)
+			upserts = append(upserts, change(OpCreate, want))
 			continue
 		}
-		if next, ok := maintained(have.ObjectMeta, i < len(mand.PriorityLevels), equality.Semantic.DeepEqual(have.Spec, want.Spec)); ok {
-			upd := have.DeepCopy()
-			upd.ObjectMeta = next
-			if IsAutoUpdate(next) {
-				upd.Spec = want.Spec
-			}
-			out = append(out, Change{Op: OpUpdate, PriorityLevel: upd})
-		}
-	}
-	for i, want := range append(slices.Clone(mand.FlowSchemas), sugg.FlowSchemas...) {
-		known[FlowSchemaKey(want.Name)] = true
-		have := fsByName[want.Name]
-		if have == nil {
-			want.Generation = 1
-			out = append(out, Change{Op: OpCreate, FlowSchema: want})
+		next, ok := maintained(have, i < len(mandatory), equality.Semantic.DeepEqual(spec(have), spec(want)))
+		if !ok {
 			continue
 		}
-		if next, ok := maintained(have.ObjectMeta, i < len(mand.FlowSchemas), equality.Semantic.DeepEqual(have.Spec, want.Spec)); ok {
-			upd := have.DeepCopy()
-			upd.ObjectMeta = next
-			if IsAutoUpdate(next) {
-				upd.Spec = want.Spec
-			}
-			out = append(out, Change{Op: OpUpdate, FlowSchema: upd})
+		upd := P(have.DeepCopy())
+		upd.SetAnnotations(next.Annotations)
+		upd.SetGeneration(next.Generation)
+		if IsAutoUpdate(next) {
+			setSpec(upd, want)
+		}
+		upserts = append(upserts, change(OpUpdate, upd))
+	}
+	for _, o := range current {
+		if !known[o.GetName()] && o.GetAnnotations()[AutoUpdateAnnotation] == "true" {
+			deletes = append(deletes, change(OpDelete, o))
 		}
 	}
-	for _, pl := range current.PriorityLevels {
-		if !known[PriorityLevelKey(pl.Name)] && pl.Annotations[AutoUpdateAnnotation] == "true" {
-			out = append(out, Change{Op: OpDelete, PriorityLevel: pl})
-		}
-	}
-	for _, fs := range current.FlowSchemas {
-		if !known[FlowSchemaKey(fs.Name)] && fs.Annotations[AutoUpdateAnnotation] == "true" {
-			out = append(out, Change{Op: OpDelete, FlowSchema: fs})
-		}
-	}
-	return out
+	return upserts, deletes
 }
 
 // maintained returns the metadata a stored built-in object should have and
 // whether anything (metadata or spec) must change. Mandatory objects are
 // always auto-updated.
-func maintained(meta metav1.ObjectMeta, mandatory, specEqual bool) (metav1.ObjectMeta, bool) {
-	auto := mandatory || IsAutoUpdate(meta)
+func maintained(meta metav1.Object, mandatory, specEqual bool) (next metav1.ObjectMeta, changed bool) {
+	next = metav1.ObjectMeta{Annotations: maps.Clone(meta.GetAnnotations()), Generation: meta.GetGeneration()}
+	auto := mandatory || IsAutoUpdate(next)
 	want := "false"
 	if auto {
 		want = "true"
 	}
-	if meta.Annotations[AutoUpdateAnnotation] == want && (specEqual || !auto) {
-		return meta, false
+	if next.Annotations[AutoUpdateAnnotation] == want && (specEqual || !auto) {
+		return next, false
 	}
-	next := *meta.DeepCopy()
 	if next.Annotations == nil {
 		next.Annotations = map[string]string{}
 	}

@@ -2,11 +2,14 @@ package bustest
 
 import (
 	"bytes"
+	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -79,4 +82,36 @@ func CheckKept(t testing.TB, cases map[string]*nats.Msg, dead []*schemas.DeadLet
 		}
 		seen[name] = true
 	}
+}
+
+// PublishMalformed publishes on subject each of Malformed's messages for
+// valid (a message of the schema the subject's readers expect) and returns
+// them, keyed by case.
+func PublishMalformed(t testing.TB, c *bus.Client, subject string, valid schemas.Message) map[string]*nats.Msg {
+	t.Helper()
+	ctx := context.Background()
+	m, err := bus.NewMsg(ctx, subject, valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := Malformed(subject, m)
+	for _, m := range cases {
+		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cases
+}
+
+// WaitKept waits until job has a malformed dead letter per message of cases
+// (PublishMalformed) and checks them with CheckKept.
+func WaitKept(t testing.TB, c *bus.Client, job string, cases map[string]*nats.Msg) {
+	t.Helper()
+	var letters []*schemas.DeadLetter
+	var err error
+	Eventually(t, 10*time.Second, "a dead letter per malformed message of "+job, func() bool {
+		letters, err = c.StoredMalformed(context.Background(), job)
+		return err == nil && len(letters) >= len(cases)
+	})
+	CheckKept(t, cases, letters)
 }

@@ -38,7 +38,8 @@ func jetStream(t *testing.T, prefix string) jetstream.JetStream {
 }
 
 // TestUniversal runs Watermill's universal Pub/Sub tests, for the features
-// the Pub/Sub declares, against a real JetStream.
+// the Pub/Sub declares, against a real JetStream (their short variants
+// under the race detector).
 func TestUniversal(t *testing.T) {
 	js := jetStream(t, "wmtest")
 	log := slog.New(slog.DiscardHandler)
@@ -48,6 +49,10 @@ func TestUniversal(t *testing.T) {
 		Persistent:                       true,
 		NewSubscriberReceivesOldMessages: true,
 		GenerateTopicFunc:                func(tc tests.TestContext) string { return "wmtest." + string(tc.TestID) },
+		// One message in flight is one round trip per message: under the
+		// race detector, the thousands of messages of the long variants
+		// take longer than the suite's 15 s reads.
+		ForceShort: raceEnabled,
 	}
 	tests.TestPubSub(t, features,
 		func(*testing.T) (message.Publisher, message.Subscriber) {

@@ -44,25 +44,11 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 	})
 
 	subject := c.Prefix().Decisions(job)
-	valid, err := bus.NewMsg(ctx, subject, &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Reason: "valid"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := bustest.Malformed(subject, valid)
-	for _, m := range cases {
-		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cases := bustest.PublishMalformed(t, c, subject, &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Reason: "valid"})
 	bustest.Publish(t, c, subject, &schemas.Decision{Job: job, At: time.Now(), Replicas: 3, Reason: "after garbage"})
 
 	waitRequest(t, requests, job, 3)
-	var letters []*schemas.DeadLetter
-	bustest.Eventually(t, 10*time.Second, "the unreadable decisions' dead letters", func() bool {
-		letters, err = c.StoredMalformed(ctx, job)
-		return err == nil && len(letters) >= len(cases)
-	})
-	bustest.CheckKept(t, cases, letters)
+	bustest.WaitKept(t, c, job, cases)
 }
 
 // waitRequest waits for a request to scale job to replicas.

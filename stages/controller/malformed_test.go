@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller"
@@ -47,27 +46,13 @@ func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
 	})
 
 	subject := c.Prefix().Metrics(job, schemas.ProgressMetrics)
-	valid, err := bus.NewMsg(ctx, subject, &schemas.Progress{Job: job, At: time.Now(), Error: -2, Replicas: 1, Total: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := bustest.Malformed(subject, valid)
-	for _, m := range cases {
-		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cases := bustest.PublishMalformed(t, c, subject, &schemas.Progress{Job: job, At: time.Now(), Error: -2, Replicas: 1, Total: 100})
 	publishProgress(t, c, &schemas.Progress{Job: job, At: time.Now(), Error: -2, Replicas: 1, Total: 100})
 
 	if d := nextDecision(t, decisions); d.Job != job || d.Replicas != 3 {
 		t.Errorf("decision %+v, want %s scaled to 3", d, job)
 	}
-	var letters []*schemas.DeadLetter
-	bustest.Eventually(t, 10*time.Second, "the unreadable progress's dead letters", func() bool {
-		letters, err = c.StoredMalformed(ctx, job)
-		return err == nil && len(letters) >= len(cases)
-	})
-	bustest.CheckKept(t, cases, letters)
+	bustest.WaitKept(t, c, job, cases)
 	var m dto.Metric
 	if err := st.Metrics().(prometheus.Metric).Write(&m); err != nil {
 		t.Fatal(err)

@@ -31,17 +31,8 @@ func TestUnreadableRequestIsDeadLetteredAndTheNextOneAdmitted(t *testing.T) {
 	rec := record(t, c)
 	st := runApplyingGate(t, c)
 
-	valid, err := bus.NewMsg(ctx, c.Prefix().KubeRequests(), &schemas.KubeRequest{ID: "valid", User: "alice", Verb: "get",
+	cases := bustest.PublishMalformed(t, c, c.Prefix().KubeRequests(), &schemas.KubeRequest{ID: "valid", User: "alice", Verb: "get",
 		Path: "/healthz", At: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := bustest.Malformed(c.Prefix().KubeRequests(), valid)
-	for _, m := range cases {
-		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
 	publish(t, c, "after-garbage", "alice")
 
 	bustest.Eventually(t, 20*time.Second, "the request after the garbage dispatched and executed", func() bool {

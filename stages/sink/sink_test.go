@@ -122,17 +122,7 @@ func TestMalformedProgressIsSetAside(t *testing.T) {
 		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), "sink-durable")
 		return err == nil
 	})
-	subject := c.Prefix().Metrics("m", schemas.ProgressMetrics)
-	valid, err := bus.NewMsg(ctx, subject, &schemas.Progress{Job: "m", At: time.Now(), Done: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := bustest.Malformed(subject, valid)
-	for _, m := range bad {
-		if _, err := c.JetStream().PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bad := bustest.PublishMalformed(t, c, c.Prefix().Metrics("m", schemas.ProgressMetrics), &schemas.Progress{Job: "m", At: time.Now(), Done: 1})
 	publishProgress(t, c, "m", 7)
 
 	bustest.Eventually(t, 10*time.Second, "the good progress in both sinks", func() bool {
@@ -149,12 +139,7 @@ func TestMalformedProgressIsSetAside(t *testing.T) {
 			t.Errorf("malformed counter = %v, want %d", got, len(bad))
 		}
 	}
-	var dead []*schemas.DeadLetter
-	bustest.Eventually(t, 10*time.Second, "a dead letter per malformed message", func() bool {
-		dead, err = c.StoredMalformed(ctx, "m")
-		return err == nil && len(dead) >= len(bad)
-	})
-	bustest.CheckKept(t, bad, dead)
+	bustest.WaitKept(t, c, "m", bad)
 	bustest.Eventually(t, 10*time.Second, "every message of the durable sink settled", func() bool {
 		cons, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamMetrics), "sink-durable")
 		return err == nil && cons.CachedInfo().NumAckPending == 0 && cons.CachedInfo().NumPending == 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
@@ -97,21 +98,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		s.wg.Done()
 		return nil, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.InFlight))
-	if err != nil {
-		cleanup()
-		s.wg.Done()
-		return nil, fmt.Errorf("subscribe %s: %w", topic, err)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.ctx, cancel)
-	context.AfterFunc(ctx, it.Stop) // unblocks Next
 	out := make(chan *message.Message)
 	go func() {
 		defer s.wg.Done()
 		defer stop()
 		defer cancel()
-		s.deliver(ctx, it, out)
+		s.deliver(ctx, cons, out)
 		close(out)
 		cleanup()
 	}()
@@ -154,32 +148,80 @@ func (s *Subscriber) consumer(ctx context.Context, topic string) (_ jetstream.Co
 	}, nil
 }
 
-// deliver hands out the messages of it, at most InFlight at a time, until
-// ctx ends.
-func (s *Subscriber) deliver(ctx context.Context, it jetstream.MessagesContext, out chan<- *message.Message) {
+// deliver hands out the messages of cons, at most InFlight at a time,
+// until ctx ends or the consumer is gone. It fetches only for free slots,
+// so that no message waits in a client buffer while its ack wait runs, and
+// a nacked message comes again before any later one.
+func (s *Subscriber) deliver(ctx context.Context, cons jetstream.Consumer, out chan<- *message.Message) {
 	slots := make(chan struct{}, s.cfg.InFlight)
 	var pending sync.WaitGroup
 	defer pending.Wait()
 	for {
+		n := take(ctx, slots)
+		if n == 0 {
+			return
+		}
+		got, err := s.fetch(ctx, cons, n, out, slots, &pending)
+		for range n - got {
+			<-slots
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			s.log.Warn("subscription ended: its consumer is gone", "err", err)
+			return
+		case err != nil:
+			s.log.Warn("fetch failed, will retry", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// take blocks for one free slot, then takes the others that are free; it
+// returns how many it took, 0 when ctx ended.
+func take(ctx context.Context, slots chan struct{}) int {
+	select {
+	case <-ctx.Done():
+		return 0
+	case slots <- struct{}{}:
+	}
+	n := 1
+	for n < cap(slots) {
 		select {
 		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
+			n++
+		default:
+			return n
 		}
-		jm, err := it.Next()
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				s.log.Warn("subscription ended", "err", err)
-			}
-			return
-		}
+	}
+	return n
+}
+
+// fetch asks cons for up to n messages, waiting a few seconds at most, and
+// hands each out, settling it in a goroutine that frees its slot. It
+// returns how many it got; a wait that found none is not an error.
+func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, out chan<- *message.Message,
+	slots chan struct{}, pending *sync.WaitGroup) (got int, err error) {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		return 0, waitEnd(err)
+	}
+	for jm := range batch.Messages() {
+		got++
 		m, done := watermillMsg(ctx, jm)
 		select {
 		case out <- m:
 		case <-ctx.Done():
 			done()
 			_ = jm.Nak() // delivered again to whoever subscribes next
-			return
+			<-slots
+			continue
 		}
 		pending.Add(1)
 		go func() {
@@ -189,6 +231,15 @@ func (s *Subscriber) deliver(ctx context.Context, it jetstream.MessagesContext, 
 			s.settle(ctx, m, jm)
 		}()
 	}
+	return got, waitEnd(batch.Error())
+}
+
+// waitEnd hides the errors that only mean a fetch's wait ended.
+func waitEnd(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
+		return nil
+	}
+	return err
 }
 
 // settle acks or nacks jm as the handler of m does; a subscription that

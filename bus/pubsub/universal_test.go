@@ -50,8 +50,8 @@ func TestUniversal(t *testing.T) {
 		NewSubscriberReceivesOldMessages: true,
 		GenerateTopicFunc:                func(tc tests.TestContext) string { return "wmtest." + string(tc.TestID) },
 		// One message in flight is one round trip per message: under the
-		// race detector, the thousands of messages of the long variants
-		// take longer than the suite's 15 s reads.
+		// race detector and a loaded machine, the thousands of messages of
+		// the long variants can take longer than the suite's 15 s reads.
 		ForceShort: raceEnabled,
 	}
 	tests.TestPubSub(t, features,

@@ -24,6 +24,10 @@ type WorkEstimate = work.Estimate
 // Request is an admitted request; call Finish exactly once.
 type Request = queueset.Request
 
+// Callbacks tell a request's caller of its queuing and of its seats'
+// release (see queueset.Callbacks).
+type Callbacks = queueset.Callbacks
+
 // RejectReason says why a request was not executed.
 type RejectReason = queueset.Reason
 
@@ -229,15 +233,16 @@ func (c *Controller) buildTable(cfg Config, old *levelTable) (*levelTable, error
 // *RejectedError (queue full, no room on a Reject level, or withdrawn as
 // time-out when ctx ends or the wait limit passes), or ErrUnknownPriorityLevel.
 // hash is the flow's hash (see HashFlow); label names the request in dumps.
-// queued, if not nil, is told when the request joins its queue (true) and
-// leaves it (false), with the level's lock held; requests of levels without
-// queues never join one.
-func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash uint64, flowSchema, priorityLevel, label string, queued func(inQueue bool)) (*Request, error) {
+// cb.Queued, if set, is told when the request joins its queue (true) and
+// leaves it (false), and cb.Released when its seats are given back, with
+// the level's lock held; requests of levels without queues never join one.
+// cb.Dispatched is not used: StartRequest returns at dispatch.
+func (c *Controller) StartRequest(ctx context.Context, est WorkEstimate, hash uint64, flowSchema, priorityLevel, label string, cb Callbacks) (*Request, error) {
 	lv := c.tab.Load().byName[priorityLevel]
 	if lv == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownPriorityLevel, priorityLevel)
 	}
-	r, reason := lv.qs.Start(est, hash, flowSchema, label, queueset.Callbacks{Queued: queued})
+	r, reason := lv.qs.Start(est, hash, flowSchema, label, queueset.Callbacks{Queued: cb.Queued, Released: cb.Released})
 	if r == nil {
 		return nil, c.reject(priorityLevel, flowSchema, reason, est)
 	}

@@ -70,15 +70,15 @@ func TestStartRequestRejections(t *testing.T) {
 	clk := eventclock.NewFake(t0)
 	c := mustController(t, clk)
 	ctx := context.Background()
-	if _, err := c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 1, "fs", "nope", "x", nil); !errors.Is(err, ErrUnknownPriorityLevel) {
+	if _, err := c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 1, "fs", "nope", "x", Callbacks{}); !errors.Is(err, ErrUnknownPriorityLevel) {
 		t.Errorf("unknown level error = %v", err)
 	}
 	// catch-all's idle limit is 1 seat; a second request is rejected
-	r, err := c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 0, "fs", "catch-all", "first", nil)
+	r, err := c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 0, "fs", "catch-all", "first", Callbacks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 0, "fs", "catch-all", "second", nil)
+	_, err = c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 0, "fs", "catch-all", "second", Callbacks{})
 	var rej *RejectedError
 	if !errors.As(err, &rej) || rej.Reason != ReasonConcurrencyLimit || rej.RetryAfter != time.Second {
 		t.Fatalf("second request error = %v, want concurrency-limit with 1s retry", err)
@@ -94,7 +94,7 @@ func TestStartRequestTimesOut(t *testing.T) {
 	limit := c.Dump()[1].CurrentLimit
 	var running []*Request
 	for i := range limit {
-		r, err := c.StartRequest(context.Background(), WorkEstimate{InitialSeats: 1}, uint64(i), "fs", "workload", "busy", nil)
+		r, err := c.StartRequest(context.Background(), WorkEstimate{InitialSeats: 1}, uint64(i), "fs", "workload", "busy", Callbacks{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestStartRequestTimesOut(t *testing.T) {
 	clk.Step(time.Nanosecond)
 	// The request is queued behind the busy ones and withdrawn at once, because
 	// its wait limit has passed.
-	_, err := c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 99, "fs", "workload", "late", nil)
+	_, err := c.StartRequest(ctx, WorkEstimate{InitialSeats: 1}, 99, "fs", "workload", "late", Callbacks{})
 	var rej *RejectedError
 	if !errors.As(err, &rej) || rej.Reason != ReasonTimeOut {
 		t.Fatalf("queued request error = %v, want time-out", err)

@@ -21,7 +21,7 @@ func Example() {
 	ctx, cancel := ctl.WithWaitLimit(context.Background())
 	defer cancel()
 	hash := flowcontrol.HashFlow("service-accounts", "alice")
-	req, err := ctl.StartRequest(ctx, flowcontrol.WorkEstimate{InitialSeats: 1}, hash, "service-accounts", "workload", "alice", nil)
+	req, err := ctl.StartRequest(ctx, flowcontrol.WorkEstimate{InitialSeats: 1}, hash, "service-accounts", "workload", "alice", flowcontrol.Callbacks{})
 	var rejected *flowcontrol.RejectedError
 	if errors.As(err, &rejected) {
 		fmt.Println("429, retry after", rejected.RetryAfter)

@@ -23,13 +23,13 @@ func TestReconfigureKeepsAndLingers(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := flowcontrol.WorkEstimate{InitialSeats: 1}
-	held, err := ctl.StartRequest(context.Background(), one, 1, "fs", "q", "a", nil)
+	held, err := ctl.StartRequest(context.Background(), one, 1, "fs", "q", "a", flowcontrol.Callbacks{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	queued := make(chan error, 1)
 	go func() {
-		r, err := ctl.StartRequest(context.Background(), one, 1, "fs", "q", "b", nil)
+		r, err := ctl.StartRequest(context.Background(), one, 1, "fs", "q", "b", flowcontrol.Callbacks{})
 		if err == nil {
 			r.Finish(func() {})
 		}
@@ -54,7 +54,7 @@ func TestReconfigureKeepsAndLingers(t *testing.T) {
 	if d := ctl.Dump(); len(d) != 1 || d[0].Name != "other" {
 		t.Fatalf("after draining: %+v", d)
 	}
-	if _, err := ctl.StartRequest(context.Background(), one, 1, "fs", "q", "c", nil); err == nil {
+	if _, err := ctl.StartRequest(context.Background(), one, 1, "fs", "q", "c", flowcontrol.Callbacks{}); err == nil {
 		t.Error("request admitted to a removed level")
 	}
 }

@@ -242,12 +242,12 @@ type Admission struct {
 func (a *Admission) Estimate() flowcontrol.WorkEstimate { return a.req.Estimate() }
 
 // Finish runs fn as the request's execution and frees its seats afterwards,
-// even if fn panics.
+// even if fn panics: at once, or after its final phase (AdditionalLatency)
+// for a request with final seats.
 func (a *Admission) Finish(fn func()) {
 	pl, fs := a.Classification.PriorityLevel.Name, a.Classification.FlowSchema.Name
-	a.gate.metrics.executing(pl, fs, a.req.Estimate().MaxSeats(), 1)
 	defer func() {
-		a.gate.metrics.executing(pl, fs, a.req.Estimate().MaxSeats(), -1)
+		a.gate.metrics.executing(pl, fs, -1)
 		a.gate.metrics.executed(pl, fs, a.kind, a.gate.clk.Now().Sub(a.start))
 	}()
 	a.req.Finish(fn)
@@ -297,7 +297,8 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 			attrFlowSchema.String(fs), attrPriorityLevel.String(pl), attrSeats.Int(est.MaxSeats())))
 		defer span.End()
 	}
-	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, c.Distinguisher, queued)
+	req, err := gen.ctl.StartRequest(waitCtx, est, c.Hash, fs, pl, c.Distinguisher, flowcontrol.Callbacks{Queued: queued,
+		Released: func(seats int) { g.metrics.seats(pl, fs, -seats) }})
 	wait := g.clk.Now().Sub(arrive)
 	if span != nil {
 		span.SetAttributes(attrQueueWait.Float64(wait.Seconds()))
@@ -310,6 +311,10 @@ func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request,
 		return nil, err
 	}
 	g.metrics.dispatched(pl, fs, wait, c.PriorityLevel.Spec.Type == flowcontrolv1.PriorityLevelEnablementExempt)
+	// Executing from dispatch, as kube counts them; the seats until they
+	// are released, final seats included.
+	g.metrics.executing(pl, fs, 1)
+	g.metrics.seats(pl, fs, req.Estimate().MaxSeats())
 	if kind == "" {
 		kind = "regular"
 	}

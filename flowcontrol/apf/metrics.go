@@ -159,12 +159,19 @@ func (m *Metrics) dispatched(pl, fs string, wait time.Duration, exempt bool) {
 	}
 }
 
-func (m *Metrics) executing(pl, fs string, seats, delta int) {
-	if m == nil {
-		return
+// executing counts requests that start (delta 1) or end (-1) executing.
+func (m *Metrics) executing(pl, fs string, delta int) {
+	if m != nil {
+		m.executingReqs.WithLabelValues(pl, fs).Add(float64(delta))
 	}
-	m.executingReqs.WithLabelValues(pl, fs).Add(float64(delta))
-	m.executingSeats.WithLabelValues(pl, fs).Add(float64(delta * seats))
+}
+
+// seats counts seats taken at dispatch (delta > 0) and given back when the
+// queue set releases them (< 0).
+func (m *Metrics) seats(pl, fs string, delta int) {
+	if m != nil {
+		m.executingSeats.WithLabelValues(pl, fs).Add(float64(delta))
+	}
 }
 
 func (m *Metrics) executed(pl, fs, kind string, d time.Duration) {

@@ -14,6 +14,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/flowcontrol/work"
 )
 
 // gauge returns the value of the gauge (or counter) series of name whose
@@ -360,4 +361,45 @@ func series(t *testing.T, reg *prometheus.Registry, name string) []map[string]st
 		}
 	}
 	return out
+}
+
+// TestFinalSeatsStayExecuting checks that a write's final seats (the watch
+// events it causes, AdditionalLatency long) count among
+// current_executing_seats until the queue set releases them, while the
+// request itself stops counting among current_executing_requests when it
+// finishes, as kube-apiserver counts them.
+func TestFinalSeatsStayExecuting(t *testing.T) {
+	clk := eventclock.NewFake(time.Unix(1000, 0))
+	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 400}, "")
+	for range 25 {
+		g.Watches().Register(&work.Request{Verb: "watch", Resource: "pods", Namespace: "a"})
+	}
+	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "create",
+		APIGroup: "", Resource: "pods", Namespace: "a", IsResourceRequest: true, Path: "/api/v1/namespaces/a/pods"}
+	a, err := g.Admit(context.Background(), attrs, &work.Request{Verb: "create", Resource: "pods", Namespace: "a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := a.Estimate()
+	if est.FinalSeats == 0 || est.AdditionalLatency <= 0 {
+		t.Fatalf("estimate %+v: the scenario needs final seats", est)
+	}
+	labels := map[string]string{"priority_level": a.Classification.PriorityLevel.Name, "flow_schema": a.Classification.FlowSchema.Name}
+	value := func(name string) float64 {
+		t.Helper()
+		v, _ := gauge(t, reg, "apiserver_flowcontrol_"+name, labels)
+		return v
+	}
+	a.Finish(func() {
+		if r, s := value("current_executing_requests"), value("current_executing_seats"); r != 1 || s != float64(est.MaxSeats()) {
+			t.Errorf("executing: %v requests, %v seats; want 1, %d", r, s, est.MaxSeats())
+		}
+	})
+	if r, s := value("current_executing_requests"), value("current_executing_seats"); r != 0 || s != float64(est.MaxSeats()) {
+		t.Errorf("in its final phase: %v requests, %v seats; want 0, %d (its final seats)", r, s, est.MaxSeats())
+	}
+	clk.Step(est.AdditionalLatency)
+	if s := value("current_executing_seats"); s != 0 {
+		t.Errorf("after its final phase: %v seats, want 0", s)
+	}
 }

@@ -49,6 +49,9 @@ func (qs *QueueSet) releaseLingering(r *Request) {
 // and completely unused.
 func (qs *QueueSet) releaseSeatsLocked(r *Request) {
 	seats := r.est.MaxSeats()
+	if r.cb.Released != nil {
+		r.cb.Released(seats)
+	}
 	qs.totSeatsInUse -= seats
 	qs.demand.Set(float64(qs.totSeatsInUse + qs.totSeatsWaiting))
 	q := r.queue

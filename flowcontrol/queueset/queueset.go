@@ -138,6 +138,11 @@ type Callbacks struct {
 	// and with false when it leaves it (dispatched or withdrawn), like
 	// kube-apiserver's queue note behind apiserver_current_inqueue_requests.
 	Queued func(inQueue bool)
+	// Released, if set, is called with the seats the request gives back:
+	// when it finishes, or AdditionalLatency later for a request with a
+	// final phase (its final seats are in use until then, as
+	// apiserver_flowcontrol_current_executing_seats counts them).
+	Released func(seats int)
 }
 
 // Start submits a request without blocking. It returns the request, or a nil

@@ -23,6 +23,7 @@ type flowcontrolFlags struct {
 	maxMutating int
 	enabled     bool
 	timeout     time.Duration
+	fromStorage bool
 }
 
 // add registers the flags.
@@ -61,6 +62,8 @@ func (f *flowcontrolFlags) addSeats(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.enabled, "enable-priority-and-fairness", true, "queue requests by API Priority and Fairness; false: only the two max-inflight limits")
 	fs.DurationVar(&f.timeout, "request-timeout", apf.DefaultRequestTimeout,
 		"a request's time when it names none with ?timeout=, and the most it may name; it waits in its queue for a quarter of it (not a watch: 15s)")
+	fs.BoolVar(&f.fromStorage, "consistent-reads-from-storage", false,
+		"charge lists without a resourceVersion as reads from etcd, as kube-apiserver serves them when its etcd is older than 3.4.31/3.5.13 (default: from its watch cache)")
 }
 
 // file reads the configured objects (none without a file); a bad file is
@@ -101,7 +104,7 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 // gate builds the APF gate and registers its metrics on reg.
 func (f *flowcontrolFlags) gate(reg prometheus.Registerer) (*apf.Gate, error) {
 	cfg := apf.Config{MaxRequestsInflight: f.maxInflight, MaxMutatingRequestsInflight: f.maxMutating, Disabled: !f.enabled,
-		RequestTimeout: f.timeout}
+		RequestTimeout: f.timeout, ConsistentReadsFromStorage: f.fromStorage}
 	if errs := cfg.Validate(); len(errs) > 0 {
 		flags := map[string]string{"maxRequestsInflight": "--max-requests-inflight", "maxMutatingRequestsInflight": "--max-mutating-requests-inflight",
 			"requestTimeout": "--request-timeout"}

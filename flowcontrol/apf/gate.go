@@ -37,6 +37,12 @@ type Config struct {
 	// wait in its queue for a quarter of it (15 s by default), as in
 	// kube-apiserver; watches wait the default 15 s. Zero means 1m.
 	RequestTimeout time.Duration `json:"requestTimeout,omitempty"`
+	// ConsistentReadsFromStorage charges lists without a resourceVersion as
+	// reads from etcd, as kube-apiserver serves them when its etcd cannot
+	// answer watch progress requests (before etcd 3.4.31 and 3.5.13).
+	// false: they are served from the watch cache, as by kube-apiserver
+	// v1.37 with a current etcd (ConsistentListFromCache).
+	ConsistentReadsFromStorage bool `json:"consistentReadsFromStorage,omitempty"`
 }
 
 // DefaultRequestTimeout is kube-apiserver's --request-timeout default.
@@ -113,7 +119,9 @@ func New(clk eventclock.Interface, cfg Config, objs policy.Objects, metrics *Met
 	}
 	g.cur = gen
 	// Reconfigure keeps the engine, so its per-level caps stay current.
-	g.estimator = work.NewEstimator(work.DefaultEstimatorConfig(), g.objects, g.watches, gen.ctl.MaxSeats)
+	est := work.DefaultEstimatorConfig()
+	est.ConsistentReadFromCache = !cfg.ConsistentReadsFromStorage
+	g.estimator = work.NewEstimator(est, g.objects, g.watches, gen.ctl.MaxSeats)
 	metrics.attach(g)
 	return g, nil
 }

@@ -65,7 +65,7 @@ func TestHTTPWorkEstimatesMatchKube(t *testing.T) {
 	caps := map[string]int{"pl-none": 0, "pl-mid": 37}
 	paceWatches := apf.NewWatchTracker()
 	kubeWatches := kflowcontrol.NewWatchTracker()
-	paceEst := work.NewEstimator(work.DefaultEstimatorConfig(), paceObjects{}, paceWatches, func(pl string) int { return caps[pl] })
+	paceEst := work.NewEstimator(withoutEtcd(), paceObjects{}, paceWatches, func(pl string) int { return caps[pl] })
 	kubeEst := kube.NewWorkEstimator(kubeObjects, kubeWatches.GetInterestedWatchCount, kube.DefaultWorkEstimatorConfig(),
 		func(pl string) uint64 { return uint64(caps[pl]) })
 	seen := map[work.Estimate]bool{}

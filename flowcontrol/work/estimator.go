@@ -80,7 +80,8 @@ type EstimatorConfig struct {
 	// WatchList charges watches like lists (kube's WatchList gate).
 	WatchList bool `json:"watchList"`
 	// ConsistentReadFromCache says a list with no resourceVersion is served
-	// from the watch cache (true when etcd supports watch progress requests).
+	// from the watch cache (kube's ConsistentListFromCache, when etcd
+	// supports watch progress requests: 3.4.31, 3.5.13 and later).
 	ConsistentReadFromCache bool `json:"consistentReadFromCache"`
 }
 
@@ -96,6 +97,7 @@ func DefaultEstimatorConfig() EstimatorConfig {
 		MutatingEnabled:           true,
 		SizeBased:                 true,
 		WatchList:                 true,
+		ConsistentReadFromCache:   true,
 	}
 }
 

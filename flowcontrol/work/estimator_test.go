@@ -26,6 +26,14 @@ func (w fixedWatches) WatchCount(*Request) int { return int(w) }
 
 func boolPtr(b bool) *bool { return &b }
 
+// storageReads is the default configuration as upstream's tests run it,
+// without etcd: a list without resourceVersion is read from storage.
+func storageReads() EstimatorConfig {
+	cfg := DefaultEstimatorConfig()
+	cfg.ConsistentReadFromCache = false
+	return cfg
+}
+
 // TestEstimate uses the vectors of reference §5.3 and §5.4 (from upstream's
 // width_test.go and mutating estimator).
 func TestEstimate(t *testing.T) {
@@ -61,7 +69,7 @@ func TestEstimate(t *testing.T) {
 		{"token request", &Request{Verb: "create", Resource: "serviceaccounts", Subresource: "token"}, 500, Estimate{InitialSeats: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := NewEstimator(DefaultEstimatorConfig(), objects, fixedWatches(tc.watches), nil)
+			e := NewEstimator(storageReads(), objects, fixedWatches(tc.watches), nil)
 			if diff := cmp.Diff(tc.want, e.Estimate(tc.req, "pl")); diff != "" {
 				t.Errorf("estimate mismatch (-want +got):\n%s", diff)
 			}
@@ -72,7 +80,7 @@ func TestEstimate(t *testing.T) {
 func TestEstimateCountFormulaAndCaps(t *testing.T) {
 	objects := fakeObjects{"cm": {stats: Stats{ObjectCount: 1000, AverageObjectSizeBytes: 1_000}},
 		"few": {stats: Stats{ObjectCount: 99, AverageObjectSizeBytes: 1_000}}}
-	cfg := DefaultEstimatorConfig()
+	cfg := storageReads()
 	cfg.SizeBased = false
 	e := NewEstimator(cfg, objects, fixedWatches(0), nil)
 	// reference §8.5: 1000 objects from storage -> 20 seats, 99 -> 2
@@ -87,5 +95,22 @@ func TestEstimateCountFormulaAndCaps(t *testing.T) {
 	}
 	if got := capped.Estimate(&Request{Verb: "delete", Resource: "cm"}, "pl"); got.FinalSeats != 4 || got.AdditionalLatency != 62500*time.Microsecond {
 		t.Errorf("mutating capped = %+v, want 4 final seats for 62.5ms", got)
+	}
+}
+
+// TestConsistentListsFromCache: by default, as kube-apiserver v1.37 with an
+// etcd that answers watch progress requests, a list without resourceVersion
+// is served from the watch cache, and charged so.
+func TestConsistentListsFromCache(t *testing.T) {
+	objects := fakeObjects{"events": {stats: Stats{ObjectCount: 699, AverageObjectSizeBytes: 10_000}}}
+	list := &Request{Verb: "list", Resource: "events"}
+	for _, tc := range []struct {
+		name string
+		cfg  EstimatorConfig
+		want int
+	}{{"from cache (default)", DefaultEstimatorConfig(), 10}, {"from storage", storageReads(), 70}} {
+		if got := NewEstimator(tc.cfg, objects, fixedWatches(0), nil).Estimate(list, "pl").InitialSeats; got != tc.want {
+			t.Errorf("%s: %d seats, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -168,6 +168,13 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.Transport = transport
 	proxy.FlushInterval = -1 // stream watches
+	proxy.ModifyResponse = func(res *http.Response) error {
+		// The client sees the proxy's classification, not kube-apiserver's
+		// of the relayed request besides it.
+		res.Header.Del(apf.HeaderFlowSchemaUID)
+		res.Header.Del(apf.HeaderPriorityLevelUID)
+		return nil
+	}
 	proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 		log.Warn("upstream failed", "err", err)

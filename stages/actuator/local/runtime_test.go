@@ -25,7 +25,13 @@ const stubborn = `trap '' TERM; echo $$ >> "$DIR/started"; while :; do sleep 0.0
 
 func newRuntime(t *testing.T, grace time.Duration) *local.Runtime {
 	t.Helper()
-	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Grace: grace}, slog.New(slog.DiscardHandler))
+	return startRuntime(t, local.Config{NATSURL: "nats://127.0.0.1:1", Grace: grace})
+}
+
+// startRuntime runs a runtime of cfg until the test ends.
+func startRuntime(t *testing.T, cfg local.Config) *local.Runtime {
+	t.Helper()
+	r, err := local.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +123,8 @@ func TestCrashedReplicaIsRestarted(t *testing.T) {
 func TestRestartsBackOffOnTheClock(t *testing.T) {
 	dir := t.TempDir()
 	clk := clocktesting.NewFakeClock(time.Now())
-	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Clock: clk}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if _, err := r.Scale(ctx, shell(dir, `echo $$ >> "$DIR/started"; exit 1`), 1); err != nil {
+	r := startRuntime(t, local.Config{NATSURL: "nats://127.0.0.1:1", Clock: clk})
+	if _, err := r.Scale(context.Background(), shell(dir, `echo $$ >> "$DIR/started"; exit 1`), 1); err != nil {
 		t.Fatal(err)
 	}
 	starts := func() int { return len(pids(t, filepath.Join(dir, "started"))) }

@@ -179,7 +179,7 @@ func (c *Client) DeadLetters(ctx context.Context) error {
 			err = batch.Error()
 		}
 		cancel()
-		if err = ignoreWaitEnd(err); err != nil && ctx.Err() == nil {
+		if err = IgnoreWaitEnd(err); err != nil && ctx.Err() == nil {
 			c.log.Warn("dead-letter fetch failed", "err", err)
 			pause.wait(ctx)
 			continue

@@ -159,7 +159,7 @@ func (c *Client) DropQueued(ctx context.Context, job string) (int, error) {
 			}
 		}
 		dropped += n
-		if err := ignoreWaitEnd(batch.Error()); err != nil {
+		if err := IgnoreWaitEnd(batch.Error()); err != nil {
 			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
 		}
 		if n == 0 {

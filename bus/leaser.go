@@ -80,13 +80,13 @@ func (l *Leaser) Next(ctx context.Context, wait time.Duration) (*Lease, error) {
 		batch, err := l.cons.Fetch(1, jetstream.FetchContext(fctx))
 		if err != nil {
 			cancel()
-			return nil, ignoreWaitEnd(err)
+			return nil, IgnoreWaitEnd(err)
 		}
 		var msg jetstream.Msg
 		for m := range batch.Messages() {
 			msg = m
 		}
-		err = ignoreWaitEnd(batch.Error())
+		err = IgnoreWaitEnd(batch.Error())
 		cancel()
 		if msg == nil {
 			return nil, err

@@ -190,7 +190,7 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 						return
 					}
 				}
-				err = ignoreWaitEnd(batch.Error())
+				err = IgnoreWaitEnd(batch.Error())
 			}
 			if err != nil && c.token != "" && readerLost(err) {
 				cons, caughtUp = nil, false // the manager makes another from next

@@ -182,18 +182,19 @@ func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, star
 	defer cancel()
 	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {
-		return 0, ignoreWaitEnd(err)
+		return 0, IgnoreWaitEnd(err)
 	}
 	got := 0
 	for msg := range batch.Messages() {
 		got++
 		start(msg)
 	}
-	return got, ignoreWaitEnd(batch.Error())
+	return got, IgnoreWaitEnd(batch.Error())
 }
 
-// ignoreWaitEnd hides the errors that only mean a fetch's wait ended.
-func ignoreWaitEnd(err error) error {
+// IgnoreWaitEnd returns err, or nil for the errors that only mean a
+// fetch's wait ended (its deadline or context, a timeout).
+func IgnoreWaitEnd(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
 		return nil
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
@@ -210,7 +209,7 @@ func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, 
 	defer cancel()
 	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {
-		return 0, waitEnd(err)
+		return 0, bus.IgnoreWaitEnd(err)
 	}
 	for jm := range batch.Messages() {
 		got++
@@ -231,15 +230,7 @@ func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, 
 			s.settle(ctx, m, jm)
 		}()
 	}
-	return got, waitEnd(batch.Error())
-}
-
-// waitEnd hides the errors that only mean a fetch's wait ended.
-func waitEnd(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
-		return nil
-	}
-	return err
+	return got, bus.IgnoreWaitEnd(batch.Error())
 }
 
 // settle acks or nacks jm as the handler of m does; a subscription that

@@ -113,7 +113,7 @@ func (s *Stage) router(p schemas.Prefix) (*message.Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actuator router: %w", err)
 	}
-	router.AddMiddleware(s.logRetry, pubsub.Timeout(handleTimeout))
+	router.AddMiddleware(pubsub.Timeout(handleTimeout)) // the Router logs a handler's error
 	router.AddConsumerHandler("decisions", p.Decisions("*"), sub, s.onDecision).
 		AddMiddleware(pubsub.SetAside(s.c, "actuator")) // a dead letter on pace.metrics.<job>.dead, byte for byte
 	router.AddConsumerHandler("job-events", p.Jobs("*", "*"), sub, s.onEvent).
@@ -123,17 +123,6 @@ func (s *Stage) router(p schemas.Prefix) (*message.Router, error) {
 
 // handleTimeout bounds the handling of one message.
 const handleTimeout = 10 * time.Second
-
-// logRetry logs a handler error, after which the message comes again.
-func (s *Stage) logRetry(h message.HandlerFunc) message.HandlerFunc {
-	return func(m *message.Message) ([]*message.Message, error) {
-		out, err := h(m)
-		if err != nil {
-			s.log.Warn("request not published, will retry", "uuid", m.UUID, "err", err)
-		}
-		return out, err
-	}
-}
 
 // reconcile asks again for the last known replicas of every ongoing job.
 func (s *Stage) reconcile(ctx context.Context) error {

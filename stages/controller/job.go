@@ -1,16 +1,18 @@
 package controller
 
 import (
-	"time"
-
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 )
 
-// Job is what a controller knows of a job with spec s started at start
-// (zero when not started yet: an absolute deadline then counts from now).
-func Job(name string, s schemas.JobSpec, start time.Time) plugin.Job {
+// Job is what a controller knows of the job rec (its start is zero when not
+// started yet: an absolute deadline then counts from now).
+func Job(name string, rec *schemas.JobRecord) plugin.Job {
+	s, start := rec.Spec, rec.StartedAt
 	j := plugin.Job{Name: name, Min: s.Replicas.Min, Max: s.Replicas.Max, Initial: s.Replicas.Initial}
+	if p := rec.Prediction; p != nil && p.Basis != schemas.BasisNone && p.ItemTime > 0 {
+		j.ItemTime, j.Startup, j.Basis = p.ItemTime.D(), p.Startup.D(), p.Basis
+	}
 	if s.Mode != schemas.Streaming {
 		switch {
 		case s.Deadline.After > 0:

@@ -193,7 +193,7 @@ func (s *Stage) controller(ctx context.Context, job string) (*jobController, err
 		s.jobs[job] = nil
 		return nil, nil
 	}
-	ctrl, err := s.reg.New(name, Job(job, rec.Spec, rec.StartedAt), rec.Spec.Controller.Params)
+	ctrl, err := s.reg.New(name, Job(job, rec), rec.Spec.Controller.Params)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,11 @@ type Job struct {
 	Expected time.Duration
 	// Min, Max and Initial bound the worker count (the job spec's replicas).
 	Min, Max, Initial int
+	// ItemTime and Startup are the admission's forecast of one item's time
+	// and of a worker's start-up (schemas.Prediction); Basis says where they
+	// come from (schemas.BasisHint or BasisHistory). Zero: no forecast.
+	ItemTime, Startup time.Duration
+	Basis             string
 }
 
 // Validate checks the replica bounds.

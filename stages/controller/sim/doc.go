@@ -10,7 +10,7 @@
 // streams seeded with (seed, k): k = 1 item service times (drawn up front for a
 // batch job, so every controller sees the same items and the oracle knows
 // them), 2 failures, 3 arrivals and streaming service times, 4 per-replica
-// speeds.
+// speeds, 5 the oracle's failures.
 //
 //   - Items: service time constant, exponential, lognormal (given mean and
 //     sigma) or bimodal (a slow fraction slow_factor times longer, same mean);
@@ -55,9 +55,13 @@
 // fewer replicas exists unless LPT's packing is loose (LPT's makespan is
 // within 4/3 of the optimum; with many small items it is exact in practice).
 // OracleResult.LowerBound is the fluid bound ceil(W/(D−d))·d + W, which no
-// schedule can beat. Failures are not part of the oracle (they are random
-// events, not knowledge of the items), so with failures it is a lower bound
-// that no controller reaches. A scenario is feasible when some n ≤ max meets D.
+// schedule can beat. With failures the oracle meets crashes too, as every
+// schedule must: attempts crash with the scenario's failure_rate (PCG stream
+// 5, drawn in packing order, the same for every n), each costing its replica
+// half the attempt and a restart, its item packed again once the lease
+// expires. Knowing which attempts crash does not let a schedule avoid them,
+// so the oracle pays the crashes' cost rather than being a bound no
+// controller could reach. A scenario is feasible when some n ≤ max meets D.
 //
 // Tests pin the oracle on hand-computed cases, determinism (same seed,
 // byte-identical output) and the headline figures published in

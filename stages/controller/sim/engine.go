@@ -89,6 +89,7 @@ type engine struct {
 	seq    uint64
 
 	svc     []float64       // nominal service time per item (s)
+	crashes []int           // attempts left to crash per item
 	arrived []time.Duration // arrival time per item
 	queue   []int
 	workers []*worker
@@ -98,6 +99,7 @@ type engine struct {
 
 	desired                 int
 	done, redelivered, lost int
+	doneTime, firstDone     time.Duration // the done items' durations, and when the first ended
 	dispatchFree            time.Duration
 	replicaTime             time.Duration
 	crashTime               time.Duration // within replicaTime: crashed attempts and restarts
@@ -126,6 +128,7 @@ func newEngine(s Scenario, ctrl plugin.Controller, seed uint64) *engine {
 	}
 	if s.Mode == schemas.Batch {
 		e.svc = itemTimes(s, seed)
+		e.crashes = itemCrashes(s, len(e.svc), seed)
 		e.arrived = make([]time.Duration, len(e.svc))
 		e.queue = make([]int, len(e.svc))
 		for i := range e.queue {
@@ -133,6 +136,25 @@ func newEngine(s Scenario, ctrl plugin.Controller, seed uint64) *engine {
 		}
 	}
 	return e
+}
+
+// itemCrashes draws how many attempts of each of n items crash their worker
+// (each attempt with the failure rate); the oracle sees the same counts.
+func itemCrashes(s Scenario, n int, seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	out := make([]int, n)
+	for i := range out {
+		out[i] = crashCount(s, rng)
+	}
+	return out
+}
+
+func crashCount(s Scenario, rng *rand.Rand) int {
+	n := 0
+	for s.Workers.FailureRate > 0 && rng.Float64() < s.Workers.FailureRate {
+		n++
+	}
+	return n
 }
 
 // itemTimes draws a batch job's service times; the oracle sees the same ones.
@@ -195,6 +217,10 @@ func (e *engine) handle(ev event) error {
 			return nil
 		}
 		e.done++
+		e.doneTime += e.now - ev.w.takenAt
+		if e.done == 1 {
+			e.firstDone = e.now
+		}
 		e.latencies = append(e.latencies, (e.now - e.arrived[ev.item]).Seconds())
 		if e.s.Mode == schemas.Batch && e.done == len(e.svc) {
 			e.over, e.finishAt = true, e.now
@@ -251,6 +277,7 @@ func (e *engine) handle(ev event) error {
 func (e *engine) arrive(n int) {
 	for range n {
 		e.svc = append(e.svc, e.s.Service.draw(e.arng))
+		e.crashes = append(e.crashes, crashCount(e.s, e.frng))
 		e.arrived = append(e.arrived, e.now)
 		e.queue = append(e.queue, len(e.svc)-1)
 	}
@@ -294,7 +321,8 @@ func (e *engine) take(w *worker) {
 	}
 	work := e.svc[item] * e.speeds[w.slot] * factor
 	dur := start - e.now + e.s.Workers.Overhead.D() + time.Duration(work*float64(time.Second))
-	if f := e.s.Workers.FailureRate; f > 0 && e.frng.Float64() < f {
+	if e.crashes[item] > 0 {
+		e.crashes[item]--
 		e.push(event{at: e.now + dur/2, kind: evCrash, w: w, gen: w.gen, item: item})
 		return
 	}

@@ -59,3 +59,40 @@ func TestOracleHandComputed(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleMeetsCrashes: a crash costs its replica half the attempt and a
+// restart, and the item is packed again once its lease has expired, before
+// shorter items only if its lease expired by then.
+func TestOracleMeetsCrashes(t *testing.T) {
+	items := []packed{{time: 4, crashes: 1}, {time: 2}}
+	// One replica, ready at 1: A crashes at 3 (half of 1..5) and the replica is
+	// back at 4, when A's lease (3 s from 1) has expired: A 4..8, then B 8..10.
+	if got, want := lpt(items, []float64{1}, 1, 0, 3, Slowdown{Factor: 1}), (OracleResult{Makespan: 10, ReplicaSeconds: 10}); got != want {
+		t.Errorf("one replica: %+v, want %+v", got, want)
+	}
+	// Two: A crashes on the first (back at 4); B takes the second at 1..3;
+	// A is taken again at 4, its lease's end, by the first: 4..8. Cost 8 + 3.
+	if got, want := lpt(items, []float64{1, 1}, 1, 0, 3, Slowdown{Factor: 1}), (OracleResult{Makespan: 8, ReplicaSeconds: 11}); got != want {
+		t.Errorf("two replicas: %+v, want %+v", got, want)
+	}
+}
+
+// TestRunMeetsTheOraclesCrashes: a run meets the crashes the oracle knows of,
+// every crashing attempt of every item, each redelivered once its lease expires.
+func TestRunMeetsTheOraclesCrashes(t *testing.T) {
+	s, err := Load("../../../examples/scenarios/10-failures.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashes := 0
+	for _, n := range itemCrashes(s, s.Items, s.Seed) {
+		crashes += n
+	}
+	r, err := runOnce(s, static(5), s.Seed, &history{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Finished || r.Redeliveries != crashes || crashes == 0 {
+		t.Errorf("finished %v with %d redeliveries, want every one of the %d crashes drawn for the items", r.Finished, r.Redeliveries, crashes)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
@@ -44,7 +45,7 @@ type Result struct {
 	// ReplicaSeconds is the sum of every replica's lifetime, start-up included.
 	ReplicaSeconds float64 `json:"replica_seconds"`
 	// CrashSeconds is the part of ReplicaSeconds lost to crashes: the crashed
-	// attempts and the restarts. The oracle pays none of it.
+	// attempts and the restarts. The oracle meets the same crashes.
 	CrashSeconds float64 `json:"crash_seconds,omitempty"`
 	// Oracle is the least replica-seconds meeting the deadline with perfect
 	// knowledge (batch); Feasible whether that deadline can be met at all.
@@ -64,15 +65,18 @@ type Result struct {
 // taken from s.Controllers[name]. With s.Repeat > 1 the job runs that many
 // times (seeds Seed, Seed+1, …): costs and actions add up, the deadline is met
 // only if every run met it, lateness is the worst; the series is the first run's.
+// Each run after the first gets the forecast the manager would make from the
+// runs before it, as jobs of the same program do (stages/manager/predict.go).
 func Run(s Scenario, reg plugin.Registry, name string) (Result, error) {
 	res := Result{Scenario: s.Name, Controller: name, Mode: s.Mode, Met: true, Finished: true, Feasible: true}
+	var h history
 	for i := range s.Repeat {
 		seed := s.Seed + uint64(i)
-		ctrl, err := reg.New(name, job(s), s.Controllers[name])
+		ctrl, err := reg.New(name, h.forecast(job(s)), s.Controllers[name])
 		if err != nil {
 			return Result{}, fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
-		one, err := runOnce(s, ctrl, seed)
+		one, err := runOnce(s, ctrl, seed, &h)
 		if err != nil {
 			return Result{}, fmt.Errorf("scenario %s, controller %s: %w", s.Name, name, err)
 		}
@@ -88,7 +92,7 @@ func Run(s Scenario, reg plugin.Registry, name string) (Result, error) {
 func RunStatic(s Scenario, replicas int) (Result, error) {
 	s.Replicas = schemas.Replicas{Min: replicas, Max: replicas, Initial: replicas}
 	s.Repeat = 1
-	one, err := runOnce(s, static(replicas), s.Seed)
+	one, err := runOnce(s, static(replicas), s.Seed, &history{})
 	if err != nil {
 		return Result{}, err
 	}
@@ -105,11 +109,12 @@ func job(s Scenario) plugin.Job {
 	return j
 }
 
-func runOnce(s Scenario, ctrl plugin.Controller, seed uint64) (Result, error) {
+func runOnce(s Scenario, ctrl plugin.Controller, seed uint64, h *history) (Result, error) {
 	e := newEngine(s, ctrl, seed)
 	if err := e.run(); err != nil {
 		return Result{}, err
 	}
+	h.learn(e)
 	r := Result{
 		ReplicaSeconds: e.replicaTime.Seconds(), CrashSeconds: e.crashTime.Seconds(), ScalingActions: e.actions, PeakReplicas: e.peak,
 		Redeliveries: e.redelivered, Series: e.series, Decisions: e.decisions, Finished: true, Feasible: true,
@@ -150,6 +155,36 @@ func (r *Result) merge(o Result, first bool) {
 	r.PeakReplicas = max(r.PeakReplicas, o.PeakReplicas)
 	r.Redeliveries += o.Redeliveries
 	r.Finish, r.Lateness = round6(r.Finish), round6(r.Lateness)
+}
+
+// history is what the manager learns from the finished runs of one program:
+// the mean item time and the mean start-up, from the start to the first
+// result less one item time.
+type history struct {
+	items, runs           int
+	itemSeconds, startups float64
+}
+
+// learn adds a finished batch run to h.
+func (h *history) learn(e *engine) {
+	if e.s.Mode != schemas.Batch || e.done == 0 {
+		return
+	}
+	mean := e.doneTime.Seconds() / float64(e.done)
+	h.itemSeconds = (h.itemSeconds*float64(h.items) + e.doneTime.Seconds()) / float64(h.items+e.done)
+	h.startups += math.Max(0, e.firstDone.Seconds()-mean)
+	h.items += e.done
+	h.runs++
+}
+
+// forecast adds h's forecast to j, if h has one.
+func (h *history) forecast(j plugin.Job) plugin.Job {
+	if h.items > 0 {
+		j.ItemTime = time.Duration(h.itemSeconds * float64(time.Second))
+		j.Startup = time.Duration(h.startups / float64(h.runs) * float64(time.Second))
+		j.Basis = schemas.BasisHistory
+	}
+	return j
 }
 
 // staticCtrl always asks for the same count.

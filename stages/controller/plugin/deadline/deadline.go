@@ -45,9 +45,11 @@ type State struct {
 	Replicas int `json:"replicas,omitempty"`
 	// Prev is the previous fresh sample; Items and Busy the decayed sums of
 	// finished items and busy replica-seconds.
-	Prev  *Mark   `json:"prev,omitempty"`
-	Items float64 `json:"items"`
-	Busy  float64 `json:"busy"`
+	// Measured is set by the first interval with a busy replica.
+	Prev     *Mark   `json:"prev,omitempty"`
+	Items    float64 `json:"items"`
+	Busy     float64 `json:"busy"`
+	Measured bool    `json:"measured,omitempty"`
 	// LastUpAt is when replicas were last added.
 	LastUpAt time.Time `json:"last_up_at,omitzero"`
 	// Pending is the last scale-up not yet seen live (the job's start counts
@@ -65,17 +67,31 @@ type Controller struct{ plugin.Base[Config, State] }
 
 // New builds a deadline controller; params is a JSON Config.
 func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
-	b, err := plugin.NewBase[Config](Name, job, params, State{Replicas: job.Initial})
+	st := State{Replicas: job.Initial}
+	if job.ItemTime > 0 {
+		// The forecast counts as priorItems items already measured: the first
+		// intervals refine it rather than replace it.
+		st.Items, st.Busy = priorItems, priorItems*job.ItemTime.Seconds()
+	}
+	b, err := plugin.NewBase[Config](Name, job, params, st)
 	if err != nil {
 		return nil, err
 	}
 	return &Controller{b}, nil
 }
 
-// startup is the start-up delay to plan with: the measured one, else the configured one.
+// priorItems is the weight, in items, of a job's forecast item time in the
+// rate estimate.
+const priorItems = 5
+
+// startup is the start-up delay to plan with: the measured one, else the one
+// earlier jobs of the same program measured, else the configured one.
 func (c *Controller) startup() time.Duration {
-	if c.Mem.Startup > 0 {
+	switch {
+	case c.Mem.Startup > 0:
 		return c.Mem.Startup
+	case c.Job.Basis == schemas.BasisHistory && c.Job.Startup > 0:
+		return c.Job.Startup
 	}
 	return c.Cfg.StartupDelay.D()
 }
@@ -91,6 +107,9 @@ func (c *Controller) watchStartup(p schemas.Progress) {
 			start = p.At.Add(-time.Duration(p.TimeProgress * float64(c.Job.Expected)))
 		}
 		s.Pending = &ScaleUp{At: start, Base: 0, Target: c.Job.Initial}
+		if s.LastUpAt.IsZero() {
+			s.LastUpAt = start // the initial replicas are starting too
+		}
 	}
 	up := s.Pending
 	if up == nil {
@@ -129,6 +148,7 @@ func (c *Controller) observe(p schemas.Progress, r int) {
 	}
 	now := Mark{At: p.At, Finished: p.Done + p.Dead, Busy: busy, Live: p.Replicas, Steady: steady}
 	if prev := s.Prev; prev != nil && (prev.Live == now.Live || (steady && prev.Steady)) {
+		s.Measured = s.Measured || prev.Busy+now.Busy > 0
 		dt := p.At.Sub(prev.At).Seconds()
 		decay := math.Exp(-dt / c.Cfg.RateWindow.D().Seconds())
 		s.Items = s.Items*decay + float64(max(0, now.Finished-prev.Finished))
@@ -143,8 +163,10 @@ func (c *Controller) observe(p schemas.Progress, r int) {
 // rate is the per-replica throughput estimate and where it came from.
 func (c *Controller) rate(p schemas.Progress) (float64, string) {
 	switch {
-	case c.Mem.Items > 0 && c.Mem.Busy > 0:
+	case c.Mem.Items > 0 && c.Mem.Busy > 0 && c.Mem.Measured:
 		return c.Mem.Items / c.Mem.Busy, "measured"
+	case c.Mem.Items > 0 && c.Mem.Busy > 0:
+		return c.Mem.Items / c.Mem.Busy, c.Job.Basis
 	case c.Cfg.PriorRate > 0:
 		return c.Cfg.PriorRate, "prior_rate"
 	}

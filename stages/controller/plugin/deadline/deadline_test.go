@@ -51,6 +51,18 @@ func TestRecordedSequences(t *testing.T) {
 			reason:  "no throughput measured yet",
 		},
 		{
+			// Earlier jobs of the program took 1 s an item and 5 s to start: μ = 1/s
+			// before any is measured. T' = 98·0.95 − 1 = 92.1 s; the initial replica,
+			// asked for at 0, works from 5 s: 89.1 of 110 replica-seconds; a new one
+			// does 87.1: 1 + 20.9/87.1 → 2, at the first sample.
+			name: "a forecast sizes the job before a rate is measured",
+			job: plugin.Job{Name: "j", Expected: 100 * time.Second, Min: 1, Max: 10, Initial: 1,
+				ItemTime: time.Second, Startup: 5 * time.Second, Basis: schemas.BasisHistory},
+			samples: []schemas.Progress{batch(2, 0, 0, 0, 110)},
+			want:    []int{2},
+			reason:  "1 items/s per replica (history)",
+		},
+		{
 			// μ = 10 items / 10 busy replica-seconds = 1/s; T' = 90·0.95 − 1 = 84.5 s;
 			// 100 s of work: 1 live does 84.5, one new replica does 74.5: 1 + 15.5/74.5 → 2.
 			name:    "feed-forward with start-up delay",

@@ -15,8 +15,10 @@
 // While a scale-up is pending, an interval over which the live replica count
 // changed is skipped (replicas that joined part-way would bias it). b counts busy workers, so idle replicas at the tail or under light streaming
 // load do not dilute the rate; the ratio of sums is robust to heavy-tailed item
-// times. Before a steady interval has been measured μ is prior_rate, or
-// unknown (then the controller holds the current count): the processor's
+// times. A job's forecast item time (plugin.Job.ItemTime: a hint or the
+// history of its program) seeds the sums with 5 items at that time, so the
+// first intervals refine it. Without one, before a steady interval has been
+// measured μ is prior_rate, or unknown (then the controller holds the current count): the processor's
 // per_replica is not used, as its window spans replicas still starting.
 //
 // # Batch: feed-forward
@@ -73,7 +75,8 @@
 // # Start-up delay
 //
 // Measured from a scale-up (or the job's start) to its first replica live,
-// taken midway between the sample that shows it and the one before.
+// taken midway between the sample that shows it and the one before; until
+// then the forecast's start-up when it comes from history, else startup_delay.
 //
 // # The tail never strands items
 //

@@ -13,9 +13,11 @@
 // speeds, 5 the oracle's failures.
 //
 //   - Items: service time constant, exponential, lognormal (given mean and
-//     sigma) or bimodal (a slow fraction slow_factor times longer, same mean);
-//     optionally × a per-replica speed (lognormal, mean 1) and × a slowdown
-//     factor for items started after a given time.
+//     sigma), Pareto (given mean and tail index alpha) or bimodal (a slow
+//     fraction slow_factor times longer, same mean); optionally × a
+//     per-replica speed (lognormal, mean 1; a straggler replica is
+//     straggler_factor times slower still) and × a slowdown factor for items
+//     started after a given time.
 //   - Queue: FIFO; redeliveries go to its head. An optional serial dispatch
 //     time per item models a shared bottleneck (Asperathos' flattening curve).
 //   - Workers: a replica asked for starts after the start-up delay, then takes

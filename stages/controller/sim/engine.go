@@ -83,6 +83,7 @@ type engine struct {
 	ctrl plugin.Controller
 	frng *rand.Rand // failures
 	arng *rand.Rand // arrivals and streaming service times
+	draw func(*rand.Rand) float64
 
 	now    time.Duration
 	events eventHeap
@@ -121,6 +122,7 @@ func newEngine(s Scenario, ctrl plugin.Controller, seed uint64) *engine {
 		s: s, ctrl: ctrl,
 		frng:    rand.New(rand.NewPCG(seed, 2)),
 		arng:    rand.New(rand.NewPCG(seed, 3)),
+		draw:    s.Service.sampler(),
 		speeds:  s.Service.speeds(2*s.Replicas.Max, rand.New(rand.NewPCG(seed, 4))), // draining replicas keep their slot
 		used:    make([]bool, 2*s.Replicas.Max),
 		mon:     monitor{window: s.RateWindow.D()},
@@ -159,10 +161,10 @@ func crashCount(s Scenario, rng *rand.Rand) int {
 
 // itemTimes draws a batch job's service times; the oracle sees the same ones.
 func itemTimes(s Scenario, seed uint64) []float64 {
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng, draw := rand.New(rand.NewPCG(seed, 1)), s.Service.sampler()
 	out := make([]float64, s.Items)
 	for i := range out {
-		out[i] = s.Service.draw(rng)
+		out[i] = draw(rng)
 	}
 	return out
 }
@@ -276,7 +278,7 @@ func (e *engine) handle(ev event) error {
 // arrive adds n streaming items.
 func (e *engine) arrive(n int) {
 	for range n {
-		e.svc = append(e.svc, e.s.Service.draw(e.arng))
+		e.svc = append(e.svc, e.draw(e.arng))
 		e.crashes = append(e.crashes, crashCount(e.s, e.frng))
 		e.arrived = append(e.arrived, e.now)
 		e.queue = append(e.queue, len(e.svc)-1)

@@ -54,16 +54,25 @@ type Scenario struct {
 
 // Service describes per-item service times.
 type Service struct {
-	// Dist is constant, exponential, lognormal or bimodal.
+	// Dist is constant, exponential, lognormal, pareto or bimodal.
 	Dist string           `json:"dist"`
 	Mean schemas.Duration `json:"mean"`
 	// Sigma is the lognormal's shape (default 1).
 	Sigma float64 `json:"sigma,omitempty"`
+	// Alpha is the Pareto's tail index (> 1, so that the mean exists):
+	// P(X > x) = (x_m/x)^alpha. Max, when set, bounds it (a bounded Pareto,
+	// truncated at Max); the mean stays Mean.
+	Alpha float64          `json:"alpha,omitempty"`
+	Max   schemas.Duration `json:"max,omitempty"`
 	// SlowFraction of items take SlowFactor × the fast time (bimodal); the mean stays Mean.
 	SlowFraction float64 `json:"slow_fraction,omitempty"`
 	SlowFactor   float64 `json:"slow_factor,omitempty"`
 	// Heterogeneity is the lognormal sigma of per-replica speed (time multiplier, mean 1).
 	Heterogeneity float64 `json:"heterogeneity,omitempty"`
+	// Stragglers is the fraction of replicas that run every item
+	// StragglerFactor times slower (a slow or overloaded node).
+	Stragglers      float64 `json:"stragglers,omitempty"`
+	StragglerFactor float64 `json:"straggler_factor,omitempty"`
 }
 
 // Slowdown multiplies the service time of items started after At by Factor.
@@ -199,12 +208,22 @@ func (s Scenario) Validate() field.ErrorList {
 	}
 	switch s.Service.Dist {
 	case "constant", "exponential", "lognormal":
+	case "pareto":
+		if s.Service.Alpha <= 1 || math.IsNaN(s.Service.Alpha) {
+			errs = append(errs, field.Invalid(field.NewPath("service", "alpha"), s.Service.Alpha, "pareto needs alpha > 1 (a finite mean)"))
+		}
+		if s.Service.Max != 0 && s.Service.Max <= s.Service.Mean {
+			errs = append(errs, field.Invalid(field.NewPath("service", "max"), s.Service.Max.D().String(), "must be above the mean"))
+		}
 	case "bimodal":
 		if s.Service.SlowFraction <= 0 || s.Service.SlowFraction >= 1 || s.Service.SlowFactor < 1 {
 			errs = append(errs, field.Invalid(field.NewPath("service"), s.Service.Dist, "bimodal needs 0 < slow_fraction < 1 and slow_factor >= 1"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(field.NewPath("service", "dist"), s.Service.Dist, []string{"constant", "exponential", "lognormal", "bimodal"}))
+		errs = append(errs, field.NotSupported(field.NewPath("service", "dist"), s.Service.Dist, []string{"constant", "exponential", "lognormal", "pareto", "bimodal"}))
+	}
+	if f := s.Service.Stragglers; f < 0 || f >= 1 || math.IsNaN(f) || (f > 0 && s.Service.StragglerFactor < 1) {
+		errs = append(errs, field.Invalid(field.NewPath("service", "stragglers"), f, "must be in [0, 1), with straggler_factor >= 1"))
 	}
 	if s.Service.Mean <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("service", "mean"), s.Service.Mean.D().String(), "must be positive"))

@@ -14,6 +14,10 @@ import (
 // Controllers are the plugins pace sim compare runs, in table order.
 var Controllers = []string{"default", "pid", "hpa", "deadline"}
 
+// Columns are what pace sim compare reports, in table order: the
+// Controllers, then the Tuned yardstick.
+var Columns = append(slices.Clone(Controllers), Tuned)
+
 // Summary is one controller's headline figures over a suite.
 type Summary struct {
 	// FeasibleDeadlinesMet is the fraction of feasible batch scenarios whose
@@ -80,7 +84,14 @@ func Compare(scenarios []Scenario, reg plugin.Registry, names []string, series b
 	for _, s := range scenarios {
 		sr := ScenarioReport{Name: s.Name, Description: s.Description, Mode: s.Mode, Feasible: true, Results: map[string]Result{}}
 		for _, name := range names {
-			r, err := Run(s, reg, name)
+			if name == Tuned && s.Mode != schemas.Batch {
+				continue
+			}
+			run := Run
+			if name == Tuned {
+				run = func(s Scenario, reg plugin.Registry, _ string) (Result, error) { return RunTuned(s, reg) }
+			}
+			r, err := run(s, reg, name)
 			if err != nil {
 				return Report{}, err
 			}
@@ -108,8 +119,13 @@ func Compare(scenarios []Scenario, reg plugin.Registry, names []string, series b
 	for _, name := range names {
 		var feasible, met, streams, streamMet, actions int
 		logSum := 0.0
+		runs := 0
 		for _, sr := range rep.Scenarios {
-			r := sr.Results[name]
+			r, ok := sr.Results[name]
+			if !ok {
+				continue
+			}
+			runs++
 			actions += r.ScalingActions
 			switch {
 			case sr.Mode == schemas.Streaming:
@@ -133,8 +149,8 @@ func Compare(scenarios []Scenario, reg plugin.Registry, names []string, series b
 		if streams > 0 {
 			sum.StreamingLatencyMet = round6(float64(streamMet) / float64(streams))
 		}
-		if n := len(rep.Scenarios); n > 0 {
-			sum.ScalingActions = round6(float64(actions) / float64(n))
+		if runs > 0 {
+			sum.ScalingActions = round6(float64(actions) / float64(runs))
 		}
 		rep.Controllers[name] = sum
 	}

@@ -56,9 +56,11 @@ type Result struct {
 	PeakReplicas   int     `json:"peak_replicas"`
 	Redeliveries   int     `json:"redeliveries"`
 	// LatencyP99 is the items' p99 time from arrival to done (streaming).
-	LatencyP99 float64         `json:"latency_p99_s,omitempty"`
-	Series     []Point         `json:"series,omitempty"`
-	Decisions  []DecisionPoint `json:"decisions,omitempty"`
+	LatencyP99 float64 `json:"latency_p99_s,omitempty"`
+	// Tuning is the parameter set the tuned yardstick chose (RunTuned).
+	Tuning    string          `json:"tuning,omitempty"`
+	Series    []Point         `json:"series,omitempty"`
+	Decisions []DecisionPoint `json:"decisions,omitempty"`
 }
 
 // Run simulates s with the controller called name from reg, its parameters
@@ -68,15 +70,20 @@ type Result struct {
 // Each run after the first gets the forecast the manager would make from the
 // runs before it, as jobs of the same program do (stages/manager/predict.go).
 func Run(s Scenario, reg plugin.Registry, name string) (Result, error) {
+	return runWith(s, reg, name, &history{})
+}
+
+// runWith is Run with the history of earlier jobs of the program h, which
+// the runs add to.
+func runWith(s Scenario, reg plugin.Registry, name string, h *history) (Result, error) {
 	res := Result{Scenario: s.Name, Controller: name, Mode: s.Mode, Met: true, Finished: true, Feasible: true}
-	var h history
 	for i := range s.Repeat {
 		seed := s.Seed + uint64(i)
 		ctrl, err := reg.New(name, h.forecast(job(s)), s.Controllers[name])
 		if err != nil {
 			return Result{}, fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
-		one, err := runOnce(s, ctrl, seed, &h)
+		one, err := runOnce(s, ctrl, seed, h)
 		if err != nil {
 			return Result{}, fmt.Errorf("scenario %s, controller %s: %w", s.Name, name, err)
 		}

@@ -50,6 +50,11 @@ type State struct {
 	Items    float64 `json:"items"`
 	Busy     float64 `json:"busy"`
 	Measured bool    `json:"measured,omitempty"`
+	// RecentItems and RecentBusy are the same sums over a quarter of the
+	// window; ChangedAt is when they last replaced the long ones.
+	RecentItems float64   `json:"recent_items,omitempty"`
+	RecentBusy  float64   `json:"recent_busy,omitempty"`
+	ChangedAt   time.Time `json:"changed_at,omitzero"`
 	// LastUpAt is when replicas were last added.
 	LastUpAt time.Time `json:"last_up_at,omitzero"`
 	// Pending is the last scale-up not yet seen live (the job's start counts
@@ -79,6 +84,13 @@ func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
 	}
 	return &Controller{b}, nil
 }
+
+// fewItems is the least count of recent items a change of rate is judged on;
+// changeRatio the factor between the recent and the long-run rate that is one.
+const (
+	fewItems    = 10
+	changeRatio = 1.3
+)
 
 // priorItems is the weight, in items, of a job's forecast item time in the
 // rate estimate.
@@ -151,8 +163,19 @@ func (c *Controller) observe(p schemas.Progress, r int) {
 		s.Measured = s.Measured || prev.Busy+now.Busy > 0
 		dt := p.At.Sub(prev.At).Seconds()
 		decay := math.Exp(-dt / c.Cfg.RateWindow.D().Seconds())
-		s.Items = s.Items*decay + float64(max(0, now.Finished-prev.Finished))
-		s.Busy = s.Busy*decay + dt*float64(prev.Busy+now.Busy)/2
+		items, busy := float64(max(0, now.Finished-prev.Finished)), dt*float64(prev.Busy+now.Busy)/2
+		s.Items = s.Items*decay + items
+		s.Busy = s.Busy*decay + busy
+		recent := math.Exp(-dt / (c.Cfg.RateWindow.D().Seconds() / 4))
+		s.RecentItems = s.RecentItems*recent + items
+		s.RecentBusy = s.RecentBusy*recent + busy
+		if s.RecentItems >= fewItems && s.RecentBusy > 0 && s.Items > 0 {
+			// A change of pace (a slowdown, a faster phase): the long window
+			// would follow it slowly; start again from the recent one.
+			if ratio := (s.RecentItems / s.RecentBusy) / (s.Items / s.Busy); ratio > changeRatio || ratio < 1/changeRatio {
+				s.Items, s.Busy, s.ChangedAt = s.RecentItems, s.RecentBusy, p.At
+			}
+		}
 		if s.Learned == 0 && s.Items > 0 && c.Job.Expected > 0 {
 			s.Learned = time.Duration(p.TimeProgress * float64(c.Job.Expected))
 		}

@@ -258,3 +258,27 @@ func TestReasonsSayWhatTheBoundsDid(t *testing.T) {
 		})
 	}
 }
+
+// TestRateFollowsAChangeOfPace: when items get twice as slow, the estimate
+// starts again from the recent samples instead of drifting over the whole
+// rate window.
+func TestRateFollowsAChangeOfPace(t *testing.T) {
+	long := plugin.Job{Name: "j", Expected: 1000 * time.Second, Min: 1, Max: 10, Initial: 2}
+	var samples []schemas.Progress
+	done := 0
+	for sec := 0; sec <= 100; sec += 2 {
+		samples = append(samples, schemas.Progress{Job: "j", At: plugintest.At(sec), Total: 5000, Done: done,
+			Replicas: 2, InFlight: 2, QueueLength: 5000 - done - 2, TimeProgress: float64(sec) / 1000})
+		if sec < 60 {
+			done += 8 // 2 items/s per replica
+		} else {
+			done += 4 // 1 item/s per replica
+		}
+	}
+	_, d := plugintest.Decide(t, plugintest.New(t, deadline.New, long, ""), samples...)
+	// The 60 s window alone would still be at about 1.4 items/s: 40 s after
+	// the change, e^(-40/60) of the old pace is left.
+	if got := d.Inputs["rate"]; got < 0.9 || got > 1.15 {
+		t.Errorf("rate %.3f items/s per replica 40 s after the pace halved, want about 1", got)
+	}
+}

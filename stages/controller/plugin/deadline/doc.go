@@ -17,7 +17,9 @@
 // load do not dilute the rate; the ratio of sums is robust to heavy-tailed item
 // times. A job's forecast item time (plugin.Job.ItemTime: a hint or the
 // history of its program) seeds the sums with 5 items at that time, so the
-// first intervals refine it. Without one, before a steady interval has been
+// first intervals refine it. The same sums over a quarter of τ detect a
+// change of pace: once they hold 10 items and their rate is more than 1.3×
+// off the long one either way, the long sums restart from them. Without one, before a steady interval has been
 // measured μ is prior_rate, or unknown (then the controller holds the current count): the processor's
 // per_replica is not used, as its window spans replicas still starting.
 //

@@ -59,7 +59,11 @@ func Markdown(w io.Writer, rep Report, names []string, imgDir string) error {
 		v.PerScenario = append(v.PerScenario, "| "+strings.Join(cells, " | ")+" |")
 		tuned, hasTuned := sr.Results[Tuned]
 		if hasTuned {
-			v.Tunings = append(v.Tunings, fmt.Sprintf("- `%s`: `%s`", sr.Name, tuned.Tuning))
+			row := fmt.Sprintf("- `%s`: `%s`", sr.Name, tuned.Tuning)
+			if tuned.Forecast {
+				row += ", with the forecast of the training draws"
+			}
+			v.Tunings = append(v.Tunings, row)
 		}
 		if r, ok := sr.Results["deadline"]; ok && sr.Mode == schemas.Batch && sr.Feasible && r.CostVsOracle > 1.10 {
 			row := fmt.Sprintf("- `%s`: %.2f×", sr.Name, r.CostVsOracle)

@@ -57,8 +57,10 @@ type Result struct {
 	Redeliveries   int     `json:"redeliveries"`
 	// LatencyP99 is the items' p99 time from arrival to done (streaming).
 	LatencyP99 float64 `json:"latency_p99_s,omitempty"`
-	// Tuning is the parameter set the tuned yardstick chose (RunTuned).
+	// Tuning is the parameter set the tuned yardstick chose (RunTuned), and
+	// Forecast whether it started with the forecast of its training draws.
 	Tuning    string          `json:"tuning,omitempty"`
+	Forecast  bool            `json:"forecast,omitempty"`
 	Series    []Point         `json:"series,omitempty"`
 	Decisions []DecisionPoint `json:"decisions,omitempty"`
 }

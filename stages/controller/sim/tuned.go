@@ -20,13 +20,6 @@ type setting struct {
 	forecast bool
 }
 
-func (s setting) String() string {
-	if s.forecast {
-		return s.params + " with the forecast of the training draws"
-	}
-	return s.params
-}
-
 // tuningGrid holds the settings RunTuned tries: how much slack to keep (a
 // high margin rushes the job), how fast the rate estimate forgets, how early
 // replicas are released, and whether the workload's item time and start-up
@@ -57,7 +50,7 @@ const trainingDraws = 5
 // the controller knows; beyond that it knows the workload's distribution,
 // through the tuning and the forecast, as an operator who had tried each
 // setting on past jobs of the same program would. Result's Tuning names the
-// setting chosen.
+// parameters chosen, Forecast whether the job started with the forecast.
 func RunTuned(s Scenario, reg plugin.Registry) (Result, error) {
 	if s.Mode != schemas.Batch {
 		return Result{}, fmt.Errorf("scenario %s: the tuned yardstick is for batch scenarios", s.Name)
@@ -107,6 +100,6 @@ func RunTuned(s Scenario, reg plugin.Registry) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r.Controller, r.Tuning = Tuned, best.String()
+	r.Controller, r.Tuning, r.Forecast = Tuned, best.params, best.forecast
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,35 @@ func TestStageDecidesAndResumes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{3, 5, 7}, got); diff != "" {
 		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+}
+
+// TestForecastReachesTheController: a job admitted with a forecast (here the
+// spec's item_time hint) is sized at its first sample, before any item is
+// done; the deadline controller without one would hold.
+func TestForecastReachesTheController(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	ctx := context.Background()
+	const job = "hinted"
+	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
+			Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1}, Controller: schemas.ControllerSpec{Name: "deadline"}}
+		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0, Total: 110,
+			Prediction: &schemas.Prediction{Basis: schemas.BasisHint, ItemTime: schemas.Duration(time.Second), Startup: schemas.Duration(5 * time.Second)}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runStage(t, c)()
+	publishProgress(t, c, &schemas.Progress{Job: job, At: t0.Add(2 * time.Second), Total: 110, QueueLength: 110, TimeProgress: 0.02})
+	// 110 items of 1 s by 100 s with a 10 s start-up (a hint, not history):
+	// the initial replica and one more.
+	if d := nextDecision(t, sub); d.Replicas != 2 || !strings.Contains(d.Reason, "items/s per replica (hint)") {
+		t.Errorf("decision %d %q, want 2 replicas from the hint", d.Replicas, d.Reason)
 	}
 }
 

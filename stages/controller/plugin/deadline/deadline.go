@@ -94,7 +94,7 @@ const (
 
 // priorItems is the weight, in items, of a job's forecast item time in the
 // rate estimate.
-const priorItems = 5
+const priorItems = 10
 
 // startup is the start-up delay to plan with: the measured one, else the one
 // earlier jobs of the same program measured, else the configured one.

@@ -11,15 +11,20 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/flowcontrol/policysource"
 )
 
 type gateProxyOptions struct {
@@ -29,6 +34,9 @@ type gateProxyOptions struct {
 	upstream string
 	// TLS to the upstream: CA bundle and client certificate (PEM files)
 	upstreamCA, upstreamCert, upstreamKey string
+	// the cluster whose FlowSchemas and priority levels classify requests
+	kubeconfig  string
+	writeStatus bool
 }
 
 // Upstream limits: connecting, the TLS handshake and the response headers
@@ -54,8 +62,7 @@ func newGateProxyCmd(a *app) *cobra.Command {
 API Priority and Fairness admits it. Requests are authenticated with
 --token-file (else anonymous), parsed as Kubernetes API paths (verb from
 method and path, API group, resource/subresource, namespace, name, list vs
-get, watch), classified by the FlowSchemas of --flowcontrol-config over the defaults,
-charged seats by kube-apiserver's work estimator, and queued per priority
+get, watch), classified by FlowSchemas, charged seats by kube-apiserver's work estimator, and queued per priority
 level; rejected ones get 429 with Retry-After. A request body is read whole
 before the request queues: one larger than --max-body is refused with 413,
 one not in within --body-timeout with 408. Watches hold their seat until
@@ -72,11 +79,20 @@ verified with --upstream-ca (else the system roots), and --upstream-cert and
 --upstream-key present a client certificate. The client's Authorization
 header is passed through, so the upstream authenticates every caller itself.
 
+FlowSchemas and PriorityLevelConfigurations come from the cluster named by
+--kubeconfig (normally the upstream), read through informers and applied as
+they change, with the cluster's UIDs in the X-Kubernetes-PF-* headers; with
+--write-status the proxy also writes each FlowSchema's Dangling condition, as
+kube-apiserver does (it needs list and watch on both kinds, and patch on
+flowschemas/status). Without --kubeconfig they come from --flowcontrol-config
+over Pace's defaults, read again when the file changes, or are the defaults.
+
 The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
 itself. With --token-file, /metrics is served to members of pace:admins,
 system:masters and pace:metrics only, the dumps to the first two.`,
 		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --http :8443 --tls-cert proxy.crt --tls-key proxy.key --token-file tokens.csv
+  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --kubeconfig proxy.kubeconfig --write-status
   pace gate proxy --upstream http://127.0.0.1:9000 --flowcontrol-config apf.yaml --max-requests-inflight 10 --max-mutating-requests-inflight 10`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
@@ -94,7 +110,43 @@ system:masters and pace:metrics only, the dumps to the first two.`,
 	f.Var(&o.maxBody, "max-body", "largest request body passed upstream (read whole before admission; 413 beyond)")
 	o.fc.add(f)
 	addPolicyFileAlias(f, &o.fc.config)
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster whose FlowSchemas and PriorityLevelConfigurations classify requests (instead of --flowcontrol-config)")
+	f.BoolVar(&o.writeStatus, "write-status", false, "write each FlowSchema's Dangling condition back to the --kubeconfig cluster")
 	return cmd
+}
+
+// policySource returns what keeps the gate's policy current: the cluster of
+// --kubeconfig, the --flowcontrol-config file, or nothing (the defaults).
+func (o *gateProxyOptions) policySource(log *slog.Logger) (policysource.Source, error) {
+	switch {
+	case o.kubeconfig != "" && o.fc.config != "":
+		return nil, usageError("--kubeconfig and --flowcontrol-config exclude each other: the policy comes from the cluster or from the file")
+	case o.writeStatus && o.kubeconfig == "":
+		return nil, usageError("--write-status writes to the cluster of --kubeconfig: give it")
+	case o.kubeconfig != "":
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, usageError("--kubeconfig: %v", err)
+		}
+		kc, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, usageError("--kubeconfig: %v", err)
+		}
+		return &policysource.Cluster{Client: kc, WriteStatus: o.writeStatus, Log: log}, nil
+	case o.fc.config != "":
+		return &policysource.File{Path: o.fc.config, Log: log}, nil
+	}
+	return nil, nil
+}
+
+// warnIgnored logs the objects the policy in force ignores.
+func warnIgnored(log *slog.Logger, d *policy.Digest) {
+	for _, name := range d.Dangling {
+		log.Warn("flow schema dangling: its priority level does not exist", "flow_schema", name)
+	}
+	for _, name := range d.Broken {
+		log.Warn("invalid flowcontrol object ignored", "object", name)
+	}
 }
 
 // transport returns the HTTP transport to the upstream, with its TLS settings.
@@ -159,12 +211,11 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	log := a.log.With("stage", "gate-proxy")
-	for _, name := range gate.Digest().Dangling {
-		log.Warn("flow schema dangling: its priority level does not exist", "flow_schema", name)
+	src, err := o.policySource(log)
+	if err != nil {
+		return err
 	}
-	for _, name := range gate.Digest().Broken {
-		log.Warn("invalid flowcontrol object ignored", "object", name)
-	}
+	warnIgnored(log, gate.Digest())
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	proxy.Transport = transport
 	proxy.FlushInterval = -1 // stream watches
@@ -200,6 +251,26 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return gate.Run(gctx) })
+	if src != nil {
+		// Requests are served once the source's policy is in force.
+		first := make(chan struct{})
+		var once sync.Once
+		apply := func(ctx context.Context, objs policy.Objects) error {
+			defer once.Do(func() { close(first) })
+			if err := gate.Reconfigure(ctx, objs); err != nil {
+				return err
+			}
+			warnIgnored(log, gate.Digest())
+			return nil
+		}
+		g.Go(func() error { return src.Run(gctx, apply) })
+		select {
+		case <-first:
+		case <-gctx.Done():
+			_ = ln.Close()
+			return g.Wait()
+		}
+	}
 	g.Go(func() error { return o.http.serve(gctx, ln, handler, log) })
 	fmt.Fprintf(a.stdout, "HTTP: %s\n", o.http.url(ln))
 	log.Info("gate proxy is up", "listen", ln.Addr().String(), "tls", o.http.tls != nil, "upstream", up.String(),

@@ -71,9 +71,10 @@ func Binaries() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// Start launches etcd and kube-apiserver from binDir with state in dir. Call
-// Stop when done; the servers also die with the test process.
-func Start(binDir, dir string) (cp *ControlPlane, err error) {
+// Start launches etcd and kube-apiserver from binDir with state in dir,
+// adding apiserverFlags to kube-apiserver's. Call Stop when done; the
+// servers also die with the test process.
+func Start(binDir, dir string, apiserverFlags ...string) (cp *ControlPlane, err error) {
 	cp = &ControlPlane{Dir: dir}
 	defer func() {
 		if err != nil {
@@ -99,20 +100,21 @@ func Start(binDir, dir string) (cp *ControlPlane, err error) {
 		return cp, err
 	}
 	certs := filepath.Join(dir, "certs")
-	if cp.apiserver, err = start(dir, "apiserver.log", filepath.Join(binDir, "kube-apiserver"),
-		"--etcd-servers="+eURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(ap),
+	args := []string{"--etcd-servers=" + eURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ap),
 		"--endpoint-reconciler-type=none", // a loopback advertise address is refused otherwise
-		"--cert-dir="+certs,
+		"--cert-dir=" + certs,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(dir, "sa.pub"),
-		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
-		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
+		"--service-account-key-file=" + filepath.Join(dir, "sa.pub"),
+		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
+		"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true", // as clusters run it: privileged pods are then Pod Security's to refuse
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--disable-admission-plugins=ServiceAccount",
-		"--kubelet-preferred-address-types=InternalIP"); err != nil { // kwok's node answers pods/log on loopback
+		"--kubelet-preferred-address-types=InternalIP", // kwok's node answers pods/log on loopback
+	}
+	if cp.apiserver, err = start(dir, "apiserver.log", filepath.Join(binDir, "kube-apiserver"), append(args, apiserverFlags...)...); err != nil {
 		return cp, err
 	}
 	cp.URL = "https://127.0.0.1:" + strconv.Itoa(ap)
@@ -222,4 +224,18 @@ func waitOK(ctx context.Context, url string, c *exec.Cmd) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Kubeconfig writes, once, and returns the path of a kubeconfig file for
+// the cluster's admin (system:masters).
+func (cp *ControlPlane) Kubeconfig() (string, error) {
+	path := filepath.Join(cp.Dir, "admin.kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: admin, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: admin}}]
+current-context: test
+`, cp.URL, filepath.Join(cp.Dir, "certs", "apiserver.crt"), AdminToken)
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

@@ -22,23 +22,15 @@ import (
 // would (the apiserver proxies pods/log to kwok's server on loopback).
 // Stop stops them too.
 func (cp *ControlPlane) StartNodes(binDir string) error {
-	kubeconfig := filepath.Join(cp.Dir, "admin.kubeconfig")
-	ca := filepath.Join(cp.Dir, "certs", "apiserver.crt")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: admin, user: {token: %q}}]
-contexts: [{name: test, context: {cluster: test, user: admin}}]
-current-context: test
-`, cp.URL, ca, AdminToken)
-	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+	kubeconfig, err := cp.Kubeconfig()
+	if err != nil {
 		return err
 	}
 	auth := []string{"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1"}
 	kcm, err := start(cp.Dir, "kcm.log", filepath.Join(binDir, "kube-controller-manager"), append(auth,
 		"--secure-port="+strconv.Itoa(freePort()), "--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
-		"--root-ca-file="+ca, "--use-service-account-credentials=false", "--controllers=*,-nodeipam,-nodelifecycle")...)
+		"--root-ca-file="+filepath.Join(cp.Dir, "certs", "apiserver.crt"), "--use-service-account-credentials=false", "--controllers=*,-nodeipam,-nodelifecycle")...)
 	if err != nil {
 		return err
 	}

@@ -199,7 +199,8 @@ func (m *Metrics) requestKind(readOnly bool, p phase, delta int) {
 // tick publishes the peaks of the last period and restarts them from the
 // current values, and samples the utilization histograms; Gate.Run calls it
 // every second. kube's timing-ratio histograms weigh every nanosecond; these
-// observe the ratios once a second, so their counts are (whole) seconds.
+// observe the ratios once a second, so their counts are (whole) seconds
+// (deviation 9 of docs/flowcontrol.md).
 func (m *Metrics) tick(g *Gate) {
 	if m == nil {
 		return

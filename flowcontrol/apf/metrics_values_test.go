@@ -403,3 +403,89 @@ func TestFinalSeatsStayExecuting(t *testing.T) {
 		t.Errorf("after its final phase: %v seats, want 0", s)
 	}
 }
+
+// histogram returns the sample count and sum of the histogram series of name
+// whose labels include want.
+func histogram(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.Metric {
+			for _, lp := range m.Label {
+				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
+					continue series
+				}
+			}
+			return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		}
+	}
+	return 0, 0
+}
+
+// TestUtilizationObservedEverySecond pins deviation 9 of docs/flowcontrol.md:
+// the utilization histograms observe each level's ratio at the end of every
+// second of the gate's clock, so their count is whole seconds and their sum
+// adds one ratio a second (kube weighs each value by the time it held).
+func TestUtilizationObservedEverySecond(t *testing.T) {
+	clk := eventclock.NewFake(time.Unix(1000, 0))
+	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 400}, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	attrs := policy.Attributes{User: "alice", Groups: []string{"system:authenticated"}, Verb: "get",
+		Resource: "pods", Namespace: "a", Name: "p", IsResourceRequest: true, Path: "/api/v1/namespaces/a/pods/p"}
+	a, err := g.Admit(context.Background(), attrs, &work.Request{Verb: "get", Resource: "pods", Namespace: "a", Name: "p"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := a.Classification.PriorityLevel.Name
+	var limit int
+	for _, l := range g.Dump() {
+		if l.Name == level {
+			limit = l.CurrentLimit
+		}
+	}
+	labels := map[string]string{"priority_level": level}
+	count := func() uint64 {
+		n, _ := histogram(t, reg, "apiserver_flowcontrol_priority_level_seat_utilization", labels)
+		return n
+	}
+	// await polls until there are want observations, or gives up after d.
+	await := func(want uint64, d time.Duration) bool {
+		for deadline := time.Now().Add(d); count() < want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
+		return true
+	}
+	// Run's ticker is in place only once its goroutine runs: step until a
+	// first observation, then one second at a time.
+	for tries := 0; count() == 0; tries++ {
+		if tries == 100 {
+			t.Fatal("no observation after 100 s of the gate's clock")
+		}
+		clk.Step(time.Second)
+		await(1, 50*time.Millisecond)
+	}
+	n0 := count()
+	for i := uint64(1); i <= 2; i++ {
+		clk.Step(time.Second)
+		if !await(n0+i, 10*time.Second) {
+			t.Fatalf("%d observations, want %d", count(), n0+i)
+		}
+	}
+	n, sum := histogram(t, reg, "apiserver_flowcontrol_priority_level_seat_utilization", labels)
+	if want := float64(n) / float64(limit); n != n0+2 || math.Abs(sum-want) > 1e-9 {
+		t.Errorf("seat utilization of %s with 1 of %d seats busy: count %d, sum %v; want %d, %v", level, limit, n, sum, n0+2, want)
+	}
+	a.Finish(func() {})
+}

@@ -1,11 +1,14 @@
 // Package auth identifies the callers of Pace's HTTP APIs.
 //
 // Identities follow Kubernetes conventions, so that API Priority and Fairness
-// classifies Pace's callers exactly as kube-apiserver classifies its own:
-// a bearer token from a static token file (kube-apiserver's
-// --token-auth-file format) names a user, its uid and its groups; every
-// authenticated user is also in system:authenticated; a caller without a
-// token is system:anonymous in system:unauthenticated.
+// classifies Pace's callers exactly as kube-apiserver classifies its own,
+// from the same credentials kube-apiserver takes (Chain tries them in its
+// order): identity headers from a verified front proxy (RequestHeader), a
+// client certificate verified against a CA (ClientCert: common name and
+// organizations), a bearer token from a static token file (kube-apiserver's
+// --token-auth-file format: user, uid, groups) or verified by the cluster
+// (TokenReview). Every authenticated user is also in system:authenticated; a
+// caller without credentials is system:anonymous in system:unauthenticated.
 package auth
 
 import (
@@ -25,11 +28,13 @@ const (
 	Admins  = "pace:admins"
 )
 
-// User is an authenticated (or anonymous) caller.
+// User is an authenticated (or anonymous) caller. Extra holds what some
+// authenticators add (a TokenReview's, a front proxy's X-Remote-Extra-*).
 type User struct {
-	Name   string   `json:"name"`
-	UID    string   `json:"uid,omitempty"`
-	Groups []string `json:"groups,omitempty"`
+	Name   string              `json:"name"`
+	UID    string              `json:"uid,omitempty"`
+	Groups []string            `json:"groups,omitempty"`
+	Extra  map[string][]string `json:"extra,omitempty"`
 }
 
 // AnonymousUser is the identity of a request without credentials.

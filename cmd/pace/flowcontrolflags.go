@@ -1,11 +1,16 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth"
@@ -17,8 +22,15 @@ import (
 // flowcontrolFlags are the API Priority and Fairness flags of pace up and
 // pace gate proxy, with kube-apiserver's names and defaults.
 type flowcontrolFlags struct {
-	config      string
-	tokenFile   string
+	config    string
+	tokenFile string
+	// the rest of the authentication chain (auth.Chain), kube-apiserver's flags
+	clientCA                                                  string
+	authKubeconfig                                            string
+	reviewTTL                                                 time.Duration
+	rhCA                                                      string
+	rhAllowedNames, rhUserHeaders, rhGroupHeaders, rhPrefixes []string
+
 	maxInflight int
 	maxMutating int
 	enabled     bool
@@ -51,6 +63,60 @@ func addPolicyFileAlias(fs *pflag.FlagSet, p *string) {
 // without queuing them).
 func (f *flowcontrolFlags) addTokens(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "token-file", "", `static tokens in kube's --token-auth-file CSV format: token,user,uid,"group1,group2" (none: everyone is system:anonymous)`)
+	fs.StringVar(&f.clientCA, "client-ca-file", "", "CA file (PEM) verifying client certificates: the common name is the user, the organizations the groups (needs --tls-cert)")
+	fs.StringVar(&f.authKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API verifies bearer tokens the token file does not know (service accounts, OIDC)")
+	fs.DurationVar(&f.reviewTTL, "authentication-token-webhook-cache-ttl", auth.DefaultTokenReviewTTL, "how long a TokenReview's answer is reused")
+	fs.StringVar(&f.rhCA, "requestheader-client-ca-file", "", "CA file (PEM) of front proxies: only a client certificate it verifies may name the caller in --requestheader-username-headers (needs --tls-cert)")
+	fs.StringSliceVar(&f.rhAllowedNames, "requestheader-allowed-names", nil, "common names a front proxy's certificate may have (empty: any the CA verifies)")
+	fs.StringSliceVar(&f.rhUserHeaders, "requestheader-username-headers", auth.DefaultUserHeaders, "headers naming the user, from a front proxy")
+	fs.StringSliceVar(&f.rhGroupHeaders, "requestheader-group-headers", auth.DefaultGroupHeaders, "headers naming the groups, from a front proxy")
+	fs.StringSliceVar(&f.rhPrefixes, "requestheader-extra-headers-prefix", auth.DefaultExtraPrefixes, "prefixes of headers carrying extra identity, from a front proxy")
+}
+
+// authenticates reports whether callers are identified (else every caller
+// is system:anonymous).
+func (f *flowcontrolFlags) authenticates() bool {
+	return f.tokenFile != "" || f.clientCA != "" || f.authKubeconfig != "" || f.rhCA != ""
+}
+
+// clientCerts asks h's TLS server for client certificates when an
+// authenticator verifies them (each against its own CA).
+func (f *flowcontrolFlags) clientCerts(h *httpFlags) error {
+	if f.clientCA == "" && f.rhCA == "" {
+		return nil
+	}
+	if h.tls == nil {
+		return usageError("--client-ca-file and --requestheader-client-ca-file verify TLS client certificates: serve HTTPS with --tls-cert and --tls-key")
+	}
+	h.tls.ClientAuth = tls.RequestClientCert
+	return nil
+}
+
+// requestHeader returns the front-proxy authenticator, nil without
+// --requestheader-client-ca-file.
+func (f *flowcontrolFlags) requestHeader() (*auth.RequestHeader, error) {
+	if f.rhCA == "" {
+		return nil, nil
+	}
+	roots, err := loadPool(f.rhCA)
+	if err != nil {
+		return nil, usageError("--requestheader-client-ca-file: %v", err)
+	}
+	return &auth.RequestHeader{Roots: roots, AllowedNames: f.rhAllowedNames,
+		UserHeaders: f.rhUserHeaders, GroupHeaders: f.rhGroupHeaders, ExtraPrefixes: f.rhPrefixes}, nil
+}
+
+// loadPool reads a PEM CA bundle.
+func loadPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // addSeats registers the APF flags without --token-file (the bus gate,
@@ -88,17 +154,50 @@ func (f *flowcontrolFlags) policy() (policy.Objects, error) {
 	return policy.Overlay(policy.Defaults(), file), nil
 }
 
-// authenticator returns the token-file authenticator, or nil when none is
-// configured (everyone is anonymous).
+// authenticator returns the configured authentication chain in
+// kube-apiserver's order (front proxy, client certificate, token file,
+// TokenReview), or nil when none is configured (everyone is anonymous).
 func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
-	if f.tokenFile == "" {
-		return nil, nil
-	}
-	tf, err := auth.LoadTokenFile(f.tokenFile)
+	var chain []auth.Authenticator
+	rh, err := f.requestHeader()
 	if err != nil {
-		return nil, rejected(fmt.Errorf("--token-file: %w", err))
+		return nil, err
 	}
-	return tf, nil
+	if rh != nil {
+		chain = append(chain, rh)
+	}
+	if f.clientCA != "" {
+		roots, err := loadPool(f.clientCA)
+		if err != nil {
+			return nil, usageError("--client-ca-file: %v", err)
+		}
+		chain = append(chain, auth.ClientCert{Roots: roots})
+	}
+	if f.tokenFile != "" {
+		tf, err := auth.LoadTokenFile(f.tokenFile)
+		if err != nil {
+			return nil, rejected(fmt.Errorf("--token-file: %w", err))
+		}
+		chain = append(chain, tf)
+	}
+	if f.authKubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", f.authKubeconfig)
+		if err != nil {
+			return nil, usageError("--authentication-kubeconfig: %v", err)
+		}
+		kc, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, usageError("--authentication-kubeconfig: %v", err)
+		}
+		chain = append(chain, &auth.TokenReview{Reviews: kc.AuthenticationV1().TokenReviews(), TTL: f.reviewTTL})
+	}
+	switch len(chain) {
+	case 0:
+		return nil, nil
+	case 1:
+		return chain[0], nil
+	}
+	return auth.Chain(chain...), nil
 }
 
 // gate builds the APF gate and registers its metrics on reg.

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type gateProxyOptions struct {
 	// the cluster whose FlowSchemas and priority levels classify requests
 	kubeconfig  string
 	writeStatus bool
+	// upstream identity: the proxy's own, forwarding the caller's by impersonation
+	impersonate       bool
+	upstreamTokenFile string
 }
 
 // Upstream limits: connecting, the TLS handshake and the response headers
@@ -76,8 +80,22 @@ watches of its object in progress through the proxy.
 
 With --tls-cert and --tls-key the proxy serves HTTPS. An https --upstream is
 verified with --upstream-ca (else the system roots), and --upstream-cert and
---upstream-key present a client certificate. The client's Authorization
-header is passed through, so the upstream authenticates every caller itself.
+--upstream-key present a client certificate.
+
+Callers are identified as kube-apiserver identifies them, in its order: a
+front proxy's X-Remote-* headers, trusted only with a client certificate from
+--requestheader-client-ca-file; a client certificate verified by
+--client-ca-file (common name and organizations); a bearer token of
+--token-file, or one the cluster of --authentication-kubeconfig accepts
+(TokenReview, answers cached --authentication-token-webhook-cache-ttl).
+X-Remote-* headers from anyone else are dropped, and a client's own
+Impersonate-* headers are refused (403). Without --impersonate the caller's
+Authorization header is passed on and the upstream authenticates the caller
+again; with --impersonate the proxy authenticates upstream as itself
+(--upstream-token-file or --upstream-cert) and names the caller in
+Impersonate-User, -Uid, -Group and -Extra-*, so the cluster authorizes the
+caller, whatever its credentials were (the proxy's identity needs the
+impersonate verb on users, uids, groups, userextras and serviceaccounts).
 
 FlowSchemas and PriorityLevelConfigurations come from the cluster named by
 --kubeconfig (normally the upstream), read through informers and applied as
@@ -93,6 +111,7 @@ itself. With --token-file, /metrics is served to members of pace:admins,
 system:masters and pace:metrics only, the dumps to the first two.`,
 		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --http :8443 --tls-cert proxy.crt --tls-key proxy.key --token-file tokens.csv
   pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --kubeconfig proxy.kubeconfig --write-status
+  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --tls-cert proxy.crt --tls-key proxy.key --client-ca-file clients.crt --authentication-kubeconfig proxy.kubeconfig --impersonate --upstream-token-file proxy.token
   pace gate proxy --upstream http://127.0.0.1:9000 --flowcontrol-config apf.yaml --max-requests-inflight 10 --max-mutating-requests-inflight 10`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a) },
@@ -112,7 +131,76 @@ system:masters and pace:metrics only, the dumps to the first two.`,
 	addPolicyFileAlias(f, &o.fc.config)
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster whose FlowSchemas and PriorityLevelConfigurations classify requests (instead of --flowcontrol-config)")
 	f.BoolVar(&o.writeStatus, "write-status", false, "write each FlowSchema's Dangling condition back to the --kubeconfig cluster")
+	f.BoolVar(&o.impersonate, "impersonate", false, "authenticate upstream as the proxy (--upstream-cert/--upstream-key or --upstream-token-file) and pass the caller's identity as Impersonate-* headers")
+	f.StringVar(&o.upstreamTokenFile, "upstream-token-file", "", "file holding the bearer token the proxy presents upstream with --impersonate")
 	return cmd
+}
+
+// upstreamToken reads --upstream-token-file; "" without one.
+func (o *gateProxyOptions) upstreamToken() (string, error) {
+	if o.upstreamTokenFile != "" && !o.impersonate {
+		return "", usageError("--upstream-token-file is the proxy's identity with --impersonate; without it each caller's own Authorization is passed on")
+	}
+	if o.impersonate && o.upstreamTokenFile == "" && o.upstreamCert == "" {
+		return "", usageError("--impersonate needs the proxy's own upstream identity: --upstream-cert and --upstream-key, or --upstream-token-file")
+	}
+	if o.upstreamTokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(o.upstreamTokenFile)
+	if err != nil {
+		return "", usageError("--upstream-token-file: %v", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", usageError("--upstream-token-file %s: empty", o.upstreamTokenFile)
+	}
+	return token, nil
+}
+
+// impersonation sets r's upstream identity: the proxy's (its token, or its
+// client certificate on the transport) acting as the authenticated caller,
+// system:anonymous for a caller without credentials.
+func impersonation(r *http.Request, token string) {
+	r.Header.Del("Authorization")
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	u, ok := auth.FromContext(r.Context())
+	if !ok {
+		u = auth.AnonymousUser()
+	}
+	r.Header.Set("Impersonate-User", u.Name)
+	if u.UID != "" {
+		r.Header.Set("Impersonate-Uid", u.UID)
+	}
+	for _, g := range u.Groups {
+		if g != auth.Authenticated { // added by the upstream to every impersonated user
+			r.Header.Add("Impersonate-Group", g)
+		}
+	}
+	for k, vs := range u.Extra {
+		for _, v := range vs {
+			r.Header.Add("Impersonate-Extra-"+url.PathEscape(k), v)
+		}
+	}
+}
+
+// noClientImpersonation refuses requests that ask to act as someone else:
+// the proxy would classify its caller while the upstream acted as another.
+func noClientImpersonation(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for name := range r.Header {
+			if len(name) > len("Impersonate-") && strings.EqualFold(name[:len("Impersonate-")], "Impersonate-") {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = fmt.Fprintf(w, `{"error_code":403,"error_name":"Forbidden","error_message":%q}`+"\n",
+					name+": impersonation is not passed through pace gate proxy; call as the identity itself")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // policySource returns what keeps the gate's policy current: the cluster of
@@ -201,7 +289,18 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer transport.CloseIdleConnections()
+	if err := o.fc.clientCerts(&o.http); err != nil {
+		return err
+	}
 	authn, err := o.fc.authenticator()
+	if err != nil {
+		return err
+	}
+	rh, err := o.fc.requestHeader()
+	if err != nil {
+		return err
+	}
+	token, err := o.upstreamToken()
 	if err != nil {
 		return err
 	}
@@ -216,7 +315,14 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	warnIgnored(log, gate.Digest())
-	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(up)
+		pr.SetXForwarded()
+		auth.StripIdentity(pr.Out.Header, rh) // consumed by authentication, or forged
+		if o.impersonate {
+			impersonation(pr.Out, token)
+		}
+	}}
 	proxy.Transport = transport
 	proxy.FlushInterval = -1 // stream watches
 	proxy.ModifyResponse = func(res *http.Response) error {
@@ -243,7 +349,7 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	mux.Handle(apf.DebugPrefix, only(authn != nil, dumpReaders...)(gate.DebugHandler()))
 	mux.Handle("/", proxy)
 	admitted := gate.Middleware(apf.KubeResolver, apf.LearnObjectCounts())(mux)
-	handler := auth.Middleware(authn)(apf.ReadBody(o.http.bodyLimits(int64(o.maxBody), authn != nil))(admitted))
+	handler := auth.Middleware(authn)(noClientImpersonation(apf.ReadBody(o.http.bodyLimits(int64(o.maxBody), authn != nil))(admitted)))
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {

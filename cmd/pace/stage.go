@@ -199,6 +199,9 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	if err := o.f.http.validate(); err != nil {
 		return err
 	}
+	if err := o.f.fc.clientCerts(&o.f.http); err != nil {
+		return err
+	}
 	if err := o.f.prov.validate(); err != nil {
 		return err
 	}

@@ -141,7 +141,7 @@ func (w *wiring) close() {
 func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c.MalformedJobEvents())
-	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg, f.fc.tokenFile != ""), root: http.NewServeMux(),
+	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg, f.fc.authenticates()), root: http.NewServeMux(),
 		addr: ln.Addr().String(), url: f.http.url(ln), natsURL: natsURL, workerEnv: workerEnv}
 }
 
@@ -174,9 +174,10 @@ func (w *wiring) flowControl(ctx context.Context) (*apf.Gate, error) {
 	return g, nil
 }
 
-// authenticator loads --token-file once (nil: everyone is anonymous).
+// authenticator builds the authentication chain once (nil: everyone is
+// anonymous).
 func (w *wiring) authenticator() (auth.Authenticator, error) {
-	if w.authn == nil && w.f.fc.tokenFile != "" {
+	if w.authn == nil && w.f.fc.authenticates() {
 		a, err := w.f.fc.authenticator()
 		if err != nil {
 			return nil, err

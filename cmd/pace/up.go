@@ -98,6 +98,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err := o.f.http.validate(); err != nil {
 		return err
 	}
+	if err := o.f.fc.clientCerts(&o.f.http); err != nil {
+		return err
+	}
 	if o.natsListen != "" {
 		_, port, err := net.SplitHostPort(o.natsListen)
 		if _, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil {

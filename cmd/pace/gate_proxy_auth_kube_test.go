@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/integration/kubetest"
+)
+
+// newCA writes a CA certificate to dir/name.crt and returns its file and a
+// function issuing client certificates (common name, organizations) from it.
+func newCA(t *testing.T, dir, name string) (string, func(cn string, orgs ...string) tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, name+".crt")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serial := int64(1)
+	return file, func(cn string, orgs ...string) tls.Certificate {
+		t.Helper()
+		serial++
+		leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn, Organization: orgs},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &leafKey.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
+	}
+}
+
+// TestProxyAuthenticatesAsTheCluster puts pace gate proxy with the whole
+// authentication chain in front of a real kube-apiserver, impersonating each
+// caller upstream with its own token: a client certificate, a
+// service-account token and the admin's token (both verified by the
+// cluster's TokenReview) are each classified as themselves by the cluster's
+// own FlowSchemas (the cluster's UID, once) and authorized upstream as
+// themselves; forged X-Remote-* headers mean nothing without the front
+// proxy's certificate, and mean the caller with it; a client's own
+// Impersonate-* is refused; a bad token gets 401.
+func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
+	bin, err := kubetest.Binaries()
+	if err != nil {
+		t.Fatal(err) // a missing real component fails the test
+	}
+	cp, err := kubetest.Start(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	kubeconfig, err := cp.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	upstreamCA := filepath.Join(dir, "upstream-ca.crt")
+	proxyToken := filepath.Join(dir, "proxy.token")
+	for file, data := range map[string][]byte{upstreamCA: cp.CA, proxyToken: []byte(kubetest.AdminToken + "\n")} {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serverCert, serverKey, serverPool := selfSigned(t, dir)
+	clientCA, client := newCA(t, dir, "clients")
+	frontCA, front := newCA(t, dir, "front-proxies")
+	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", upstreamCA, "--tls-cert", serverCert, "--tls-key", serverKey,
+		"--client-ca-file", clientCA, "--authentication-kubeconfig", kubeconfig,
+		"--requestheader-client-ca-file", frontCA, "--requestheader-allowed-names", "front-proxy",
+		"--kubeconfig", kubeconfig, "--impersonate", "--upstream-token-file", proxyToken)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kc := kubernetes.NewForConfigOrDie(cp.Admin)
+	uid := map[string]string{}
+	for _, name := range []string{"exempt", "global-default", "service-accounts"} {
+		fs, err := kc.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid[name] = string(fs.UID)
+	}
+	if _, err := kc.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kc.CoreV1().ServiceAccounts("default").CreateToken(ctx, "robot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	robotToken := tr.Status.Token
+
+	type caller struct {
+		cert   *tls.Certificate
+		token  string
+		header map[string]string
+	}
+	call := func(c caller) (int, string, []string) {
+		t.Helper()
+		cfg := &tls.Config{RootCAs: serverPool, MinVersion: tls.VersionTLS12}
+		if c.cert != nil {
+			cfg.Certificates = []tls.Certificate{*c.cert}
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/v1/namespaces/default/configmaps", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		for k, v := range c.header {
+			req.Header.Add(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close() //nolint:errcheck // read-only
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), resp.Header.Values(apf.HeaderFlowSchemaUID)
+	}
+	carol, frontProxy, stranger := client("carol", "dev"), front("front-proxy"), client("front-proxy")
+	for _, tc := range []struct {
+		name   string
+		caller caller
+		status int
+		user   string // named in the upstream's refusal
+		schema string
+	}{
+		{"client certificate", caller{cert: &carol}, http.StatusForbidden, `User \"carol\"`, "global-default"},
+		{"service-account token", caller{token: robotToken}, http.StatusForbidden, `User \"system:serviceaccount:default:robot\"`, "service-accounts"},
+		{"admin token", caller{token: kubetest.AdminToken}, http.StatusOK, "", "exempt"},
+		{"forged front-proxy headers", caller{token: kubetest.UserToken, header: map[string]string{"X-Remote-User": "admin", "X-Remote-Group": "system:masters"}},
+			http.StatusForbidden, `User \"alice\"`, "global-default"},
+		{"front proxy", caller{cert: &frontProxy, header: map[string]string{"X-Remote-User": "dave", "X-Remote-Group": "dev"}},
+			http.StatusForbidden, `User \"dave\"`, "global-default"},
+		{"client certificate named like the front proxy", caller{cert: &stranger, header: map[string]string{"X-Remote-User": "admin", "X-Remote-Group": "system:masters"}},
+			http.StatusForbidden, `User \"front-proxy\"`, "global-default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body, schemas := call(tc.caller)
+			if status != tc.status || !strings.Contains(body, tc.user) {
+				t.Errorf("%d %s, want %d naming %s", status, body, tc.status, tc.user)
+			}
+			if len(schemas) != 1 || schemas[0] != uid[tc.schema] {
+				t.Errorf("flow schema UIDs %v, want the cluster's %s (%s) once", schemas, tc.schema, uid[tc.schema])
+			}
+		})
+	}
+
+	// Allowed upstream as itself: the service account, once it may list
+	// configmaps (the aggregated view role needs a controller-manager).
+	if _, err := kc.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "configmap-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "robot-reads"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "configmap-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "robot", Namespace: "default"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for status, body, _ := call(caller{token: robotToken}); status != http.StatusOK; status, body, _ = call(caller{token: robotToken}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("service account allowed to list configmaps: %d %s", status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, body, _ := call(caller{token: kubetest.UserToken, header: map[string]string{"Impersonate-User": "admin"}}); status != http.StatusForbidden ||
+		!strings.Contains(body, "impersonation is not passed") {
+		t.Errorf("a client's Impersonate-User: %d %s, want 403 from the proxy", status, body)
+	}
+	if status, _, _ := call(caller{token: "not-a-token"}); status != http.StatusUnauthorized {
+		t.Errorf("unknown token: %d, want 401", status)
+	}
+}

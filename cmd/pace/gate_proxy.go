@@ -63,13 +63,14 @@ func newGateProxyCmd(a *app) *cobra.Command {
 		Use:   "proxy",
 		Short: "Reverse-proxy an HTTP API through API Priority and Fairness",
 		Long: `Proxy listens on --http and forwards every request to --upstream once
-API Priority and Fairness admits it. Requests are authenticated with
---token-file (else anonymous), parsed as Kubernetes API paths (verb from
-method and path, API group, resource/subresource, namespace, name, list vs
-get, watch), classified by FlowSchemas, charged seats by kube-apiserver's work estimator, and queued per priority
-level; rejected ones get 429 with Retry-After. A request body is read whole
-before the request queues: one larger than --max-body is refused with 413,
-one not in within --body-timeout with 408. Watches hold their seat until
+API Priority and Fairness admits it. Requests are authenticated (below;
+else anonymous), parsed as Kubernetes API paths (verb from method and path,
+API group, resource/subresource, namespace, name, list vs get, watch),
+classified by FlowSchemas, charged seats by kube-apiserver's work
+estimator, and queued per priority level; rejected ones get 429 with
+Retry-After. A request body is read whole before the request queues: one
+larger than --max-body is refused with 413, one not in within
+--body-timeout with 408. Watches hold their seat until
 the upstream starts responding; exec, attach, port-forward, proxy and log
 requests bypass the queues, as in kube-apiserver.
 

@@ -123,3 +123,22 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientCertificatesNeedHTTPS: the authenticators that verify client
+// certificates are refused, naming the missing flags, on a plain HTTP server.
+func TestClientCertificatesNeedHTTPS(t *testing.T) {
+	ca := "../../examples/flowcontrol/tokens.csv" // not read: the check comes first
+	for _, args := range [][]string{
+		{"up", "--client-ca-file", ca},
+		{"gate", "proxy", "--upstream", "http://127.0.0.1:1", "--requestheader-client-ca-file", ca},
+	} {
+		_, errOut, code := runPace(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, "--tls-cert and --tls-key") {
+			t.Errorf("%v: exit %d, %s; want a usage error asking for --tls-cert and --tls-key", args, code, errOut)
+		}
+	}
+	_, errOut, code := runPace(t, "gate", "proxy", "--upstream", "http://127.0.0.1:1", "--impersonate")
+	if code != exitUsage || !strings.Contains(errOut, "--upstream-token-file") {
+		t.Errorf("--impersonate without an identity: exit %d, %s; want a usage error", code, errOut)
+	}
+}

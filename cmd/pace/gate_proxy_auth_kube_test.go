@@ -2,15 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,51 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/integration/kubetest"
 )
-
-// newCA writes a CA certificate to dir/name.crt and returns its file and a
-// function issuing client certificates (common name, organizations) from it.
-func newCA(t *testing.T, dir, name string) (string, func(cn string, orgs ...string) tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, name+".crt")
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	serial := int64(1)
-	return file, func(cn string, orgs ...string) tls.Certificate {
-		t.Helper()
-		serial++
-		leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaf := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn, Organization: orgs},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-		leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &leafKey.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
-	}
-}
 
 // TestProxyAuthenticatesAsTheCluster puts pace gate proxy with the whole
 // authentication chain in front of a real kube-apiserver, impersonating each
@@ -80,33 +32,20 @@ func newCA(t *testing.T, dir, name string) (string, func(cn string, orgs ...stri
 // proxy's certificate, and mean the caller with it; a client's own
 // Impersonate-* is refused; a bad token gets 401.
 func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
-	bin, err := kubetest.Binaries()
-	if err != nil {
-		t.Fatal(err) // a missing real component fails the test
-	}
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
+	cp, upstreamCA := startKube(t)
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	upstreamCA := filepath.Join(dir, "upstream-ca.crt")
-	proxyToken := filepath.Join(dir, "proxy.token")
-	for file, data := range map[string][]byte{upstreamCA: cp.CA, proxyToken: []byte(kubetest.AdminToken + "\n")} {
-		if err := os.WriteFile(file, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	proxyToken := filepath.Join(t.TempDir(), "proxy.token")
+	if err := os.WriteFile(proxyToken, []byte(kubetest.AdminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	serverCert, serverKey, serverPool := selfSigned(t, dir)
-	clientCA, client := newCA(t, dir, "clients")
-	frontCA, front := newCA(t, dir, "front-proxies")
-	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", upstreamCA, "--tls-cert", serverCert, "--tls-key", serverKey,
-		"--client-ca-file", clientCA, "--authentication-kubeconfig", kubeconfig,
-		"--requestheader-client-ca-file", frontCA, "--requestheader-allowed-names", "front-proxy",
+	tlsCert, tlsKey, serverPool := serverCert(t)
+	clients, fronts := bustest.NewCA(t, "clients"), bustest.NewCA(t, "front proxies")
+	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", upstreamCA, "--tls-cert", tlsCert, "--tls-key", tlsKey,
+		"--client-ca-file", clients.File, "--authentication-kubeconfig", kubeconfig,
+		"--requestheader-client-ca-file", fronts.File, "--requestheader-allowed-names", "front-proxy",
 		"--kubeconfig", kubeconfig, "--impersonate", "--upstream-token-file", proxyToken)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -159,7 +98,7 @@ func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body), resp.Header.Values(apf.HeaderFlowSchemaUID)
 	}
-	carol, frontProxy, stranger := client("carol", "dev"), front("front-proxy"), client("front-proxy")
+	carol, frontProxy, stranger := clients.Client("carol", "dev"), fronts.Client("front-proxy"), clients.Client("front-proxy")
 	for _, tc := range []struct {
 		name   string
 		caller caller

@@ -31,19 +31,7 @@ import (
 // estimator computes; an update of a configmap watched by 12 watches through
 // the proxy costs ceil(12/10) = 2 seats (one initial, two final).
 func TestProxyKubeAPIServer(t *testing.T) {
-	bin, err := kubetest.Binaries()
-	if err != nil {
-		t.Fatal(err) // a missing real component fails the test
-	}
-	cp, err := kubetest.Start(bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, cp.CA, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cp, ca := startKube(t)
 	// kube-apiserver's own token file: the proxy classifies the callers the
 	// upstream authenticates again from the passed-through token.
 	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", ca, "--token-file", filepath.Join(cp.Dir, "tokens.csv"))
@@ -128,6 +116,27 @@ func TestProxyKubeAPIServer(t *testing.T) {
 			t.Errorf("%s: %q, want the proxy's one value", h, v)
 		}
 	}
+}
+
+// startKube starts a real etcd and kube-apiserver (with apiserverFlags) for
+// the test and writes the CA of its serving certificate into a file, the
+// --upstream-ca of a proxy in front of it.
+func startKube(t *testing.T, apiserverFlags ...string) (*kubetest.ControlPlane, string) {
+	t.Helper()
+	bin, err := kubetest.Binaries()
+	if err != nil {
+		t.Fatal(err) // a missing real component fails the test
+	}
+	cp, err := kubetest.Start(bin, t.TempDir(), apiserverFlags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, cp.CA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cp, ca
 }
 
 // seatsCharged returns the sum of apiserver_flowcontrol_work_estimated_seats

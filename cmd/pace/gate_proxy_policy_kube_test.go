@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,21 +24,9 @@ import (
 // the cluster's UIDs, without a restart; a FlowSchema whose priority level
 // is missing gets Dangling True, and False once the level is created.
 func TestProxyFollowsTheClusterPolicy(t *testing.T) {
-	bin, err := kubetest.Binaries()
-	if err != nil {
-		t.Fatal(err) // a missing real component fails the test
-	}
-	cp, err := kubetest.Start(bin, t.TempDir(), "--enable-priority-and-fairness=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
+	cp, ca := startKube(t, "--enable-priority-and-fairness=false")
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
-		t.Fatal(err)
-	}
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, cp.CA, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", ca, "--token-file", filepath.Join(cp.Dir, "tokens.csv"),

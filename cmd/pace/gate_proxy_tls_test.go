@@ -26,10 +26,8 @@ func TestProxyTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(os.Mkdir(filepath.Join(dir, "proxy"), 0o700))
-	must(os.Mkdir(filepath.Join(dir, "client"), 0o700))
-	proxyCert, proxyKey, pool := selfSigned(t, filepath.Join(dir, "proxy"))
-	clientCert, clientKey, _ := selfSigned(t, filepath.Join(dir, "client"))
+	proxyCert, proxyKey, pool := serverCert(t)
+	clientCert, clientKey, _ := serverCert(t)
 
 	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// RequireAnyClientCert below: the handler sees the proxy's certificate

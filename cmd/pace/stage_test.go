@@ -3,18 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -205,11 +198,10 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	}
 }
 
-// TestStageServesHTTPS checks --tls-cert/--tls-key with a self-signed
+// TestStageServesHTTPS checks --tls-cert/--tls-key with a test CA's
 // certificate, and that half of the pair is a usage error.
 func TestStageServesHTTPS(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile, pool := selfSigned(t, dir)
+	certFile, keyFile, pool := serverCert(t)
 	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
 	p := startStage(t, natsURL, "processor", "processor-tls", "--tls-cert", certFile, "--tls-key", keyFile)
 	p.url = strings.Replace(p.url, "http://", "https://", 1)
@@ -269,7 +261,7 @@ func TestStageUsageErrors(t *testing.T) {
 // TestUpServesHTTPS checks pace up's --tls-cert/--tls-key.
 func TestUpServesHTTPS(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := selfSigned(t, dir)
+	certFile, keyFile, pool := serverCert(t)
 	cmd := exec.Command(paceBin, "up", "--data", filepath.Join(dir, "data"), "--http", freeAddr(t), "--nats-listen", "",
 		"--actuator", "none", "--tls-cert", certFile, "--tls-key", keyFile, "--log-format", "json")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -304,40 +296,20 @@ func TestUpServesHTTPS(t *testing.T) {
 	}
 }
 
-// selfSigned writes a certificate for 127.0.0.1 and its key to dir and
-// returns their files and a pool trusting it.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+// serverCert returns the files of a certificate for 127.0.0.1 and its key,
+// and a pool trusting it (bustest.TLS).
+func serverCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pace test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
+	f := bustest.TLS(t)
+	ca, err := os.ReadFile(f.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("%s: no certificate", f.CA)
+	}
+	return f.Cert, f.Key, pool
 }
 
 func TestStageWorkerEnvCarriesNATSAuth(t *testing.T) {

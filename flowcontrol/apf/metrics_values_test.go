@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
@@ -17,9 +18,8 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
 
-// gauge returns the value of the gauge (or counter) series of name whose
-// labels include want, and whether it exists.
-func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
+// find returns the series of name whose labels include want, nil if none.
+func find(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -40,13 +40,24 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 					continue series
 				}
 			}
-			if m.Counter != nil {
-				return m.GetCounter().GetValue(), true
-			}
-			return m.GetGauge().GetValue(), true
+			return m
 		}
 	}
-	return 0, false
+	return nil
+}
+
+// gauge returns the value of the gauge (or counter) series of name whose
+// labels include want, and whether it exists.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	m := find(t, reg, name, want)
+	switch {
+	case m == nil:
+		return 0, false
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), true
+	}
+	return m.GetGauge().GetValue(), true
 }
 
 // TestDispatchGauges drives one queue with two seats on the fake clock
@@ -405,28 +416,11 @@ func TestFinalSeatsStayExecuting(t *testing.T) {
 }
 
 // histogram returns the sample count and sum of the histogram series of name
-// whose labels include want.
+// whose labels include want (zero when there is none).
 func histogram(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (uint64, float64) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.Metric {
-			for _, lp := range m.Label {
-				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
-					continue series
-				}
-			}
-			return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-		}
-	}
-	return 0, 0
+	h := find(t, reg, name, want).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 // TestUtilizationObservedEverySecond pins deviation 9 of docs/flowcontrol.md:

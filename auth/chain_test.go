@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/pace-platform/pace/auth"
 )
@@ -37,11 +38,11 @@ func TestChainOffersUnknownTokensFurther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Unix(1000, 0)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	rv := &reviews{users: map[string]authenticationv1.UserInfo{
 		"sa-token": {Username: "system:serviceaccount:ns:robot", UID: "u1", Groups: []string{"system:serviceaccounts"}},
 	}}
-	chain := auth.Chain(tf, &auth.TokenReview{Reviews: rv, TTL: 10 * time.Second, Now: func() time.Time { return now }})
+	chain := auth.Chain(tf, &auth.TokenReview{Reviews: rv, TTL: 10 * time.Second, Clock: clk})
 	authenticate := func(token string) (auth.User, bool, error) {
 		r := httptest.NewRequest("GET", "/", nil)
 		if token != "" {
@@ -71,7 +72,7 @@ func TestChainOffersUnknownTokensFurther(t *testing.T) {
 	if rv.calls != calls {
 		t.Errorf("%d reviews within the TTL, want none", rv.calls-calls)
 	}
-	now = now.Add(11 * time.Second)
+	clk.SetTime(clk.Now().Add(11 * time.Second))
 	_, _, _ = authenticate("sa-token")
 	if rv.calls != calls+1 {
 		t.Errorf("%d reviews after the TTL, want 1", rv.calls-calls)

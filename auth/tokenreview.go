@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/utils/clock"
 )
 
 // DefaultTokenReviewTTL is how long a TokenReview's answer is reused, as
@@ -29,8 +30,8 @@ const maxCachedReviews = 4096
 type TokenReview struct {
 	Reviews authenticationclient.TokenReviewInterface
 	TTL     time.Duration
-	// Now is the clock of the cache; default time.Now.
-	Now func() time.Time
+	// Clock times the cache; default the real clock.
+	Clock clock.PassiveClock
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]review
@@ -51,10 +52,11 @@ func (t *TokenReview) Authenticate(r *http.Request) (User, bool, error) {
 	if !ok {
 		return User{}, false, nil
 	}
-	now := time.Now
-	if t.Now != nil {
-		now = t.Now
+	var clk clock.PassiveClock = clock.RealClock{}
+	if t.Clock != nil {
+		clk = t.Clock
 	}
+	now := clk.Now
 	key := sha256.Sum256([]byte(token))
 	t.mu.Lock()
 	c, hit := t.cache[key]

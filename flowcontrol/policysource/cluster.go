@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
@@ -36,8 +37,8 @@ type Cluster struct {
 	// SyncTimeout bounds the first read of the cluster; default 30 s.
 	SyncTimeout time.Duration
 	Log         *slog.Logger
-	// Now stamps the conditions' lastTransitionTime; default time.Now.
-	Now func() time.Time
+	// Clock stamps the conditions' lastTransitionTime; default the real clock.
+	Clock clock.PassiveClock
 }
 
 // Run implements Source.
@@ -120,9 +121,9 @@ func (c *Cluster) writeDangling(ctx context.Context, fss []*flowcontrolv1.FlowSc
 	for _, pl := range pls {
 		exists[pl.Name] = true
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
+	var clk clock.PassiveClock = clock.RealClock{}
+	if c.Clock != nil {
+		clk = c.Clock
 	}
 	for _, fs := range fss {
 		want := Dangling(fs, exists[fs.Spec.PriorityLevelConfiguration.Name])
@@ -130,7 +131,7 @@ func (c *Cluster) writeDangling(ctx context.Context, fss []*flowcontrolv1.FlowSc
 			continue
 		}
 		cond := flowcontrolapply.FlowSchemaCondition().WithType(want.Type).WithStatus(want.Status).
-			WithReason(want.Reason).WithMessage(want.Message).WithLastTransitionTime(metav1.NewTime(now()))
+			WithReason(want.Reason).WithMessage(want.Message).WithLastTransitionTime(metav1.NewTime(clk.Now()))
 		ac := flowcontrolapply.FlowSchema(fs.Name).WithStatus(flowcontrolapply.FlowSchemaStatus().WithConditions(cond))
 		if _, err := c.Client.FlowcontrolV1().FlowSchemas().ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 			c.log().Warn("Dangling condition not written", "flow_schema", fs.Name, "err", err)

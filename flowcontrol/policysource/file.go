@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
 
@@ -19,6 +21,8 @@ type File struct {
 	Path  string
 	Every time.Duration
 	Log   *slog.Logger
+	// Clock ticks the reads; default the real clock.
+	Clock clock.WithTicker
 }
 
 // Run implements Source.
@@ -42,14 +46,18 @@ func (f *File) Run(ctx context.Context, apply Apply) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := time.NewTicker(every)
+	var clk clock.WithTicker = clock.RealClock{}
+	if f.Clock != nil {
+		clk = f.Clock
+	}
+	t := clk.NewTicker(every)
 	defer t.Stop()
 	seen := applied // the content of the last read
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 		b, err := os.ReadFile(f.Path)
 		if err != nil {

@@ -62,8 +62,10 @@ func (c *Cluster) Run(ctx context.Context, apply Apply) error {
 			return err
 		}
 	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+	ictx, stop := context.WithCancel(ctx)
+	f.Start(ictx.Done())
+	defer f.Shutdown() // after stop: it waits for the informers to end
+	defer stop()
 	timeout := c.SyncTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second

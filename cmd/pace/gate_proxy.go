@@ -96,7 +96,7 @@ again; with --impersonate the proxy authenticates upstream as itself
 (--upstream-token-file or --upstream-cert) and names the caller in
 Impersonate-User, -Uid, -Group and -Extra-*, so the cluster authorizes the
 caller, whatever its credentials were (the proxy's identity needs the
-impersonate verb on users, uids, groups, userextras and serviceaccounts).
+impersonate verb: examples/flowcontrol/gate-proxy-rbac.yaml has its rights).
 
 FlowSchemas and PriorityLevelConfigurations come from the cluster named by
 --kubeconfig (normally the upstream), read through informers and applied as

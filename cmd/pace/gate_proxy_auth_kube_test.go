@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +21,8 @@ import (
 )
 
 // TestProxyAuthenticatesAsTheCluster puts pace gate proxy with the whole
-// authentication chain in front of a real kube-apiserver, impersonating each
-// caller upstream with its own token: a client certificate, a
+// authentication chain in front of a real kube-apiserver, as the service
+// account of the documented RBAC, impersonating each caller upstream: a client certificate, a
 // service-account token and the admin's token (both verified by the
 // cluster's TokenReview) are each classified as themselves by the cluster's
 // own FlowSchemas (the cluster's UID, once) and authorized upstream as
@@ -33,24 +31,19 @@ import (
 // Impersonate-* is refused; a bad token gets 401.
 func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
 	cp, upstreamCA := startKube(t)
-	kubeconfig, err := cp.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxyToken := filepath.Join(t.TempDir(), "proxy.token")
-	if err := os.WriteFile(proxyToken, []byte(kubetest.AdminToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tlsCert, tlsKey, serverPool := serverCert(t)
-	clients, fronts := bustest.NewCA(t, "clients"), bustest.NewCA(t, "front proxies")
-	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", upstreamCA, "--tls-cert", tlsCert, "--tls-key", tlsKey,
-		"--client-ca-file", clients.File, "--authentication-kubeconfig", kubeconfig,
-		"--requestheader-client-ca-file", fronts.File, "--requestheader-allowed-names", "front-proxy",
-		"--kubeconfig", kubeconfig, "--impersonate", "--upstream-token-file", proxyToken)
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kc := kubernetes.NewForConfigOrDie(cp.Admin)
+	// The proxy runs as the service account of the documented RBAC, which
+	// is then all it needs.
+	proxyKubeconfig, proxyToken := proxyIdentity(ctx, t, cp, kc)
+	tlsCert, tlsKey, serverPool := serverCert(t)
+	clients, fronts := bustest.NewCA(t, "clients"), bustest.NewCA(t, "front proxies")
+	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", upstreamCA, "--tls-cert", tlsCert, "--tls-key", tlsKey,
+		"--client-ca-file", clients.File, "--authentication-kubeconfig", proxyKubeconfig,
+		"--requestheader-client-ca-file", fronts.File, "--requestheader-allowed-names", "front-proxy",
+		"--kubeconfig", proxyKubeconfig, "--impersonate", "--upstream-token-file", proxyToken)
+
 	uid := map[string]string{}
 	for _, name := range []string{"exempt", "global-default", "service-accounts"} {
 		fs, err := kc.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})

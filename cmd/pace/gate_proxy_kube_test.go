@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/integration/kubetest"
@@ -137,6 +140,55 @@ func startKube(t *testing.T, apiserverFlags ...string) (*kubetest.ControlPlane, 
 		t.Fatal(err)
 	}
 	return cp, ca
+}
+
+// proxyIdentity applies examples/flowcontrol/gate-proxy-rbac.yaml and
+// returns a kubeconfig file and a token file of its service account.
+func proxyIdentity(ctx context.Context, t *testing.T, cp *kubetest.ControlPlane, kc kubernetes.Interface) (string, string) {
+	t.Helper()
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pace"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../examples/flowcontrol/gate-proxy-rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(b), "\n---\n")
+	var (
+		sa      corev1.ServiceAccount
+		role    rbacv1.ClusterRole
+		binding rbacv1.ClusterRoleBinding
+	)
+	if len(docs) != 3 {
+		t.Fatalf("%d documents, want the service account, its role and the binding", len(docs))
+	}
+	for i, obj := range []any{&sa, &role, &binding} {
+		if err := yaml.UnmarshalStrict([]byte(docs[i]), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kc.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kc.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.KubeconfigFor(sa.Name, tr.Status.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(t.TempDir(), "proxy.token")
+	if err := os.WriteFile(token, []byte(tr.Status.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, token
 }
 
 // seatsCharged returns the sum of apiserver_flowcontrol_work_estimated_seats

@@ -25,15 +25,13 @@ import (
 // is missing gets Dangling True, and False once the level is created.
 func TestProxyFollowsTheClusterPolicy(t *testing.T) {
 	cp, ca := startKube(t, "--enable-priority-and-fairness=false")
-	kubeconfig, err := cp.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", ca, "--token-file", filepath.Join(cp.Dir, "tokens.csv"),
-		"--kubeconfig", kubeconfig, "--write-status")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fc := kubernetes.NewForConfigOrDie(cp.Admin).FlowcontrolV1()
+	kc := kubernetes.NewForConfigOrDie(cp.Admin)
+	kubeconfig, _ := proxyIdentity(ctx, t, cp, kc) // the documented RBAC: enough to read and write the status
+	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", ca, "--token-file", filepath.Join(cp.Dir, "tokens.csv"),
+		"--kubeconfig", kubeconfig, "--write-status")
+	fc := kc.FlowcontrolV1()
 
 	shares := int32(5)
 	level := func(name string) *flowcontrolv1.PriorityLevelConfiguration {

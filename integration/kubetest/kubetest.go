@@ -226,16 +226,20 @@ func waitOK(ctx context.Context, url string, c *exec.Cmd) error {
 	}
 }
 
-// Kubeconfig writes, once, and returns the path of a kubeconfig file for
-// the cluster's admin (system:masters).
-func (cp *ControlPlane) Kubeconfig() (string, error) {
-	path := filepath.Join(cp.Dir, "admin.kubeconfig")
+// Kubeconfig writes and returns the path of a kubeconfig file for the
+// cluster's admin (system:masters).
+func (cp *ControlPlane) Kubeconfig() (string, error) { return cp.KubeconfigFor("admin", AdminToken) }
+
+// KubeconfigFor writes and returns the path of a kubeconfig file, named for
+// user, that presents token to the cluster.
+func (cp *ControlPlane) KubeconfigFor(user, token string) (string, error) {
+	path := filepath.Join(cp.Dir, user+".kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: admin, user: {token: %q}}]
-contexts: [{name: test, context: {cluster: test, user: admin}}]
+users: [{name: %q, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: %q}}]
 current-context: test
-`, cp.URL, filepath.Join(cp.Dir, "certs", "apiserver.crt"), AdminToken)
+`, cp.URL, filepath.Join(cp.Dir, "certs", "apiserver.crt"), user, token, user)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
@@ -258,12 +259,17 @@ func TestStageUsageErrors(t *testing.T) {
 	}
 }
 
-// TestUpServesHTTPS checks pace up's --tls-cert/--tls-key.
+// TestUpServesHTTPS checks pace up's --tls-cert/--tls-key, and that its API
+// identifies callers by client certificate (--client-ca-file): /metrics,
+// which only members of pace:metrics and the admins may read, is refused to
+// a caller without a certificate and to one of another group, and served to
+// a certificate of group pace:metrics.
 func TestUpServesHTTPS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := serverCert(t)
+	clients := bustest.NewCA(t, "clients")
 	cmd := exec.Command(paceBin, "up", "--data", filepath.Join(dir, "data"), "--http", freeAddr(t), "--nats-listen", "",
-		"--actuator", "none", "--tls-cert", certFile, "--tls-key", keyFile, "--log-format", "json")
+		"--actuator", "none", "--tls-cert", certFile, "--tls-key", keyFile, "--client-ca-file", clients.File, "--log-format", "json")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -285,14 +291,31 @@ func TestUpServesHTTPS(t *testing.T) {
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("pace up printed HTTP URL %q, want https://", url)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	resp, err := hc.Get(url + "/readyz")
-	if err != nil {
-		t.Fatal(err)
+	get := func(path string, certs ...tls.Certificate) int {
+		t.Helper()
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12}}}
+		resp, err := hc.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
 	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /readyz over HTTPS = %s", resp.Status)
+	if code := get("/readyz"); code != http.StatusOK {
+		t.Errorf("GET /readyz over HTTPS = %d", code)
+	}
+	for _, tc := range []struct {
+		name  string
+		certs []tls.Certificate
+		want  int
+	}{
+		{"no certificate", nil, http.StatusUnauthorized},
+		{"another group", []tls.Certificate{clients.Client("carol", "dev")}, http.StatusForbidden},
+		{"pace:metrics", []tls.Certificate{clients.Client("prometheus", auth.MetricsReaders)}, http.StatusOK},
+	} {
+		if code := get("/metrics", tc.certs...); code != tc.want {
+			t.Errorf("GET /metrics, %s: %d, want %d", tc.name, code, tc.want)
+		}
 	}
 }
 

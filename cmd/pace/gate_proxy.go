@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -192,7 +191,7 @@ func impersonation(r *http.Request, token string) {
 func noClientImpersonation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for name := range r.Header {
-			if len(name) > len("Impersonate-") && strings.EqualFold(name[:len("Impersonate-")], "Impersonate-") {
+			if strings.HasPrefix(name, "Impersonate-") { // net/http keeps header names canonical
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusForbidden)
 				_, _ = fmt.Fprintf(w, `{"error_code":403,"error_name":"Forbidden","error_message":%q}`+"\n",
@@ -248,14 +247,11 @@ func (o *gateProxyOptions) transport(up *url.URL) (*http.Transport, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.upstreamCA != "" {
-		pem, err := os.ReadFile(o.upstreamCA)
+		roots, err := loadPool(o.upstreamCA)
 		if err != nil {
 			return nil, usageError("--upstream-ca: %v", err)
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, usageError("--upstream-ca %q: no PEM certificate in it", o.upstreamCA)
-		}
+		cfg.RootCAs = roots
 	}
 	if o.upstreamCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.upstreamCert, o.upstreamKey)

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
-	"os"
 
 	"github.com/spf13/pflag"
 
@@ -58,13 +56,9 @@ func (f *kedaFlags) tlsConfig() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	if f.clientCA != "" {
-		pem, err := os.ReadFile(f.clientCA)
+		pool, err := loadPool(f.clientCA)
 		if err != nil {
 			return nil, usageError("--keda-client-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageError("--keda-client-ca %s: no PEM certificate", f.clientCA)
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}

@@ -51,6 +51,21 @@ func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config) (stop func
 	return func() { cancel(); wg.Wait() }
 }
 
+// ongoing stores rec as an ongoing job started at t0 and subscribes to its
+// decisions.
+func ongoing(t *testing.T, c *bus.Client, rec *schemas.JobRecord) *nats.Subscription {
+	t.Helper()
+	rec.State, rec.CreatedAt, rec.StartedAt = schemas.Ongoing, t0, t0
+	if _, err := c.UpdateJob(context.Background(), rec.ID, func(*schemas.JobRecord) (*schemas.JobRecord, error) { return rec, nil }); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(rec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
 func publishProgress(t testing.TB, c *bus.Client, p *schemas.Progress) {
 	t.Helper()
 	bustest.Publish(t, c, c.Prefix().Metrics(p.Job, schemas.ProgressMetrics), p)
@@ -75,21 +90,11 @@ func nextDecision(t *testing.T, sub *nats.Subscription) schemas.Decision {
 // restarted stage resumes from the state kept in the KV bucket.
 func TestStageDecidesAndResumes(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
-	ctx := context.Background()
 	const job = "squares"
-	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
-		spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
-			Replicas:   schemas.Replicas{Min: 1, Max: 10, Initial: 1},
-			Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"actuation_size": 2}`)}}
-		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
+		Replicas:   schemas.Replicas{Min: 1, Max: 10, Initial: 1},
+		Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"actuation_size": 2}`)}}
+	sub := ongoing(t, c, &schemas.JobRecord{ID: job, Spec: spec})
 	progress := func(sec int, e float64) *schemas.Progress {
 		return &schemas.Progress{Job: job, At: t0.Add(time.Duration(sec) * time.Second), Error: e, Replicas: 1, Total: 100}
 	}
@@ -127,21 +132,11 @@ func TestStageDecidesAndResumes(t *testing.T) {
 // done; the deadline controller without one would hold.
 func TestForecastReachesTheController(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
-	ctx := context.Background()
 	const job = "hinted"
-	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
-		spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
-			Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1}, Controller: schemas.ControllerSpec{Name: "deadline"}}
-		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0, Total: 110,
-			Prediction: &schemas.Prediction{Basis: schemas.BasisHint, ItemTime: schemas.Duration(time.Second), Startup: schemas.Duration(5 * time.Second)}}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
+		Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1}, Controller: schemas.ControllerSpec{Name: "deadline"}}
+	sub := ongoing(t, c, &schemas.JobRecord{ID: job, Spec: spec, Total: 110,
+		Prediction: &schemas.Prediction{Basis: schemas.BasisHint, ItemTime: schemas.Duration(time.Second), Startup: schemas.Duration(5 * time.Second)}})
 	defer runStage(t, c)()
 	publishProgress(t, c, &schemas.Progress{Job: job, At: t0.Add(2 * time.Second), Total: 110, QueueLength: 110, TimeProgress: 0.02})
 	// 110 items of 1 s by 100 s with a 10 s start-up (a hint, not history):
@@ -159,20 +154,10 @@ func TestForecastReachesTheController(t *testing.T) {
 // while the error is within its triggers and adds one replica when late.
 func TestDecisionsOnChangeAndHeartbeat(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
-	ctx := context.Background()
 	const job = "idle"
-	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
-		spec := schemas.JobSpec{Mode: schemas.Streaming, Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1},
-			Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"trigger_up": 0.5, "trigger_down": 0.5}`)}}
-		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(job))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := schemas.JobSpec{Mode: schemas.Streaming, Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1},
+		Controller: schemas.ControllerSpec{Name: "default", Params: json.RawMessage(`{"trigger_up": 0.5, "trigger_down": 0.5}`)}}
+	sub := ongoing(t, c, &schemas.JobRecord{ID: job, Spec: spec})
 	type decision struct {
 		Sec, Replicas int
 		Unchanged     bool

@@ -26,8 +26,9 @@ type WorkState struct {
 	// delivered before: their worker failed them, or let their lease
 	// expire.
 	Redelivered int
-	// NeverQueued counts the results a batch job holds for items not in
-	// its workload: Results leaves them out, and SetAsideNeverQueued
+	// NeverQueued counts the results a job holds for items it does not
+	// know: not in a batch job's workload, not (or not yet) in a streaming
+	// job's ledger. Results leaves them out, and SetAsideNeverQueued
 	// moves them to the job's dead letters.
 	NeverQueued int
 }
@@ -49,8 +50,12 @@ func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState
 	if err != nil {
 		return ws, err
 	}
+	ledger, err := c.ledgerOf(ctx, rec)
+	if err != nil {
+		return ws, err
+	}
 	for subject := range results {
-		if c.neverQueued(rec, subject) {
+		if c.neverQueued(rec, subject, ledger) {
 			ws.NeverQueued++
 		} else {
 			ws.Results++
@@ -209,7 +214,7 @@ func (c *Client) PurgeJob(ctx context.Context, job string) error {
 		return err
 	}
 	for family, subject := range map[schemas.Stream]string{
-		resultsFamily: c.prefix.JobResults(job), deadFamily: c.prefix.Dead(job),
+		resultsFamily: c.prefix.JobResults(job), ledgerFamily: c.prefix.JobLedger(job), deadFamily: c.prefix.Dead(job),
 		metricsFamily: c.prefix.Metrics(job, "*"), decisionsFamily: c.prefix.Decisions(job),
 		logsFamily: c.prefix.Logs(job), jobsFamily: c.prefix.Jobs(job, "*"),
 	} {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,7 +54,10 @@ func (s *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	consumers := work.ListConsumers(ctx)
 	for ci := range consumers.Info() {
-		job := ci.Name[len("work-"):]
+		job, ok := strings.CutPrefix(ci.Name, "work-")
+		if !ok {
+			continue // the ledger's consumer
+		}
 		ch <- prometheus.MustNewConstMetric(s.pending, prometheus.GaugeValue, float64(ci.NumPending), job)
 		ch <- prometheus.MustNewConstMetric(s.acked, prometheus.GaugeValue, float64(ci.NumAckPending), job)
 		ch <- prometheus.MustNewConstMetric(s.redeliv, prometheus.GaugeValue, float64(ci.NumRedelivered), job)

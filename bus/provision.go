@@ -61,13 +61,14 @@ var streamShares = map[schemas.Stream]int64{
 	jobsFamily:       30,  // discard old: lifecycle events, ~300 B each
 	workFamily:       250, // discard new: queued items
 	resultsFamily:    150, // discard new: one result per item until the job is cleaned
+	ledgerFamily:     40,  // discard new: one ~100 B entry per queued item of a streaming job
 	deadFamily:       30,  // discard new: dead-lettered items
-	metricsFamily:    200, // discard old: samples and progress
+	metricsFamily:    180, // discard old: samples and progress
 	decisionsFamily:  30,  // discard old: ~600 B each, on change or per 30 s heartbeat
 	kubeFamily:       10,  // discard new: requests awaiting the gate
 	outcomesFamily:   10,  // discard old
 	admissionFamily:  25,  // discard old
-	logsFamily:       100, // discard old
+	logsFamily:       80,  // discard old
 	advisoriesFamily: 5,   // discard old, as before: a work queue of the server's advisories
 }
 
@@ -138,6 +139,7 @@ const (
 	jobsFamily       = schemas.StreamJobs
 	workFamily       = schemas.StreamWork
 	resultsFamily    = schemas.StreamResults
+	ledgerFamily     = schemas.StreamLedger
 	deadFamily       = schemas.StreamDead
 	metricsFamily    = schemas.StreamMetrics
 	decisionsFamily  = schemas.StreamDecisions
@@ -170,11 +172,16 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	}
 	jobs := s(jobsFamily, "job lifecycle events", p+".jobs.*.*")
 	work := s(workFamily, "work items: the main and processing queues", p+".work.*")
-	work.Retention, work.Discard = jetstream.WorkQueuePolicy, jetstream.DiscardNew
+	// Interest, not work-queue, retention: an item stays until its job's
+	// consumer and the manager's ledger consumer have both acknowledged it,
+	// so the manager sees every item ever queued (see KeepLedger).
+	work.Retention, work.Discard = jetstream.InterestPolicy, jetstream.DiscardNew
 	results := s(resultsFamily, "exactly one result per item", p+".results.*.*")
 	// One message per subject, a second refused by the server itself: one
 	// result per item holds for every client, not only for Pace's SDK.
 	results.Discard, results.MaxMsgsPerSubject, results.DiscardNewPerSubject = jetstream.DiscardNew, 1, true
+	ledger := s(ledgerFamily, "items queued to streaming jobs, one entry each", p+".ledger.*.*")
+	ledger.Discard, ledger.MaxMsgsPerSubject = jetstream.DiscardNew, 1
 	dead := s(deadFamily, "dead-lettered items", p+".dead.*")
 	dead.Discard = jetstream.DiscardNew
 	metrics := s(metricsFamily, "raw samples and progress", p+".metrics.*.*")
@@ -194,7 +201,7 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	adv := s(advisoriesFamily, "max-deliveries advisories of the work stream, for dead-lettering",
 		maxDeliveriesAdvisories+c.prefix.Stream(workFamily)+".*")
 	adv.Retention = jetstream.WorkQueuePolicy
-	return []jetstream.StreamConfig{jobs, work, results, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
+	return []jetstream.StreamConfig{jobs, work, results, ledger, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
 }
 
 // Provision creates or updates every stream, key-value bucket, object store
@@ -224,6 +231,15 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 	}
 	for _, cfg := range streams {
 		cfg.Replicas = keepReplicas(auto, replicas, have[cfg.Name])
+		if cfg.Name == c.prefix.Stream(workFamily) {
+			migrated, err := c.migrateWork(ctx, cfg, have[cfg.Name])
+			if err != nil {
+				return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+			}
+			if migrated {
+				continue
+			}
+		}
 		if err := c.ensureStream(ctx, cfg, have[cfg.Name]); err != nil {
 			return err
 		}
@@ -241,6 +257,9 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 		if err := c.ensureObjectStore(ctx, cfg, old); err != nil {
 			return err
 		}
+	}
+	if err := c.ensureLedgerConsumer(ctx); err != nil {
+		return err
 	}
 	return c.ensureDeadLetterConsumer(ctx)
 }
@@ -319,33 +338,36 @@ func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
 	// Filtered on the advisories' subject: a message a consumer delivered
 	// into the stream keeps its own subject (a tenant's push consumer can
 	// deliver anywhere), and must not be taken for an advisory.
-	want := jetstream.ConsumerConfig{
+	return c.ensureConsumer(ctx, c.prefix.Stream(advisoriesFamily), jetstream.ConsumerConfig{
 		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		Description:   "moves items past their max deliveries to the dead-letter subject",
 		FilterSubject: maxDeliveriesAdvisories + c.prefix.Stream(workFamily) + ".*",
-	}
-	stream := c.prefix.Stream(advisoriesFamily)
+	})
+}
+
+// ensureConsumer creates or corrects a static durable consumer of stream.
+func (c *Client) ensureConsumer(ctx context.Context, stream string, want jetstream.ConsumerConfig) error {
 	// Looked up like any call of provisioning: while a stream just scaled
 	// elects its leader a lookup can go unanswered, and an update sent then
 	// for nothing could wait as long.
 	var cons jetstream.Consumer
-	err := c.attempt(ctx, "look up consumer "+deadLetterConsumer, func(ctx context.Context) (err error) {
-		cons, err = c.js.Consumer(ctx, stream, deadLetterConsumer)
+	err := c.attempt(ctx, "look up consumer "+want.Durable, func(ctx context.Context) (err error) {
+		cons, err = c.js.Consumer(ctx, stream, want.Durable)
 		return err
 	})
 	if err == nil {
 		got := cons.CachedInfo().Config
 		if got.AckPolicy == want.AckPolicy && got.AckWait == want.AckWait && got.Description == want.Description &&
-			got.FilterSubject == want.FilterSubject {
+			got.FilterSubject == want.FilterSubject && (want.MaxAckPending == 0 || got.MaxAckPending == want.MaxAckPending) {
 			return nil
 		}
 	}
-	err = c.attempt(ctx, "provision consumer "+deadLetterConsumer, func(ctx context.Context) error {
+	err = c.attempt(ctx, "provision consumer "+want.Durable, func(ctx context.Context) error {
 		_, err := c.js.CreateOrUpdateConsumer(ctx, stream, want)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("provision consumer %s: %w", deadLetterConsumer, err)
+		return fmt.Errorf("provision consumer %s: %w", want.Durable, err)
 	}
 	return nil
 }

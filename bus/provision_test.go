@@ -15,6 +15,7 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger used by several goroutines.
@@ -39,7 +40,7 @@ func TestProvisionIsIdempotentAndCorrectsDrift(t *testing.T) {
 	ctx := testCtx(t)
 	var logs syncBuffer
 	c := bustest.Client(t, bustest.Server(t), bus.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	names := []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_DEAD", "PACE_METRICS", "PACE_DECISIONS",
+	names := []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_LEDGER", "PACE_DEAD", "PACE_METRICS", "PACE_DECISIONS",
 		"PACE_K8S", "PACE_K8S_OUTCOMES", "PACE_ADMISSION", "PACE_LOGS", "PACE_ADVISORIES", "KV_pace_jobs"}
 	for _, name := range names {
 		if _, err := c.JetStream().Stream(ctx, name); err != nil {
@@ -107,7 +108,7 @@ func TestMoreJobsThanTheServersDefaultConsumerLimit(t *testing.T) {
 func TestProvisionBoundsEveryStream(t *testing.T) {
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
-	discardNew := map[string]bool{"PACE_WORK": true, "PACE_RESULTS": true, "PACE_DEAD": true, "PACE_K8S": true}
+	discardNew := map[string]bool{"PACE_WORK": true, "PACE_RESULTS": true, "PACE_LEDGER": true, "PACE_DEAD": true, "PACE_K8S": true}
 	config := func(name string) jetstream.StreamConfig {
 		t.Helper()
 		st, err := c.JetStream().Stream(ctx, name)
@@ -117,8 +118,8 @@ func TestProvisionBoundsEveryStream(t *testing.T) {
 		return st.CachedInfo().Config
 	}
 	var total int64
-	for _, name := range []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_DEAD", "PACE_METRICS", "PACE_DECISIONS",
-		"PACE_K8S", "PACE_K8S_OUTCOMES", "PACE_ADMISSION", "PACE_LOGS", "PACE_ADVISORIES"} {
+	for _, name := range []string{"PACE_JOBS", "PACE_WORK", "PACE_RESULTS", "PACE_LEDGER", "PACE_DEAD", "PACE_METRICS",
+		"PACE_DECISIONS", "PACE_K8S", "PACE_K8S_OUTCOMES", "PACE_ADMISSION", "PACE_LOGS", "PACE_ADVISORIES"} {
 		cfg := config(name)
 		if cfg.MaxBytes <= 0 {
 			t.Errorf("%s: max bytes %d, want a bound", name, cfg.MaxBytes)
@@ -173,4 +174,84 @@ func TestProvisionBoundsEveryStream(t *testing.T) {
 	if got := config("PACE_LOGS").MaxBytes; got != -1 {
 		t.Errorf("PACE_LOGS max bytes %d, want none (-1)", got)
 	}
+}
+
+// TestProvisionMovesAWorkQueueWorkStream: a bus provisioned before the
+// ledger has a work-queue PACE_WORK, whose retention JetStream cannot
+// change. Provisioning moves it to interest retention: the items wait on
+// the new stream (the one a worker held comes back), the job's consumer is
+// made again, the results it had are in its ledger, and the holding stream
+// is gone. The ledger then takes in the items, and their results count.
+func TestProvisionMovesAWorkQueueWorkStream(t *testing.T) {
+	ctx := testCtx(t)
+	var logs syncBuffer
+	c := bustest.Client(t, bustest.Server(t), bus.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	js := c.JetStream()
+	st, err := js.Stream(ctx, "PACE_WORK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := st.CachedInfo().Config
+	old.Retention = jetstream.WorkQueuePolicy
+	if err := js.DeleteStream(ctx, "PACE_WORK"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	declare(t, ctx, c, "j1", time.Minute, 3)
+	if err := c.PushItems(ctx, "j1", bus.Items("a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishResult(ctx, &schemas.Result{Job: "j1", ItemID: "before", Output: "x", FinishedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := js.Consumer(ctx, "PACE_WORK", "work-j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := held.Fetch(1); err != nil {
+		t.Fatal(err)
+	} else {
+		for range b.Messages() { // held, never acknowledged
+		}
+	}
+
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = js.Stream(ctx, "PACE_WORK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Retention; got != jetstream.InterestPolicy {
+		t.Errorf("work stream retention after provisioning = %v, want interest", got)
+	}
+	if _, err := js.Stream(ctx, "PACE_WORK_MIGRATION"); err == nil {
+		t.Error("the holding stream is still there")
+	}
+	if q, err := c.QueuedWork(ctx); err != nil || q.Subjects["pace.work.j1"] != 3 {
+		t.Errorf("items of j1 after the move: %v (%v), want 3", q.Subjects, err)
+	}
+	if !strings.Contains(logs.String(), "moved to interest retention") {
+		t.Errorf("the move is not logged:\n%s", logs.String())
+	}
+	if err := c.Provision(ctx, bus.Limits{}); err != nil { // nothing more to move
+		t.Fatal(err)
+	}
+
+	bustest.KeepLedger(t, c)
+	w, err := c.Worker("j1", func(_ context.Context, it *schemas.WorkItem) (string, error) { return it.Payload, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	rec, err := c.Status(ctx, "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 20*time.Second, "the moved items processed and counted", func() bool {
+		ws, err := c.JobWork(ctx, rec)
+		return err == nil && ws.Results == 4 && ws.NeverQueued == 0 && ws.Pending == 0 && ws.InFlight == 0
+	})
 }

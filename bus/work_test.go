@@ -200,6 +200,7 @@ func TestInProgressAcksKeepSlowItem(t *testing.T) {
 func TestPoisonAndMalformedItemsAreDeadLettered(t *testing.T) {
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
+	bustest.KeepLedger(t, c)
 	declare(t, ctx, c, "poison", time.Second, 3)
 	dlCtx, stopDL := context.WithCancel(ctx)
 	dlDone := make(chan error, 1)

@@ -150,6 +150,8 @@ func TestSubjects(t *testing.T) {
 		p.Work("j1"):                              "pace.work.j1",
 		p.Results("j1", "i1"):                     "pace.results.j1.i1",
 		p.JobResults("j1"):                        "pace.results.j1.*",
+		p.Ledger("j1", "i1"):                      "pace.ledger.j1.i1",
+		p.JobLedger("j1"):                         "pace.ledger.j1.*",
 		p.Dead("j1"):                              "pace.dead.j1",
 		p.Jobs("j1", schemas.EventStarted):        "pace.jobs.j1.started",
 		p.Metrics("j1", schemas.ProgressMetrics):  "pace.metrics.j1.progress",
@@ -174,6 +176,7 @@ func TestSubjectJob(t *testing.T) {
 	tests := map[string]string{
 		p.Work("j1"):                             "j1",
 		p.Results("j1", "i1"):                    "j1",
+		p.Ledger("j1", "i1"):                     "j1",
 		p.Dead("j1"):                             "j1",
 		p.Jobs("j1", schemas.EventStarted):       "j1",
 		p.Metrics("j1", schemas.ProgressMetrics): "j1",

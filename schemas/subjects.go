@@ -18,6 +18,7 @@ const DefaultPrefix Prefix = "pace"
 //	pace.jobs.<job>.<event>              job lifecycle events
 //	pace.work.<job>                      work items (the "main" queue)
 //	pace.results.<job>.<item>            exactly one result per item
+//	pace.ledger.<job>.<item>             items a streaming job was queued (the manager's)
 //	pace.dead.<job>                      dead letters
 //	pace.metrics.<job>.<kind>            raw samples and processed progress
 //	pace.decisions.<job>                 scaling decisions
@@ -57,6 +58,12 @@ func (p Prefix) Results(job, item string) string { return p.join("results", job,
 // JobResults is the wildcard subject of every result of a job.
 func (p Prefix) JobResults(job string) string { return p.join("results", job, "*") }
 
+// Ledger is the subject recording that a streaming job's item was queued.
+func (p Prefix) Ledger(job, item string) string { return p.join("ledger", job, item) }
+
+// JobLedger is the wildcard subject of a job's ledger.
+func (p Prefix) JobLedger(job string) string { return p.join("ledger", job, "*") }
+
 // Dead is the subject of a job's dead letters.
 func (p Prefix) Dead(job string) string { return p.join("dead", job) }
 
@@ -82,7 +89,7 @@ func (p Prefix) Logs(job string) string { return p.join("logs", job) }
 
 // jobFamilies are the subject families (the token after the prefix)
 // whose next token is a job.
-var jobFamilies = []string{"jobs", "work", "results", "dead", "metrics", "decisions", "logs"}
+var jobFamilies = []string{"jobs", "work", "results", "ledger", "dead", "metrics", "decisions", "logs"}
 
 // SubjectJob is the job a subject of p names, such as <job> in
 // pace.work.<job>, or "unknown" when it names none (pace.k8s.requests,
@@ -104,6 +111,7 @@ const (
 	StreamJobs       Stream = "JOBS"         // pace.jobs.<job>.<event>
 	StreamWork       Stream = "WORK"         // pace.work.<job>
 	StreamResults    Stream = "RESULTS"      // pace.results.<job>.<item>
+	StreamLedger     Stream = "LEDGER"       // pace.ledger.<job>.<item>
 	StreamDead       Stream = "DEAD"         // pace.dead.<job>
 	StreamMetrics    Stream = "METRICS"      // pace.metrics.<job>.<kind>
 	StreamDecisions  Stream = "DECISIONS"    // pace.decisions.<job>

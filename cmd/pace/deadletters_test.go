@@ -188,6 +188,7 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	bustest.Run(t, c.DeadLetters)
+	bustest.KeepLedger(t, c)
 
 	const job = "flaky"
 	if _, err := c.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, MaxDeliveries: 2}); err != nil {
@@ -231,7 +232,11 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 		t.Fatalf("redrive of one letter named twice said %q", out)
 	}
 	bustest.Eventually(t, 30*time.Second, "the redriven item's result, and no work left", func() bool {
-		ws, err := c.JobWork(ctx, &schemas.JobRecord{ID: job})
+		rec, err := c.Status(ctx, job)
+		if err != nil {
+			return false
+		}
+		ws, err := c.JobWork(ctx, rec)
 		return err == nil && ws.Results == 1 && ws.Pending == 0 && ws.InFlight == 0
 	})
 	// The letter went with the redrive. One left beside the item's result

@@ -419,7 +419,11 @@ func (s *system) waitResultsOrDrained(ctx context.Context, n int) bool {
 			return false
 		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ws, err := s.c.JobWork(wctx, &schemas.JobRecord{ID: s.job})
+		rec, err := s.c.Status(wctx, s.job)
+		var ws bus.WorkState
+		if err == nil {
+			ws, err = s.c.JobWork(wctx, rec)
+		}
 		cancel()
 		if err == nil && ws.Pending == 0 && ws.InFlight == 0 {
 			empty++

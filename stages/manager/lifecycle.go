@@ -267,7 +267,8 @@ func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kep
 }
 
 // Run recovers the jobs' records from their events, serves submissions and
-// commands over NATS, checks jobs every Config.Interval and the work
+// commands over NATS, keeps the ledger of streaming jobs' items, checks
+// jobs every Config.Interval and the work
 // stream for stray items every Config.StraySweep and when a job ends (see
 // SweepStrays), until ctx ends; cancellation, even during recovery,
 // returns nil.
@@ -286,6 +287,12 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopNATS()
+	ledger := make(chan struct{})
+	go func() {
+		defer close(ledger)
+		m.keepLedger(ctx)
+	}()
+	defer func() { <-ledger }()
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	sweep := m.clock.NewTicker(m.cfg.StraySweep)

@@ -82,8 +82,12 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	}
 	<-badRuns
 	releaseSlow <- struct{}{}
+	rec, err := e.c.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bustest.Eventually(t, 20*time.Second, "slow's result", func() bool {
-		ws, err := e.c.JobWork(ctx, &schemas.JobRecord{ID: id})
+		ws, err := e.c.JobWork(ctx, rec)
 		return err == nil && ws.Results == 2
 	})
 	e.m.Reconcile(ctx)
@@ -100,7 +104,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := e.c.Status(ctx, id)
+	rec, err = e.c.Status(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func TestStopAndTerminate(t *testing.T) {
 	if rec.State != schemas.Terminated {
 		t.Errorf("state after terminate = %s, want terminated at once", rec.State)
 	}
-	ws, _ := e.c.JobWork(ctx, &schemas.JobRecord{ID: term})
+	ws, _ := e.c.JobWork(ctx, rec)
 	if ws.Pending != 0 || ws.InFlight != 0 {
 		t.Errorf("work after terminate = %+v, want none", ws)
 	}
@@ -165,8 +165,12 @@ func TestStreamingJobFedByPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.work(id, 2, upper)
+	rec, err := e.c.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bustest.Eventually(t, 10*time.Second, "3 results", func() bool {
-		ws, _ := e.c.JobWork(ctx, &schemas.JobRecord{ID: id})
+		ws, _ := e.c.JobWork(ctx, rec)
 		return ws.Results == 3
 	})
 	// Items keep coming: a streaming job's view has no total, only counts.

@@ -85,6 +85,57 @@ func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 	}
 }
 
+// TestStreamingResultsForItemsNeverQueuedCountForNothing is the same attack
+// on a streaming job, whose items are whatever its principals publish:
+// nats.go alone pushes three items and publishes results for three ids it
+// never pushed. The ledger the manager keeps of the job's items tells them
+// apart: the forged results count for nothing and are moved to the job's
+// dead letters (never_queued); the three real ones count.
+func TestStreamingResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	js := carelessClient(t, e)
+	id := e.submit("alice-token", `{"mode":"streaming","deadline":"10m"}`)
+
+	forged := []string{"fake1", "fake2", "fake3"}
+	for _, item := range forged {
+		body := fmt.Sprintf(`{"job":%q,"item_id":%q,"output":"forged","finished_at":"2026-01-02T03:04:05Z"}`, id, item)
+		if _, err := js.Publish(ctx, e.c.Prefix().Results(id, item), []byte(body)); err != nil {
+			t.Fatalf("forged result %s: %v", item, err)
+		}
+	}
+	rec, err := e.c.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := e.c.JobWork(ctx, rec); err != nil || ws.Results != 0 || ws.NeverQueued != len(forged) {
+		t.Fatalf("work of %s with forged results = %+v (%v), want 0 results and %d never queued", id, ws, err, len(forged))
+	}
+	for _, item := range []string{"a", "b", "c"} {
+		stray{job: id, body: itemBody(id, item, item)}.publish(t, js)
+	}
+	e.work(id, 1, upper)
+
+	bustest.Eventually(t, 20*time.Second, "real results counted, forged ones set aside", func() bool {
+		e.m.Reconcile(ctx)
+		ws, err := e.c.JobWork(ctx, rec)
+		return err == nil && e.results(id) == 3 && ws.Results == 3 && ws.NeverQueued == 0
+	})
+	got := map[string]bool{}
+	for _, l := range mustLetters(t, e, id) {
+		if l.Reason != schemas.NeverQueued || !strings.Contains(l.LastError, "never queued") || string(l.Raw) == "" {
+			t.Errorf("letter %+v, want reason never_queued naming the item, the result kept", l)
+		}
+		got[l.ItemID] = true
+	}
+	if len(got) != len(forged) {
+		t.Errorf("never_queued letters for %v, want %v", got, forged)
+	}
+	if v := e.status("alice-token", id); v["done"] != 3.0 || v["dead"] != 0.0 {
+		t.Errorf("view: done %v, dead %v; want 3 and 0", v["done"], v["dead"])
+	}
+}
+
 // results counts the results stored for job.
 func (e *env) results(job string) int {
 	e.t.Helper()

@@ -1,0 +1,193 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/schemas"
+)
+
+// The ledger. A streaming job's items are whatever its principals publish,
+// and a work item leaves the work stream once processed, so without a
+// record nothing would tell a result for an item the job was queued from
+// a result for an id it never had. The work stream has interest retention
+// and one durable consumer, "ledger", that sees every item: the manager
+// runs it (KeepLedger) and enters each item of a streaming job in the
+// ledger stream as pace.ledger.<job>.<item>, before acknowledging it. An
+// item stays on the work stream until both its job's consumer and the
+// ledger consumer have acknowledged it, so no item escapes the ledger,
+// and none vanishes while its job has no consumer: the ledger consumer
+// acknowledges an item only once its job's consumer exists, and leaves
+// the items of a job that does not accept them to the stray sweep, which
+// moves them to the job's dead letters.
+//
+// A result of a streaming job counts only when the ledger has its item.
+// One that it lacks is set aside (reason never_queued) once the ledger
+// consumer has acknowledged every item stored before the result, with a
+// margin for the clocks of a cluster's servers (ledgerSkew): an item is
+// queued before its result, so the ledger would have it by then.
+
+// ledgerConsumer is the durable consumer of the work stream that keeps
+// the ledger.
+const ledgerConsumer = "ledger"
+
+// ledgerBatch is how many items the ledger takes at a time; ledgerHold is
+// how long an item whose job does not accept it waits before the ledger
+// looks at it again.
+const (
+	ledgerBatch = 256
+	ledgerHold  = 5 * time.Second
+)
+
+// ledgerSkew is the margin SetAsideNeverQueued allows between the clocks of
+// the servers leading the work and results streams.
+const ledgerSkew = 5 * time.Second
+
+func (c *Client) ensureLedgerConsumer(ctx context.Context) error {
+	return c.ensureConsumer(ctx, c.prefix.Stream(workFamily), jetstream.ConsumerConfig{
+		Durable: ledgerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Description:   "enters every item queued to a streaming job in the ledger",
+		FilterSubject: c.prefix.Work("*"), DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: 20_000,
+	})
+}
+
+// Placement is what the ledger does with a work item, by its job.
+type Placement int
+
+const (
+	// Hold leaves the item on the work stream: its job does not accept
+	// items, or does not exist (yet). The stray sweep refuses it.
+	Hold Placement = iota
+	// Pass acknowledges the item: its job knows its items without the
+	// ledger (a batch job's are its workload).
+	Pass
+	// Record enters the item in the ledger, then acknowledges it.
+	Record
+)
+
+// Placer tells the ledger what to do with the items of job. Before it
+// answers Pass or Record, the job's work consumer must exist: the item
+// would otherwise leave the stream with the ledger's acknowledgement.
+type Placer func(ctx context.Context, job string) (Placement, error)
+
+// KeepLedger runs the ledger consumer until ctx ends, asking place about
+// each job once per batch of items. An item whose job place cannot answer
+// for is held, and comes back later.
+func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), ledgerConsumer)
+	if err != nil {
+		return fmt.Errorf("ledger consumer: %w", err)
+	}
+	for ctx.Err() == nil {
+		wait, cancel := context.WithTimeout(ctx, time.Second)
+		batch, err := cons.Fetch(ledgerBatch, jetstream.FetchContext(wait))
+		if err != nil {
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("ledger: %w", err)
+		}
+		var msgs []jetstream.Msg
+		for msg := range batch.Messages() {
+			msgs = append(msgs, msg)
+		}
+		cancel()
+		if err := IgnoreWaitEnd(batch.Error()); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			c.log.Warn("ledger fetch failed", "err", err)
+		}
+		if err := c.enter(ctx, msgs, place); err != nil && ctx.Err() == nil {
+			c.log.Warn("ledger entries failed; the items come back", "err", err)
+		}
+	}
+	return nil
+}
+
+// enter places each of msgs, enters those to record in the ledger and
+// acknowledges them with those to pass once the ledger has stored them.
+func (c *Client) enter(ctx context.Context, msgs []jetstream.Msg, place Placer) error {
+	placed := map[string]Placement{}
+	var done []jetstream.Msg
+	var stored []jetstream.PubAckFuture
+	var failed error
+	for _, msg := range msgs {
+		job := c.prefix.SubjectJob(msg.Subject())
+		p, ok := placed[job]
+		if !ok {
+			var err error
+			if p, err = place(ctx, job); err != nil {
+				failed = errors.Join(failed, fmt.Errorf("job %s: %w", job, err))
+				p = Hold
+			}
+			placed[job] = p
+		}
+		switch p {
+		case Hold:
+			_ = msg.NakWithDelay(ledgerHold)
+			continue
+		case Record:
+			it, err := Decode[schemas.WorkItem](msg.Data(), msg.Headers())
+			if err != nil {
+				break // no item: no result can be for it
+			}
+			f, err := c.js.PublishAsync(c.prefix.Ledger(job, it.ID), nil)
+			if err != nil {
+				return errors.Join(failed, fmt.Errorf("ledger entry of %s: %w", job, err))
+			}
+			stored = append(stored, f)
+		}
+		done = append(done, msg)
+	}
+	for _, f := range stored {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return errors.Join(failed, fmt.Errorf("ledger entry %s: %w", f.Msg().Subject, err))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, msg := range done {
+		_ = msg.Ack() // one lost comes back, and is entered again
+	}
+	return failed
+}
+
+// ledgerOf returns the ledger entries of rec's job, by subject; nil for a
+// batch job, whose items are its workload.
+func (c *Client) ledgerOf(ctx context.Context, rec *schemas.JobRecord) (map[string]uint64, error) {
+	if rec.Spec.Mode == schemas.Batch {
+		return nil, nil
+	}
+	return c.subjectCounts(ctx, ledgerFamily, c.prefix.JobLedger(rec.ID))
+}
+
+// ledgerSince returns a time before which every item the work stream
+// stored is in the ledger, or was handled by it: the time of the first
+// item after the ledger consumer's acknowledgement floor, or the time the
+// server read the floor when there is none.
+func (c *Client) ledgerSince(ctx context.Context) (time.Time, error) {
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), ledgerConsumer)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("ledger consumer: %w", err)
+	}
+	st, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("work stream: %w", err)
+	}
+	info := cons.CachedInfo()
+	floor := info.AckFloor.Stream
+	raw, err := st.GetMsg(ctx, floor+1, jetstream.WithGetMsgSubject(c.prefix.Work("*")))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return info.TimeStamp, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("work stream after the ledger: %w", err)
+	}
+	return raw.Time, nil
+}

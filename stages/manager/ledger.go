@@ -1,0 +1,59 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/schemas"
+)
+
+// The manager keeps the ledger of streaming jobs' items (bus.KeepLedger):
+// a result counts only for an item its job was queued.
+
+// ensuredLimit bounds the jobs whose work consumer the ledger remembers
+// having made sure of; past it, it forgets them all and checks again.
+const ensuredLimit = 4096
+
+// keepLedger runs the ledger until ctx ends, starting it again a second
+// after an error.
+func (m *Manager) keepLedger(ctx context.Context) {
+	ensured := map[string]bool{}
+	place := func(ctx context.Context, job string) (bus.Placement, error) {
+		rec, err := m.bus.Status(ctx, job)
+		switch {
+		case errors.Is(err, bus.ErrJobNotFound):
+			return bus.Hold, nil // no job (yet): the stray sweep decides
+		case err != nil:
+			return bus.Hold, err
+		case rec.State.Final():
+			return bus.Hold, nil // refused by the stray sweep
+		}
+		if !ensured[job] {
+			if err := m.bus.EnsureWork(ctx, rec); err != nil {
+				return bus.Hold, err
+			}
+			if len(ensured) >= ensuredLimit {
+				clear(ensured)
+			}
+			ensured[job] = true
+		}
+		if rec.Spec.Mode == schemas.Batch {
+			return bus.Pass, nil
+		}
+		return bus.Record, nil
+	}
+	for {
+		err := m.bus.KeepLedger(ctx, place)
+		if ctx.Err() != nil {
+			return
+		}
+		m.log.Warn("ledger stopped; starting it again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(time.Second):
+		}
+	}
+}

@@ -23,7 +23,9 @@ import (
 // and none vanishes while its job has no consumer: the ledger consumer
 // acknowledges an item only once its job's consumer exists, and leaves
 // the items of a job that does not accept them to the stray sweep, which
-// moves them to the job's dead letters.
+// moves them to the job's dead letters. It enters the items of a
+// streaming job that has finished too: the ledger may come to the last
+// items of a job after they were processed and the job ended.
 //
 // A result of a streaming job counts only when the ledger has its item.
 // One that it lacks is set aside (reason never_queued) once the ledger
@@ -56,23 +58,22 @@ func (c *Client) ensureLedgerConsumer(ctx context.Context) error {
 	})
 }
 
-// Placement is what the ledger does with a work item, by its job.
-type Placement int
-
-const (
-	// Hold leaves the item on the work stream: its job does not accept
-	// items, or does not exist (yet). The stray sweep refuses it.
-	Hold Placement = iota
-	// Pass acknowledges the item: its job knows its items without the
-	// ledger (a batch job's are its workload).
-	Pass
-	// Record enters the item in the ledger, then acknowledges it.
-	Record
-)
+// Placement is what the ledger does with the work items of a job.
+type Placement struct {
+	// Enter enters each item in the ledger: the job is a streaming job,
+	// whatever its state (an item of a job that has just finished may
+	// have been processed, and its result must count).
+	Enter bool
+	// Release acknowledges each item, once entered: the job accepts items
+	// and its work consumer exists. An item not released stays on the
+	// work stream for the stray sweep to refuse (its job does not accept
+	// items, or does not exist yet), and comes back to the ledger later.
+	Release bool
+}
 
 // Placer tells the ledger what to do with the items of job. Before it
-// answers Pass or Record, the job's work consumer must exist: the item
-// would otherwise leave the stream with the ledger's acknowledgement.
+// answers Release, the job's work consumer must exist: the item would
+// otherwise leave the stream with the ledger's acknowledgement.
 type Placer func(ctx context.Context, job string) (Placement, error)
 
 // KeepLedger runs the ledger consumer until ctx ends, asking place about
@@ -108,11 +109,12 @@ func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
 	return nil
 }
 
-// enter places each of msgs, enters those to record in the ledger and
-// acknowledges them with those to pass once the ledger has stored them.
+// enter places each of msgs, enters those to enter in the ledger, and once
+// the ledger has stored them acknowledges those to release and gives the
+// others back for later.
 func (c *Client) enter(ctx context.Context, msgs []jetstream.Msg, place Placer) error {
 	placed := map[string]Placement{}
-	var done []jetstream.Msg
+	var release, hold []jetstream.Msg
 	var stored []jetstream.PubAckFuture
 	var failed error
 	for _, msg := range msgs {
@@ -122,26 +124,26 @@ func (c *Client) enter(ctx context.Context, msgs []jetstream.Msg, place Placer) 
 			var err error
 			if p, err = place(ctx, job); err != nil {
 				failed = errors.Join(failed, fmt.Errorf("job %s: %w", job, err))
-				p = Hold
 			}
 			placed[job] = p
 		}
-		switch p {
-		case Hold:
-			_ = msg.NakWithDelay(ledgerHold)
-			continue
-		case Record:
-			it, err := Decode[schemas.WorkItem](msg.Data(), msg.Headers())
-			if err != nil {
-				break // no item: no result can be for it
-			}
-			f, err := c.js.PublishAsync(c.prefix.Ledger(job, it.ID), nil)
-			if err != nil {
-				return errors.Join(failed, fmt.Errorf("ledger entry of %s: %w", job, err))
-			}
-			stored = append(stored, f)
+		if p.Release {
+			release = append(release, msg)
+		} else {
+			hold = append(hold, msg)
 		}
-		done = append(done, msg)
+		if !p.Enter {
+			continue
+		}
+		it, err := Decode[schemas.WorkItem](msg.Data(), msg.Headers())
+		if err != nil {
+			continue // no item: no result can be for it
+		}
+		f, err := c.js.PublishAsync(c.prefix.Ledger(job, it.ID), nil)
+		if err != nil {
+			return errors.Join(failed, fmt.Errorf("ledger entry of %s: %w", job, err))
+		}
+		stored = append(stored, f)
 	}
 	for _, f := range stored {
 		select {
@@ -152,8 +154,11 @@ func (c *Client) enter(ctx context.Context, msgs []jetstream.Msg, place Placer) 
 			return ctx.Err()
 		}
 	}
-	for _, msg := range done {
+	for _, msg := range release {
 		_ = msg.Ack() // one lost comes back, and is entered again
+	}
+	for _, msg := range hold {
+		_ = msg.NakWithDelay(ledgerHold)
 	}
 	return failed
 }

@@ -120,6 +120,8 @@ func Run(t testing.TB, run func(context.Context) error) {
 func KeepLedger(t testing.TB, c *bus.Client) {
 	t.Helper()
 	Run(t, func(ctx context.Context) error {
-		return c.KeepLedger(ctx, func(context.Context, string) (bus.Placement, error) { return bus.Record, nil })
+		return c.KeepLedger(ctx, func(context.Context, string) (bus.Placement, error) {
+			return bus.Placement{Enter: true, Release: true}, nil
+		})
 	})
 }

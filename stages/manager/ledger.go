@@ -24,25 +24,25 @@ func (m *Manager) keepLedger(ctx context.Context) {
 		rec, err := m.bus.Status(ctx, job)
 		switch {
 		case errors.Is(err, bus.ErrJobNotFound):
-			return bus.Hold, nil // no job (yet): the stray sweep decides
+			return bus.Placement{}, nil // no job (yet): the stray sweep decides
 		case err != nil:
-			return bus.Hold, err
-		case rec.State.Final():
-			return bus.Hold, nil // refused by the stray sweep
+			return bus.Placement{}, err
+		}
+		p := bus.Placement{Enter: rec.Spec.Mode != schemas.Batch}
+		if rec.State.Final() {
+			return p, nil // the stray sweep refuses what was not processed
 		}
 		if !ensured[job] {
 			if err := m.bus.EnsureWork(ctx, rec); err != nil {
-				return bus.Hold, err
+				return bus.Placement{}, err
 			}
 			if len(ensured) >= ensuredLimit {
 				clear(ensured)
 			}
 			ensured[job] = true
 		}
-		if rec.Spec.Mode == schemas.Batch {
-			return bus.Pass, nil
-		}
-		return bus.Record, nil
+		p.Release = true
+		return p, nil
 	}
 	for {
 		err := m.bus.KeepLedger(ctx, place)

@@ -26,14 +26,17 @@ var benchRun atomic.Int64
 
 // BenchmarkRoundTrip measures one work item's round trip (pushed, fetched,
 // its result stored, acknowledged) through the SDK and through nats.go's
-// jetstream package alone, on an open bus and on one that authenticates.
-// The four sides run in turn in one invocation: task bench runs three,
+// jetstream package alone, on an open bus and on one that authenticates,
+// with the ledger kept as the manager keeps it (each item of a streaming
+// job is one more delivery and one more stored entry). The four sides run in turn in one invocation: task bench runs three,
 // rather than -count 3, which would run each side three times in a row and
 // let a machine whose speed drifts favour one side.
 func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("sdk", benchSDKOpen)
 	b.Run("raw", func(b *testing.B) {
-		benchRaw(b, bustest.Client(b, bustest.Server(b)), fmt.Sprintf("raw%d", benchRun.Add(1)))
+		c := bustest.Client(b, bustest.Server(b))
+		bustest.KeepLedger(b, c)
+		benchRaw(b, c, fmt.Sprintf("raw%d", benchRun.Add(1)))
 	})
 	// As pace up's bus with a token file: a tenant's connection whose every
 	// publish and subscription the server checks against its permissions.
@@ -51,6 +54,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 // fetching each item, publishing its result and acking it.
 func benchSDKOpen(b *testing.B) {
 	c := bustest.Client(b, bustest.Server(b))
+	bustest.KeepLedger(b, c)
 	job := fmt.Sprintf("sdk%d", benchRun.Add(1))
 	if _, err := c.OpenJob(context.Background(), job); err != nil {
 		b.Fatal(err)
@@ -62,7 +66,9 @@ func benchSDKOpen(b *testing.B) {
 // service, declares job for the tenant alice and returns alice's client.
 func authenticated(b *testing.B, job string) *bus.Client {
 	b.Helper()
-	srv := bustest.Authenticated(b, "alice-token,alice,1\n", map[string]string{job: "alice"}).Server
+	a := bustest.Authenticated(b, "alice-token,alice,1\n", map[string]string{job: "alice"})
+	bustest.KeepLedger(b, a.Admin)
+	srv := a.Server
 	alice, err := bus.Connect(context.Background(), "", bus.WithServer(srv), bus.WithTokenAuth("alice-token"))
 	if err != nil {
 		b.Fatal(err)

@@ -47,7 +47,7 @@ const (
 
 // ledgerSkew is the margin SetAsideNeverQueued allows between the clocks of
 // the servers leading the work and results streams.
-const ledgerSkew = 5 * time.Second
+const ledgerSkew = time.Second
 
 func (c *Client) ensureLedgerConsumer(ctx context.Context) error {
 	return c.ensureConsumer(ctx, c.prefix.Stream(workFamily), jetstream.ConsumerConfig{

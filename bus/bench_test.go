@@ -117,8 +117,10 @@ func benchSDK(b *testing.B, c *bus.Client, job string) {
 
 // benchRaw runs the round trips with nats.go's jetstream package alone, on
 // c's connection and job's work consumer, by the fastest protocol that
-// neither loses nor doubles an item: items published asynchronously, each
-// with a message id (a retried publish queues it once), fetched in batches
+// neither loses nor doubles an item: items (work_item JSON, as a client in
+// any language writes them, so that the ledger enters them as it enters
+// the SDK's) published asynchronously, each with a message id (a retried
+// publish queues it once), fetched in batches
 // of benchConcurrency, each result published asynchronously with a message
 // id, and the item acknowledged once the server has stored its result.
 func benchRaw(b *testing.B, c *bus.Client, job string) {
@@ -143,7 +145,8 @@ func benchRaw(b *testing.B, c *bus.Client, job string) {
 	wg.Go(func() {
 		for i := range b.N {
 			id := strconv.Itoa(i)
-			if _, err := js.PublishAsync(subject, []byte(id), jetstream.WithMsgID(job+"/"+id),
+			item := []byte(`{"id":"` + id + `","job":"` + job + `","payload":"` + id + `"}`)
+			if _, err := js.PublishAsync(subject, item, jetstream.WithMsgID(job+"/"+id),
 				jetstream.WithStallWait(10*time.Second)); err != nil {
 				b.Error(err)
 				return

@@ -201,7 +201,9 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	adv := s(advisoriesFamily, "max-deliveries advisories of the work stream, for dead-lettering",
 		maxDeliveriesAdvisories+c.prefix.Stream(workFamily)+".*")
 	adv.Retention = jetstream.WorkQueuePolicy
-	return []jetstream.StreamConfig{jobs, work, results, ledger, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
+	// The ledger before the work stream: moving an old work stream enters
+	// results in it.
+	return []jetstream.StreamConfig{jobs, ledger, work, results, dead, metrics, decisions, kube, outcomes, admission, logs, adv}
 }
 
 // Provision creates or updates every stream, key-value bucket, object store

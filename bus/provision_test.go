@@ -193,8 +193,10 @@ func TestProvisionMovesAWorkQueueWorkStream(t *testing.T) {
 	}
 	old := st.CachedInfo().Config
 	old.Retention = jetstream.WorkQueuePolicy
-	if err := js.DeleteStream(ctx, "PACE_WORK"); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"PACE_WORK", "PACE_LEDGER"} { // neither existed then
+		if err := js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)

@@ -46,8 +46,9 @@ func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
 //
 // A work item that already has a result is not refused but deleted: it is
 // an item processed while its acknowledgement was lost (a server killed
-// mid-ack), left on the stream when its job completed; its letter would
-// stand for work that was done.
+// mid-ack), or one the ledger has yet to take in, left on the stream when
+// its job ended; its letter would stand for work that was done. It is
+// entered in the ledger first, so that its result counts.
 //
 // Each letter keeps the message byte for byte (Raw, Header, Subject; a
 // body too large for its letter goes to the dead-letter object store),
@@ -86,6 +87,9 @@ func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, wh
 			return moved, err
 		}
 		if done {
+			if err := c.enterProcessed(ctx, job, raw); err != nil {
+				return moved, err
+			}
 			if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 				return moved, fmt.Errorf("remove processed item %d of %s: %w", raw.Sequence, subject, err)
 			}
@@ -109,6 +113,18 @@ func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, wh
 		moved++
 	}
 	return moved, nil
+}
+
+// enterProcessed enters raw, a processed work item of job, in the ledger.
+func (c *Client) enterProcessed(ctx context.Context, job string, raw *jetstream.RawStreamMsg) error {
+	it, err := Decode[schemas.WorkItem](raw.Data, raw.Header)
+	if err != nil {
+		return err
+	}
+	if _, err := c.js.Publish(ctx, c.prefix.Ledger(job, it.ID), nil); err != nil {
+		return fmt.Errorf("ledger entry of %s/%s: %w", job, it.ID, err)
+	}
+	return nil
 }
 
 // processed reports whether raw, a message of job's work subject, is a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -80,7 +81,8 @@ func TestRefuseWork(t *testing.T) {
 }
 
 // An item that already has a result is one processed whose acknowledgement
-// was lost: RefuseWork deletes it without a letter, and refuses the others.
+// was lost, or that the ledger has yet to take in: RefuseWork enters it in
+// the ledger and deletes it without a letter, and refuses the others.
 func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
@@ -111,5 +113,13 @@ func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
 	}
 	if len(ids) != 1 || ids[0] != "b" {
 		t.Errorf("letters for items %v, want only b's", ids)
+	}
+	st, err := c.JetStream().Stream(ctx, "PACE_LEDGER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("pace.ledger.done.*"))
+	if err != nil || len(info.State.Subjects) != 1 || info.State.Subjects["pace.ledger.done.a"] != 1 {
+		t.Errorf("ledger of the job = %v (%v), want the processed item a's entry only", info.State.Subjects, err)
 	}
 }

@@ -32,13 +32,14 @@ func (m *Manager) due(job string) bool {
 	return true
 }
 
-// checked notes what a check of job found and when to check it next.
+// checked notes what a check of job found and when to check it next: at
+// the next pass while it holds results it never queued.
 func (m *Manager) checked(job string, ws bus.WorkState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.checks[job]
 	switch {
-	case !ok || ws != c.last:
+	case !ok || ws != c.last || ws.NeverQueued > 0: // results to set aside once the ledger has caught up
 		c.every = 1
 	default:
 		c.every = min(2*c.every, maxIdlePasses)

@@ -210,16 +210,27 @@ func (m *Manager) Terminate(ctx context.Context, u auth.User, id string) (*schem
 	if rec.State.Final() {
 		return nil, apiError(http.StatusConflict, "job %s is already %s", id, rec.State)
 	}
-	if err := m.bus.ReleaseWork(ctx, id); err != nil {
+	mode := rec.Spec.Mode
+	rec, err = m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated, State: schemas.Terminated,
+		Reason: "terminated by " + u.Name})
+	if err != nil {
 		return nil, err
 	}
 	m.log.Info("job terminated", "job", id, "by", u.Name)
-	rec, err = m.emit(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated, State: schemas.Terminated,
-		Reason: "terminated by " + u.Name})
-	if err == nil {
-		m.jobEnded()
+	// Its queue goes with its consumer: the items the ledger has taken in
+	// at once (a batch job's all, by a purge). A streaming job's items the
+	// ledger has yet to see stay, for the ledger to enter and the stray
+	// sweep to settle: those processed meanwhile keep their results, the
+	// others are refused.
+	release := m.bus.ReleaseWork
+	if mode != schemas.Batch {
+		release = m.bus.DeleteWorkConsumer
 	}
-	return rec, err
+	if err := release(ctx, id); err != nil {
+		m.log.Warn("terminated job's queue not released; its clean-up will", "job", id, "err", err)
+	}
+	m.jobEnded()
+	return rec, nil
 }
 
 // Delete removes a finished job and everything stored about it. A job

@@ -102,12 +102,8 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 }
 
 // stallWait bounds how long an asynchronous publish waits for room among
-// the publishes in flight; expectNoResult makes the server refuse a result
-// for an item that has one. Both are made once: the hot path reuses them.
-var (
-	stallWait      = jetstream.WithStallWait(10 * time.Second)
-	expectNoResult = jetstream.WithExpectLastSequencePerSubject(0)
-)
+// the publishes in flight; made once, the hot path reuses it.
+var stallWait = jetstream.WithStallWait(10 * time.Second)
 
 // workloadWindow bounds the items QueueWorkload has in flight.
 const workloadWindow = 4096
@@ -336,13 +332,15 @@ func (c *Client) ensureWorkConsumer(ctx context.Context, rec *schemas.JobRecord)
 }
 
 // PublishResult stores the result of one item. The first result of an item
-// wins: a later one returns ErrDuplicateResult and is discarded.
+// wins: a later one returns ErrDuplicateResult and is discarded. The server
+// refuses it (PACE_RESULTS keeps one message per subject and discards new
+// ones), so a result needs no expected-sequence header.
 func (c *Client) PublishResult(ctx context.Context, r *schemas.Result) error {
 	msg, err := c.resultMsg(ctx, r)
 	if err != nil {
 		return err
 	}
-	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(0))
+	ack, err := c.js.PublishMsg(ctx, msg)
 	return resultStored(r, ack, err)
 }
 
@@ -353,7 +351,7 @@ func (c *Client) publishResultAsync(ctx context.Context, r *schemas.Result) (jet
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.js.PublishMsgAsync(msg, expectNoResult, stallWait)
+	f, err := c.js.PublishMsgAsync(msg, stallWait)
 	if err != nil {
 		return nil, fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)
 	}
@@ -369,11 +367,11 @@ func (c *Client) resultMsg(ctx context.Context, r *schemas.Result) (*nats.Msg, e
 }
 
 // resultStored turns the server's answer to a result into nil (stored),
-// ErrDuplicateResult (the item already had one: the expected-last-sequence
-// check or the stream's one message per subject refused it) or the error.
+// ErrDuplicateResult (the item already had one: the stream's one message
+// per subject refused it) or the error.
 func resultStored(r *schemas.Result, ack *jetstream.PubAck, err error) error {
 	switch {
-	case Conflict(err), perSubjectFull(err):
+	case perSubjectFull(err):
 		return ErrDuplicateResult
 	case err != nil:
 		return fmt.Errorf("publish result %s/%s: %w", r.Job, r.ItemID, err)

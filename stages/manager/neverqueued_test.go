@@ -27,19 +27,7 @@ func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 	id := e.submit("alice-token", `{"deadline":"10m","workload":{"items":["a","b","c","d","e"]}}`)
 
 	forged := []string{"fake1", "fake2", "fake3", "fake4", "fake5", "000006"}
-	for _, item := range forged {
-		body := fmt.Sprintf(`{"job":%q,"item_id":%q,"output":"forged","finished_at":"2026-01-02T03:04:05Z"}`, id, item)
-		if _, err := js.Publish(ctx, e.c.Prefix().Results(id, item), []byte(body)); err != nil {
-			t.Fatalf("forged result %s: %v", item, err)
-		}
-	}
-	rec, err := e.c.Status(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ws, err := e.c.JobWork(ctx, rec); err != nil || ws.Results != 0 || ws.NeverQueued != len(forged) {
-		t.Fatalf("work of %s with forged results = %+v (%v), want 0 results and %d never queued", id, ws, err, len(forged))
-	}
+	forgeResults(t, e, js, id, forged)
 
 	bustest.Eventually(t, 20*time.Second, "forged results set aside", func() bool {
 		e.m.Reconcile(ctx)
@@ -98,19 +86,7 @@ func TestStreamingResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 	id := e.submit("alice-token", `{"mode":"streaming","deadline":"10m"}`)
 
 	forged := []string{"fake1", "fake2", "fake3"}
-	for _, item := range forged {
-		body := fmt.Sprintf(`{"job":%q,"item_id":%q,"output":"forged","finished_at":"2026-01-02T03:04:05Z"}`, id, item)
-		if _, err := js.Publish(ctx, e.c.Prefix().Results(id, item), []byte(body)); err != nil {
-			t.Fatalf("forged result %s: %v", item, err)
-		}
-	}
-	rec, err := e.c.Status(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ws, err := e.c.JobWork(ctx, rec); err != nil || ws.Results != 0 || ws.NeverQueued != len(forged) {
-		t.Fatalf("work of %s with forged results = %+v (%v), want 0 results and %d never queued", id, ws, err, len(forged))
-	}
+	rec := forgeResults(t, e, js, id, forged)
 	for _, item := range []string{"a", "b", "c"} {
 		stray{job: id, body: itemBody(id, item, item)}.publish(t, js)
 	}
@@ -134,6 +110,27 @@ func TestStreamingResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 	if v := e.status("alice-token", id); v["done"] != 3.0 || v["dead"] != 0.0 {
 		t.Errorf("view: done %v, dead %v; want 3 and 0", v["done"], v["dead"])
 	}
+}
+
+// forgeResults publishes a result for each of items on job's subjects with
+// js, checks that none counts, and returns the job's record.
+func forgeResults(t *testing.T, e *env, js jetstream.JetStream, id string, items []string) *schemas.JobRecord {
+	t.Helper()
+	ctx := context.Background()
+	for _, item := range items {
+		body := fmt.Sprintf(`{"job":%q,"item_id":%q,"output":"forged","finished_at":"2026-01-02T03:04:05Z"}`, id, item)
+		if _, err := js.Publish(ctx, e.c.Prefix().Results(id, item), []byte(body)); err != nil {
+			t.Fatalf("forged result %s: %v", item, err)
+		}
+	}
+	rec, err := e.c.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := e.c.JobWork(ctx, rec); err != nil || ws.Results != 0 || ws.NeverQueued != len(items) {
+		t.Fatalf("work of %s with forged results = %+v (%v), want 0 results and %d never queued", id, ws, err, len(items))
+	}
+	return rec
 }
 
 // results counts the results stored for job.

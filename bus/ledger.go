@@ -78,7 +78,9 @@ type Placer func(ctx context.Context, job string) (Placement, error)
 
 // KeepLedger runs the ledger consumer until ctx ends, asking place about
 // each job once per batch of items. An item whose job place cannot answer
-// for is held, and comes back later.
+// for is held, and comes back later. It returns an error when the consumer
+// cannot be read (deleted, the server unreachable): the caller starts it
+// again.
 func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
 	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), ledgerConsumer)
 	if err != nil {
@@ -99,11 +101,11 @@ func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
 			msgs = append(msgs, msg)
 		}
 		cancel()
-		if err := IgnoreWaitEnd(batch.Error()); err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-			c.log.Warn("ledger fetch failed", "err", err)
-		}
 		if err := c.enter(ctx, msgs, place); err != nil && ctx.Err() == nil {
 			c.log.Warn("ledger entries failed; the items come back", "err", err)
+		}
+		if err := IgnoreWaitEnd(batch.Error()); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("ledger: %w", err) // the consumer gone, the server unreachable: the caller starts again
 		}
 	}
 	return nil

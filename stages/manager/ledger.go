@@ -19,7 +19,7 @@ const ensuredLimit = 4096
 // keepLedger runs the ledger until ctx ends, starting it again a second
 // after an error.
 func (m *Manager) keepLedger(ctx context.Context) {
-	ensured := map[string]bool{}
+	ensured := map[string]time.Time{} // by job, the creation of the record made sure of: an id can be reused
 	place := func(ctx context.Context, job string) (bus.Placement, error) {
 		rec, err := m.bus.Status(ctx, job)
 		switch {
@@ -32,14 +32,14 @@ func (m *Manager) keepLedger(ctx context.Context) {
 		if rec.State.Final() {
 			return p, nil // the stray sweep refuses what was not processed
 		}
-		if !ensured[job] {
+		if at, ok := ensured[job]; !ok || !at.Equal(rec.CreatedAt) {
 			if err := m.bus.EnsureWork(ctx, rec); err != nil {
 				return bus.Placement{}, err
 			}
 			if len(ensured) >= ensuredLimit {
 				clear(ensured)
 			}
-			ensured[job] = true
+			ensured[job] = rec.CreatedAt
 		}
 		p.Release = true
 		return p, nil

@@ -181,13 +181,9 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 		chain = append(chain, tf)
 	}
 	if f.authKubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", f.authKubeconfig)
+		kc, err := kubeClient("--authentication-kubeconfig", f.authKubeconfig)
 		if err != nil {
-			return nil, usageError("--authentication-kubeconfig: %v", err)
-		}
-		kc, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, usageError("--authentication-kubeconfig: %v", err)
+			return nil, err
 		}
 		chain = append(chain, &auth.TokenReview{Reviews: kc.AuthenticationV1().TokenReviews(), TTL: f.reviewTTL})
 	}
@@ -218,4 +214,18 @@ func (f *flowcontrolFlags) gate(reg prometheus.Registerer) (*apf.Gate, error) {
 		return nil, fmt.Errorf("flowcontrol metrics: %w", err)
 	}
 	return apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, objs, m)
+}
+
+// kubeClient is a clientset for the cluster of the kubeconfig file path,
+// given by flag; an unusable file is a usage error naming the flag.
+func kubeClient(flag, path string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, usageError("%s: %v", flag, err)
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, usageError("%s: %v", flag, err)
+	}
+	return kc, nil
 }

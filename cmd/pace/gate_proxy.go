@@ -18,8 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
@@ -212,13 +210,9 @@ func (o *gateProxyOptions) policySource(log *slog.Logger) (policysource.Source, 
 	case o.writeStatus && o.kubeconfig == "":
 		return nil, usageError("--write-status writes to the cluster of --kubeconfig: give it")
 	case o.kubeconfig != "":
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		kc, err := kubeClient("--kubeconfig", o.kubeconfig)
 		if err != nil {
-			return nil, usageError("--kubeconfig: %v", err)
-		}
-		kc, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, usageError("--kubeconfig: %v", err)
+			return nil, err
 		}
 		return &policysource.Cluster{Client: kc, WriteStatus: o.writeStatus, Log: log}, nil
 	case o.fc.config != "":

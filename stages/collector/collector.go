@@ -42,8 +42,8 @@ type Collector struct {
 	jobs map[string]*job  // running jobs, and final ones awaiting their last sample; guarded by mu
 	// counters names each job's counting consumer; strayCounters are
 	// spare ones found at start, deleted by the sweep. Guarded by mu.
-	counters      map[string]string
-	strayCounters []string
+	counters      map[counter]string
+	strayCounters []stray
 	active        map[string]struct{} // jobs with queue activity since their last sample; guarded by mu
 	// Tasks: urgent jobs (events, activity) go before the interval's bulk,
 	// so that one job's change is not stuck behind a round of every job.
@@ -112,7 +112,7 @@ func New(c Bus, cfg Config, replicas Replicas, clk clock.WithTicker, log *slog.L
 		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clk, replicas: replicas,
 		log: log.With("stage", "collector"), metrics: NewMetrics(),
 		more: make(chan struct{}, 1),
-		jobs: map[string]*job{}, active: map[string]struct{}{}, counters: map[string]string{}, queued: map[string]bool{}, roundDone: done,
+		jobs: map[string]*job{}, active: map[string]struct{}{}, counters: map[counter]string{}, queued: map[string]bool{}, roundDone: done,
 	}, nil
 }
 

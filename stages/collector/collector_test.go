@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -453,5 +454,65 @@ func TestIdleJobsAreSampledLessOften(t *testing.T) {
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStreamingResultsCountOnlyQueuedItems checks a streaming job's done
+// count stops at the items its ledger entered: results forged for ids it
+// never queued move neither its progress nor its rates before the manager
+// sets them aside, whether results and ledger entries are counted from the
+// streams' subjects or by counting consumers.
+func TestStreamingResultsCountOnlyQueuedItems(t *testing.T) {
+	for _, from := range []int{1000, 1} {
+		t.Run(fmt.Sprintf("consumers from %d", from), func(t *testing.T) {
+			ctx := context.Background()
+			c := bustest.Client(t, bustest.Server(t))
+			bustest.KeepLedger(t, c)
+			rec := schemas.JobRecord{ID: "s", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
+				State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
+			putRecord(t, c, rec)
+			if err := c.EnsureWork(ctx, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.PushItems(ctx, "s", bus.Items("a", "b", "c")); err != nil {
+				t.Fatal(err)
+			}
+			work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := work.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.PublishResult(ctx, &schemas.Result{Job: "s", ItemID: it.ID, Output: "ok"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"forged1", "forged2", "forged3"} {
+				bustest.Publish(t, c, c.Prefix().Results("s", id), &schemas.Result{Job: "s", ItemID: id, Output: "forged"})
+			}
+			col, err := collector.New(c, collector.Config{CountConsumerFrom: from}, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s *schemas.Sample
+			bustest.Eventually(t, 5*time.Second, "the ledger enters the three items", func() bool {
+				s, err = col.Sample(ctx, &rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Pending == 2 && s.Published >= 3
+			})
+			if s.Done != 1 || s.Published != 3 {
+				t.Errorf("sample done = %d, published = %d; want 1 and 3 (the three forged results count for nothing)", s.Done, s.Published)
+			}
+		})
 	}
 }

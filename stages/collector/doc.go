@@ -29,9 +29,14 @@
 //     subject-filtered stream info would list one by one). Its name is
 //     unguessable and no one can fetch from it (see countConsumerPrefix).
 //
-// Streaming jobs with a backlog cost a third request: the first stored
-// message of pace.work.<job>, whose time is the oldest unfinished item's.
-// The counting consumer is created on a job's first sample and deleted when
+// Done is capped by the items that left the queue (a batch job's total, a
+// streaming job's entries in the ledger, less pending and in flight), so
+// results for ids a job never queued move nothing before the manager sets
+// them aside. Streaming jobs cost a third request, the count of their
+// entries on pace.ledger.<job>.*, made as the results' count is; those with
+// a backlog a fourth: the first stored message of pace.work.<job>, whose
+// time is the oldest unfinished item's.
+// The counting consumers are created on a job's first sample and deleted when
 // the job ends or is deleted (and swept at start for jobs that ended while
 // no collector ran). Replicas come from worker presence (bus.Presence).
 package collector

@@ -36,45 +36,67 @@ func countConsumerJob(name string) (string, bool) {
 // nuidLen is the length of a nuid.Next().
 const nuidLen = 22
 
-// counting reports whether job has a counting consumer, or had one.
-func (c *Collector) counting(job string) bool {
+// counted names the streams whose messages of a job are counted: its results,
+// and the ledger of a streaming job's items (what caps its results).
+var counted = []schemas.Stream{schemas.StreamResults, schemas.StreamLedger}
+
+// counter names one counting consumer: a job's on one stream.
+type counter struct {
+	stream schemas.Stream
+	job    string
+}
+
+// counting reports whether k has a counting consumer, or had one.
+func (c *Collector) counting(k counter) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.counters[job]
+	_, ok := c.counters[k]
 	return ok
 }
 
-// countName returns job's counting consumer's name, a new one when it has
+// countName returns k's counting consumer's name, a new one when it has
 // none yet.
-func (c *Collector) countName(job string) string {
+func (c *Collector) countName(k counter) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	name, ok := c.counters[job]
+	name, ok := c.counters[k]
 	if !ok {
-		name = countConsumerPrefix + job + "-" + nuid.Next()
-		c.counters[job] = name
+		name = countConsumerPrefix + k.job + "-" + nuid.Next()
+		c.counters[k] = name
 	}
 	return name
 }
 
 // loadCounters learns the names of the counting consumers that exist.
 func (c *Collector) loadCounters(ctx context.Context) error {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(schemas.StreamResults))
-	if err != nil {
-		return fmt.Errorf("results stream: %w", err)
-	}
-	names := st.ConsumerNames(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name := range names.Name() {
-		if job, ok := countConsumerJob(name); ok {
-			if old, dup := c.counters[job]; dup {
-				c.strayCounters = append(c.strayCounters, old) // two for one job: keep the last
+	for _, family := range counted {
+		st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+		if err != nil {
+			return fmt.Errorf("%s stream: %w", strings.ToLower(string(family)), err)
+		}
+		names := st.ConsumerNames(ctx)
+		c.mu.Lock()
+		for name := range names.Name() {
+			if job, ok := countConsumerJob(name); ok {
+				k := counter{family, job}
+				if old, dup := c.counters[k]; dup {
+					c.strayCounters = append(c.strayCounters, stray{family, old}) // two for one job: keep the last
+				}
+				c.counters[k] = name
 			}
-			c.counters[job] = name
+		}
+		c.mu.Unlock()
+		if err := names.Err(); err != nil {
+			return err
 		}
 	}
-	return names.Err()
+	return nil
+}
+
+// stray is a spare counting consumer found at start.
+type stray struct {
+	stream schemas.Stream
+	name   string
 }
 
 // Sample reads the queue state of the job whose record is rec.
@@ -122,12 +144,17 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	if s.Done, err = c.count(ctx, schemas.StreamResults, rec.ID, c.prefix.JobResults(rec.ID)); err != nil {
 		return nil, err
 	}
-	if s.Mode == schemas.Batch {
-		// Only items that left the queue can be done: results for items
-		// the job never had, stored until the manager sets them aside, move
-		// neither its progress nor its rates meanwhile.
-		s.Done = min(s.Done, max(rec.Total-s.Pending-s.InFlight, 0))
+	// Only items that left the queue can be done: results for items the
+	// job never had, stored until the manager sets them aside, move neither
+	// its progress nor its rates meanwhile. A batch job's items are its
+	// total; a streaming job's, those the ledger has entered.
+	queued := rec.Total
+	if s.Mode == schemas.Streaming {
+		if queued, err = c.count(ctx, schemas.StreamLedger, rec.ID, c.prefix.JobLedger(rec.ID)); err != nil {
+			return nil, err
+		}
 	}
+	s.Done = min(s.Done, max(queued-s.Pending-s.InFlight, 0))
 	s.Published = s.Pending + s.InFlight + s.Done + s.Dead
 	if c.replicas != nil {
 		s.Replicas = c.replicas.Count(rec.ID)
@@ -171,13 +198,14 @@ func (c *Collector) workStream(ctx context.Context) (jetstream.Stream, error) {
 // a consumer that never delivers, created then.
 func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filter string) (int, error) {
 	stream := c.prefix.Stream(family)
-	if !c.counting(job) {
+	k := counter{family, job}
+	if !c.counting(k) {
 		n, err := c.countSubjects(ctx, stream, filter)
 		if err != nil || n < c.cfg.CountConsumerFrom {
 			return n, err
 		}
 	}
-	name := c.countName(job)
+	name := c.countName(k)
 	info, err := c.countInfo(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		// A push consumer whose deliver subject no one may subscribe to:
@@ -188,7 +216,7 @@ func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filte
 		cons, err = c.js.CreateOrUpdatePushConsumer(ctx, stream, jetstream.ConsumerConfig{
 			Durable: name, Description: "counts " + filter + " for the monitor; never delivers",
 			FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-			DeliverSubject: string(c.prefix) + ".count." + job, MemoryStorage: true,
+			DeliverSubject: c.countDeliver(k), MemoryStorage: true,
 		})
 		if err == nil {
 			info = cons.CachedInfo()
@@ -203,6 +231,16 @@ func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filte
 		return 0, fmt.Errorf("count %s: %w", filter, err)
 	}
 	return int(info.NumPending), nil
+}
+
+// countDeliver returns the subject a counting consumer would deliver to,
+// were anyone allowed to subscribe: <prefix>.count.<job> for results,
+// <prefix>.count.<stream>.<job> for the others.
+func (c *Collector) countDeliver(k counter) string {
+	if k.stream == schemas.StreamResults {
+		return string(c.prefix) + ".count." + k.job
+	}
+	return string(c.prefix) + ".count." + strings.ToLower(string(k.stream)) + "." + k.job
 }
 
 // countInfo reads a counting consumer's info: a push consumer, or the pull
@@ -240,21 +278,24 @@ func (c *Collector) countSubjects(ctx context.Context, stream, filter string) (i
 	return 0, fmt.Errorf("count %s: %w", filter, err)
 }
 
-// forget deletes a job's counting consumer.
+// forget deletes a job's counting consumers.
 func (c *Collector) forget(ctx context.Context, job string) {
-	c.mu.Lock()
-	name, ok := c.counters[job]
-	delete(c.counters, job)
-	c.mu.Unlock()
-	if ok {
-		c.deleteCounter(ctx, name)
+	for _, family := range counted {
+		k := counter{family, job}
+		c.mu.Lock()
+		name, ok := c.counters[k]
+		delete(c.counters, k)
+		c.mu.Unlock()
+		if ok {
+			c.deleteCounter(ctx, stray{family, name})
+		}
 	}
 }
 
-func (c *Collector) deleteCounter(ctx context.Context, name string) {
-	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(schemas.StreamResults), name)
+func (c *Collector) deleteCounter(ctx context.Context, s stray) {
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(s.stream), s.name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-		c.log.Warn("counting consumer not deleted", "consumer", name, "err", err)
+		c.log.Warn("counting consumer not deleted", "stream", c.prefix.Stream(s.stream), "consumer", s.name, "err", err)
 	}
 }
 
@@ -262,19 +303,19 @@ func (c *Collector) deleteCounter(ctx context.Context, name string) {
 // behind when jobs ended while no collector ran, and spare ones.
 func (c *Collector) sweep(ctx context.Context) {
 	c.mu.Lock()
-	var stale []string
-	for job := range c.counters {
-		if _, running := c.jobs[job]; !running {
-			stale = append(stale, job)
+	stale := map[string]bool{}
+	for k := range c.counters {
+		if _, running := c.jobs[k.job]; !running {
+			stale[k.job] = true
 		}
 	}
 	spare := c.strayCounters
 	c.strayCounters = nil
 	c.mu.Unlock()
-	for _, job := range stale {
+	for job := range stale {
 		c.forget(ctx, job)
 	}
-	for _, name := range spare {
-		c.deleteCounter(ctx, name)
+	for _, s := range spare {
+		c.deleteCounter(ctx, s)
 	}
 }

@@ -48,7 +48,7 @@ func TestJobsRunOnTheirRegisteredCluster(t *testing.T) {
 	// The gate's own kubeconfig: alice's, so that a job on it is told apart
 	// from one on west.
 	def := newKubeRuntime(t, kubernetes.NewForConfigOrDie(cp.User), cfg, log)
-	clusters := kubeactuator.NewClusters(def, c, cfg, log)
+	clusters := kubeactuator.NewClusters(def, c, cfg, kubeactuator.WithLogger(log))
 	job := func(id, cluster, ns string) *schemas.JobRecord {
 		return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Spec: schemas.JobSpec{
 			Worker:   schemas.WorkerSpec{Image: "registry.example/worker:1"},

@@ -47,12 +47,12 @@ func startActuatorPath(t *testing.T, c *bus.Client, rt actuator.Runtime, log *sl
 		t.Fatal(err)
 	}
 	bustest.Run(t, g.Run)
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, log), gate.Config{}, log)
+	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, actuator.WithLogger(log)), gate.Config{}, gate.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.Run(t, gs.Run)
-	bustest.Run(t, actuator.New(c, log).Run)
+	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run)
 }
 
 // defaultFaultSeed makes the proxy's first 24 draws (the fewest writes the

@@ -96,7 +96,7 @@ func grantActuator(t *testing.T, admin kubernetes.Interface, ns, user string) {
 // bad cfg.
 func newKubeRuntime(t *testing.T, cs kubernetes.Interface, cfg kubeactuator.Config, log *slog.Logger) *kubeactuator.Runtime {
 	t.Helper()
-	rt, err := kubeactuator.New(cs, cfg, log)
+	rt, err := kubeactuator.New(cs, cfg, kubeactuator.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

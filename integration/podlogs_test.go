@@ -52,7 +52,7 @@ func TestPodLogsReachTheJobLog(t *testing.T) {
 	if err := cp.AppendPodLog("written before the watch"); err != nil {
 		t.Fatal(err)
 	}
-	output := actuator.NewWorkerLog(c, log)
+	output := actuator.NewWorkerLog(c, actuator.WithLogger(log))
 	bustest.Run(t, output.Run)
 	watch := func() (stop func()) {
 		wctx, cancel := context.WithCancel(ctx)

@@ -102,7 +102,7 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 
 	rt := newKubeRuntime(t, admin, kubeactuator.Config{NATSURL: "nats://pace-nats:4222"}, slog.New(slog.DiscardHandler))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	output := actuator.NewWorkerLog(c, slog.New(slog.DiscardHandler))
+	output := actuator.NewWorkerLog(c)
 	output.Line("broken", "broken-0", "worker: cannot reach the queue")
 	w := rt.Watch(jobs, output, time.Second, clk)
 	t.Cleanup(w.Stop)

@@ -126,7 +126,7 @@ func (f *controlFlags) validate(natsURL string) error {
 func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv func(job string) []string,
 	output func(job, worker, line string), exited func(job, worker string, err error), log *slog.Logger) (*local.Runtime, error) {
 	return local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv,
-		Output: output, Exited: exited}, log)
+		Output: output, Exited: exited}, local.WithLogger(log))
 }
 
 // kubernetesRuntime connects to the cluster of the kubeconfig (or the one
@@ -142,7 +142,7 @@ func (f *controlFlags) kubernetesRuntime(natsURL string, log *slog.Logger) (*kub
 	if err != nil {
 		return nil, fmt.Errorf("--kubernetes: %w", err)
 	}
-	rt, err := kubeactuator.New(cs, f.kubeConfig(natsURL), log)
+	rt, err := kubeactuator.New(cs, f.kubeConfig(natsURL), kubeactuator.WithLogger(log))
 	if err != nil {
 		return nil, usageError("%v", err)
 	}

@@ -82,7 +82,7 @@ func (w *wiring) serveKEDA(c *bus.Client) error {
 	}
 	log := w.log.With("stage", "keda")
 	log.Info("KEDA external scaler listening", "addr", ln.Addr().String(), "tls", tlsConfig != nil)
-	scaler := keda.New(c, 0, log)
+	scaler := keda.New(c, 0, keda.WithLogger(log))
 	w.loops = append(w.loops, func(ctx context.Context) error { return keda.Serve(ctx, ln, scaler, tlsConfig) })
 	return nil
 }

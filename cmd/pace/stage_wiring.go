@@ -24,7 +24,6 @@ import (
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 	"github.com/pace-platform/pace/stages/collector"
 	"github.com/pace-platform/pace/stages/controller"
-	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 	"github.com/pace-platform/pace/stages/gate"
 	"github.com/pace-platform/pace/stages/manager"
 	"github.com/pace-platform/pace/stages/processor"
@@ -312,7 +311,8 @@ func wireCollector(ctx context.Context, w *wiring) error {
 	presence := c.Presence(nil)
 	w.loops = append(w.loops, presence.Run)
 	return w.lead("collector", func() (func(context.Context) error, prometheus.Collector, error) {
-		col, err := collector.New(c, collector.Config{Interval: w.f.monitor.interval}, presence, nil, w.log)
+		col, err := collector.New(c, collector.Config{Interval: w.f.monitor.interval},
+			collector.WithReplicas(presence), collector.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, usageError("collector: %v", err)
 		}
@@ -326,7 +326,7 @@ func wireProcessor(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("processor", func() (func(context.Context) error, prometheus.Collector, error) {
-		proc, err := processor.New(c, processor.Config{}, nil, w.log)
+		proc, err := processor.New(c, processor.Config{}, processor.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -342,18 +342,24 @@ func wireSink(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	ps := prom.New(prom.Config{}, nil)
-	pst := sink.New(c, "prom", ps, sink.Latest, w.log)
+	ps := prom.New(prom.Config{})
+	pst, err := sink.New(c, ps, sink.Config{Name: "prom", Start: sink.Latest}, sink.WithLogger(w.log))
+	if err != nil {
+		return err
+	}
 	w.reg.MustRegister(ps, pst.Metrics())
 	w.loops = append(w.loops, pst.Run)
 	if w.f.monitor.influx.URL == "" {
 		return nil
 	}
-	is, err := influx.New(w.f.monitor.influx, nil, w.log)
+	is, err := influx.New(w.f.monitor.influx, influx.WithLogger(w.log))
 	if err != nil {
 		return usageError("--influx-*: %v", err)
 	}
-	ist := sink.New(c, "influx", is, sink.Durable, w.log)
+	ist, err := sink.New(c, is, sink.Config{Name: "influx", Start: sink.Durable}, sink.WithLogger(w.log))
+	if err != nil {
+		return err
+	}
 	w.reg.MustRegister(is.Stats(), ist.Metrics())
 	w.loops = append(w.loops, is.Run, ist.Run)
 	return nil
@@ -368,7 +374,7 @@ func wireController(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
-		ctl, err := controller.New(c, w.f.controllerConfig(), builtin.Registry(), w.log)
+		ctl, err := controller.New(c, w.f.controllerConfig(), controller.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -412,16 +418,16 @@ func wireGate(ctx context.Context, w *wiring) error {
 		runtimes := map[string]actuator.Runtime{}
 		var loops []func(context.Context) error
 		var meters []actuator.Meter // of the jobs with a cost
-		output := actuator.NewWorkerLog(c, w.log)
+		output := actuator.NewWorkerLog(c, actuator.WithLogger(w.log))
 		loops = append(loops, output.Run)
 		if krt != nil { // each job on its registered cluster, else on --kubeconfig's
-			clusters := kubeactuator.NewClusters(krt, c, cf.kubeConfig(w.natsURL), w.log)
+			clusters := kubeactuator.NewClusters(krt, c, cf.kubeConfig(w.natsURL), kubeactuator.WithLogger(w.log))
 			runtimes[schemas.KubernetesActuator] = clusters
 			meters = append(meters, clusters.Meter)
 			loops = append(loops, clusters.Watch(c, output, podCheckEvery, clock.RealClock{}).Run)
 		}
 		if cf.actuator == "local" {
-			crashes := actuator.NewCrashes(c, output, w.log)
+			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))
 			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, output.Line, crashes.Exited, w.log)
 			if err != nil {
 				return nil, nil, err
@@ -433,9 +439,9 @@ func wireGate(ctx context.Context, w *wiring) error {
 		if serve := w.serveFlowControl("gate", fc); serve != nil {
 			loops = append(loops, serve)
 		}
-		loops = append(loops, actuator.NewUsageReporter(c, meters, nil, w.log).Run)
-		exec := actuator.NewExecutor(c, runtimes, w.log)
-		gs, err := gate.New(c, fc, exec, gate.Config{}, w.log)
+		loops = append(loops, actuator.NewUsageReporter(c, meters, actuator.WithLogger(w.log)).Run)
+		exec := actuator.NewExecutor(c, runtimes, actuator.WithLogger(w.log))
+		gs, err := gate.New(c, fc, exec, gate.Config{}, gate.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -463,7 +469,7 @@ func wireActuator(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("actuator", func() (func(context.Context) error, prometheus.Collector, error) {
-		return actuator.New(c, w.log).Run, nil, nil
+		return actuator.New(c, actuator.WithLogger(w.log)).Run, nil, nil
 	})
 }
 
@@ -500,7 +506,8 @@ func wireVisualizer(ctx context.Context, w *wiring) error {
 			return err
 		}
 	}
-	ui := visualizer.New(jobs, c, visualizer.Config{Open: authn == nil, TraceURL: w.f.trace.viewer}, w.log.With("stage", "visualizer"))
+	ui := visualizer.New(jobs, c, visualizer.Config{Open: authn == nil, TraceURL: w.f.trace.viewer},
+		visualizer.WithLogger(w.log))
 	if w.fc != nil {
 		ui.SetFlowControl(w.fc)
 	} else {

@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func TestGateRBACRunsTheKubernetesRuntime(t *testing.T) {
 	if rtCfg.JobToken == nil {
 		t.Error("the gate gives worker pods no NATS credentials: want --job-token-key")
 	}
-	rt, err := kubeactuator.New(gate, rtCfg, slog.New(slog.DiscardHandler))
+	rt, err := kubeactuator.New(gate, rtCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,13 +64,13 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
-	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: 5 * time.Second}, log)
+	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: 5 * time.Second}, local.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.Run(t, rt.Run)
 	runGate(t, c, actuator.Local(rt), log)
-	bustest.Run(t, actuator.New(c, log).Run)
+	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run)
 	presence := c.Presence(nil)
 	bustest.Run(t, presence.Run)
 

@@ -29,8 +29,8 @@ type Crashes struct {
 
 // NewCrashes returns a Crashes failing jobs through c; output has the lines
 // of the same runtime's workers.
-func NewCrashes(c *bus.Client, output *WorkerLog, log *slog.Logger) *Crashes {
-	return &Crashes{c: c, output: output, log: log.With("stage", "crashes"), exits: map[string]int{}}
+func NewCrashes(c *bus.Client, output *WorkerLog, opts ...Option) *Crashes {
+	return &Crashes{c: c, output: output, log: apply("crashes", opts).log, exits: map[string]int{}}
 }
 
 // Exited takes the exit of a replica of job (local.Config.Exited). It asks

@@ -70,8 +70,9 @@ func (e *Executor) order(job string) *jobOrder {
 }
 
 // NewExecutor returns an executor of requests on runtimes, keyed by actuator name.
-func NewExecutor(c *bus.Client, runtimes map[string]Runtime, log *slog.Logger) *Executor {
-	return &Executor{c: c, runtimes: runtimes, log: log.With("stage", "actuator"), clk: clock.RealClock{}, jobs: map[string]*jobOrder{}}
+func NewExecutor(c *bus.Client, runtimes map[string]Runtime, opts ...Option) *Executor {
+	o := apply("actuator", opts)
+	return &Executor{c: c, runtimes: runtimes, log: o.log, clk: o.clk, jobs: map[string]*jobOrder{}}
 }
 
 // Execute scales (verb patch, subresource scale) or deletes (verb delete) a

@@ -2,7 +2,6 @@ package actuator_test
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ func TestExecutorSkipsStaleRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &countRuntime{}
-	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, slog.New(slog.DiscardHandler))
+	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt})
 	t0 := time.Now()
 	newer := &schemas.KubeRequest{ID: "b", Job: "j", Verb: "patch", Subresource: "scale", Replicas: 4, At: t0.Add(time.Second)}
 	older := &schemas.KubeRequest{ID: "a", Job: "j", Verb: "patch", Subresource: "scale", Replicas: 1, At: t0}
@@ -72,7 +71,7 @@ func TestExecutorRestoresLocalWorkers(t *testing.T) {
 	put("done", schemas.Completed, 3, "")
 	put("elsewhere", schemas.Ongoing, 5, "kubernetes")
 	rt := &countRuntime{}
-	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, slog.New(slog.DiscardHandler))
+	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt})
 	e.RestoreLocal(ctx)
 	slices.Sort(rt.scales)
 	if len(rt.scales) != 2 || rt.scales[0] != 2 || rt.scales[1] != 3 {

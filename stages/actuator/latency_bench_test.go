@@ -14,7 +14,6 @@ import (
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/controller"
-	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // BenchmarkProgressToRequest measures the control loop's reaction time: from
@@ -36,12 +35,12 @@ func BenchmarkProgressToRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sub.Unsubscribe() })
-	ctl, err := controller.New(c, controller.Config{}, builtin.Registry(), log)
+	ctl, err := controller.New(c, controller.Config{}, controller.WithLogger(log))
 	if err != nil {
 		b.Fatal(err)
 	}
 	bustest.Run(b, ctl.Run)
-	bustest.Run(b, actuator.New(c, log).Run)
+	bustest.Run(b, actuator.New(c, actuator.WithLogger(log)).Run)
 	select { // the reconcile at start asks for the initial replica
 	case <-requests:
 	case <-time.After(bustest.MinWait):

@@ -2,7 +2,6 @@ package actuator_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	bustest.Run(t, actuator.New(c, slog.New(slog.DiscardHandler)).Run)
+	bustest.Run(t, actuator.New(c).Run)
 	// Its decision consumer starts from the last decision per subject: wait
 	// until it exists, so both messages below reach it.
 	bustest.Eventually(t, 20*time.Second, "the actuator's decision consumer", func() bool {

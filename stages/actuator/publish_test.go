@@ -2,7 +2,6 @@ package actuator
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
 	"github.com/pace-platform/pace/bus/bustest"
@@ -14,7 +13,7 @@ import (
 func TestRequestPublishedTwiceIsStoredOnce(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
-	s := New(c, slog.New(slog.DiscardHandler))
+	s := New(c)
 	rec := &schemas.JobRecord{ID: "j", Spec: schemas.JobSpec{Owner: "alice"}}
 	for range 2 {
 		req := &schemas.KubeRequest{ID: "req-1", Verb: "patch", Subresource: "scale", Replicas: 2}

@@ -61,7 +61,7 @@ func TestExecutorReportsRetries(t *testing.T) {
 	if _, err := c.DeclareJob(ctx, "j", schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"}}); err != nil {
 		t.Fatal(err)
 	}
-	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: flakyRuntime{failures: 2}}, slog.New(slog.DiscardHandler))
+	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: flakyRuntime{failures: 2}})
 	t0 := time.Now()
 	out, err := e.Execute(ctx, &schemas.KubeRequest{ID: "a", Job: "j", Verb: "patch", Subresource: "scale", Replicas: 2, At: t0})
 	if err != nil {
@@ -123,7 +123,7 @@ func TestFailedRequestIsAskedAgain(t *testing.T) {
 	}
 	rt := &failOnceRuntime{}
 	runGate(t, c, rt, log)
-	bustest.Run(t, actuator.New(c, log).Run) // its reconcile asks for the initial 3, which fails
+	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run) // its reconcile asks for the initial 3, which fails
 
 	// Waits are on the events themselves, with bounds generous enough for a
 	// loaded machine: the test's speed is the bus's.

@@ -58,8 +58,9 @@ type Bus interface {
 }
 
 // New returns the stage.
-func New(c Bus, log *slog.Logger) *Stage {
-	return &Stage{c: c, log: log.With("stage", "actuator"), clk: clock.RealClock{}, requested: map[string]request{}}
+func New(c Bus, opts ...Option) *Stage {
+	o := apply("actuator", opts)
+	return &Stage{c: c, log: o.log, clk: o.clk, requested: map[string]request{}}
 }
 
 // Run follows request outcomes, reconciles running jobs, then consumes

@@ -60,11 +60,9 @@ type measured struct {
 }
 
 // NewUsageReporter returns a reporter of meters publishing with c; call Run.
-func NewUsageReporter(c *bus.Client, meters []Meter, clk clock.WithTicker, log *slog.Logger) *UsageReporter {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &UsageReporter{c: c, meters: meters, clk: clk, log: log.With("stage", "usage"), last: map[string]measured{}}
+func NewUsageReporter(c *bus.Client, meters []Meter, opts ...Option) *UsageReporter {
+	o := apply("usage", opts)
+	return &UsageReporter{c: c, meters: meters, clk: o.clk, log: o.log, last: map[string]measured{}}
 }
 
 // Run measures and publishes until ctx ends.

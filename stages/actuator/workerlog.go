@@ -49,8 +49,9 @@ type jobOutput struct {
 const tailLines = 5
 
 // NewWorkerLog returns a WorkerLog publishing with c; call Run.
-func NewWorkerLog(c *bus.Client, log *slog.Logger) *WorkerLog {
-	return &WorkerLog{c: c, log: log.With("stage", "worker-log"), clk: clock.RealClock{},
+func NewWorkerLog(c *bus.Client, opts ...Option) *WorkerLog {
+	o := apply("worker-log", opts)
+	return &WorkerLog{c: c, log: o.log, clk: o.clk,
 		lines: make(chan *schemas.LogLine, workerLogQueue), jobs: map[string]*jobOutput{}}
 }
 

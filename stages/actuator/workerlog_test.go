@@ -21,9 +21,9 @@ func TestWorkerOutputReachesTheJobLog(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
-	out := actuator.NewWorkerLog(c, log)
+	out := actuator.NewWorkerLog(c, actuator.WithLogger(log))
 	bustest.Run(t, out.Run)
-	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: time.Second, Output: out.Line}, log)
+	rt, err := local.New(local.Config{Binary: paceBin, NATSURL: s.ClientURL(), Grace: time.Second, Output: out.Line}, local.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

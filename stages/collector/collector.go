@@ -93,27 +93,37 @@ type Bus interface {
 	PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error
 }
 
-// New returns a collector publishing with c. replicas may be nil, then the
-// job record's replica count is used; clk nil means the real clock.
-func New(c Bus, cfg Config, replicas Replicas, clk clock.WithTicker, log *slog.Logger) (*Collector, error) {
+// Option configures a Collector.
+type Option func(*Collector)
+
+// WithReplicas counts a job's workers with r; by default a sample takes the
+// job record's replica count.
+func WithReplicas(r Replicas) Option { return func(c *Collector) { c.replicas = r } }
+
+// WithClock sets the clock (default: the real one).
+func WithClock(clk clock.WithTicker) Option { return func(c *Collector) { c.clk = clk } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *Collector) { c.log = l } }
+
+// New returns a collector publishing with c.
+func New(c Bus, cfg Config, opts ...Option) (*Collector, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("collector config: %w", errs.ToAggregate())
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	done := make(chan struct{})
 	close(done)
-	return &Collector{
-		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clk, replicas: replicas,
-		log: log.With("stage", "collector"), metrics: NewMetrics(),
-		more: make(chan struct{}, 1),
+	col := &Collector{
+		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clock.RealClock{},
+		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(), more: make(chan struct{}, 1),
 		jobs: map[string]*job{}, active: map[string]struct{}{}, counters: map[counter]string{}, queued: map[string]bool{}, roundDone: done,
-	}, nil
+	}
+	for _, opt := range opts {
+		opt(col)
+	}
+	col.log = col.log.With("stage", "collector")
+	return col, nil
 }
 
 // Metrics returns the collector's Prometheus metrics.

@@ -126,22 +126,32 @@ type Bus interface {
 	Replicas(ctx context.Context) (int, error)
 }
 
-// New returns a controller stage on c with the plugins of reg (nil: builtin.Registry()).
-func New(c Bus, cfg Config, reg plugin.Registry, log *slog.Logger) (*Stage, error) {
+// Option configures a Stage.
+type Option func(*Stage)
+
+// WithRegistry sets the controller plugins jobs may name (default:
+// builtin.Registry()).
+func WithRegistry(reg plugin.Registry) Option { return func(s *Stage) { s.reg = reg } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
+
+// New returns a controller stage on c. It keeps no clock: a decision's
+// time is its progress's.
+func New(c Bus, cfg Config, opts ...Option) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("controller config: %w", errs.ToAggregate())
 	}
-	if reg == nil {
-		reg = builtin.Registry()
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Stage{c: c, js: c.JetStream(), cfg: cfg, reg: reg, log: log.With("stage", "controller"),
+	s := &Stage{c: c, js: c.JetStream(), cfg: cfg, reg: builtin.Registry(), log: slog.New(slog.DiscardHandler),
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_controller_malformed_total",
 			Help: "Progress messages the controller could not read, dead-lettered on pace.metrics.<job>.dead."}),
-		jobs: map[string]*jobController{}}, nil
+		jobs: map[string]*jobController{}}
+	for _, opt := range opts {
+		opt(s)
+	}
+	s.log = s.log.With("stage", "controller")
+	return s, nil
 }
 
 // Metrics returns the stage's Prometheus metrics: pace_controller_malformed_total.

@@ -101,16 +101,32 @@ type Stage struct {
 	malformed prometheus.Counter
 }
 
-// New returns the stage; cfg is defaulted and validated.
-func New(c bus.Consuming, gate *apf.Gate, act Actuator, cfg Config, log *slog.Logger) (*Stage, error) {
+// Option configures a Stage.
+type Option func(*Stage)
+
+// WithClock sets the clock that stamps admission events and outcomes
+// (default: the real one).
+func WithClock(clk clock.PassiveClock) Option { return func(s *Stage) { s.clk = clk } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
+
+// New returns the stage admitting c's infrastructure requests through gate
+// to act; cfg is defaulted and validated.
+func New(c bus.Consuming, gate *apf.Gate, act Actuator, cfg Config, opts ...Option) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	return &Stage{c: c, gate: gate, act: act, cfg: cfg, log: log.With("stage", "gate"), clk: clock.RealClock{},
+	s := &Stage{c: c, gate: gate, act: act, cfg: cfg, log: slog.New(slog.DiscardHandler), clk: clock.RealClock{},
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_gate_malformed_total",
 			Help: "Infrastructure requests the gate could not read, dead-lettered on pace.metrics.<job>.dead."}),
-	}, nil
+	}
+	for _, opt := range opts {
+		opt(s)
+	}
+	s.log = s.log.With("stage", "gate")
+	return s, nil
 }
 
 // Metrics returns the stage's Prometheus metrics: pace_gate_malformed_total.

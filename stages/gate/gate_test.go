@@ -2,7 +2,6 @@ package gate_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -125,7 +124,7 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 	})
 	// The time-out frees hold's seat too: it must outlast the rejection of
 	// second by far, on a slow machine as well, and only lost waits it out.
-	st, err := gate.New(c, g, act, gate.Config{OutcomeTimeout: 5 * time.Second}, slog.New(slog.DiscardHandler))
+	st, err := gate.New(c, g, act, gate.Config{OutcomeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +227,7 @@ func TestStageEventsCarryEstimatedSeats(t *testing.T) {
 		}
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, At: time.Now()}, nil
 	})
-	st, err := gate.New(c, g, act, gate.Config{}, slog.New(slog.DiscardHandler))
+	st, err := gate.New(c, g, act, gate.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

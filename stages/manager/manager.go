@@ -60,26 +60,26 @@ type Manager struct {
 }
 
 // Option configures New.
-type Option func(*Manager) error
+type Option func(*Manager)
 
 // WithClock sets the clock (default: the real one).
-func WithClock(c clock.WithTicker) Option { return func(m *Manager) error { m.clock = c; return nil } }
+func WithClock(c clock.WithTicker) Option { return func(m *Manager) { m.clock = c } }
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(m *Manager) error { m.log = l; return nil } }
+func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
 
 // WithUsers sets the user table of Asperathos enable_auth submissions.
-func WithUsers(u Users) Option { return func(m *Manager) error { m.users = u; return nil } }
+func WithUsers(u Users) Option { return func(m *Manager) { m.users = u } }
 
 // WithAuthenticator sets who NATS requests come from (their Authorization
 // header); HTTP requests are authenticated by auth.Middleware.
 func WithAuthenticator(a auth.Authenticator) Option {
-	return func(m *Manager) error { m.authn = a; return nil }
+	return func(m *Manager) { m.authn = a }
 }
 
 // WithHTTPClient sets the client that downloads workloads.
 func WithHTTPClient(c *http.Client) Option {
-	return func(m *Manager) error { m.httpClient = c; return nil }
+	return func(m *Manager) { m.httpClient = c }
 }
 
 // New returns a manager of the jobs on c's bus.
@@ -93,9 +93,7 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{},
 		progress: map[string]progressMark{}, checks: map[string]jobCheck{}}
 	for _, opt := range opts {
-		if err := opt(m); err != nil {
-			return nil, err
-		}
+		opt(m)
 	}
 	m.log = m.log.With("stage", "manager")
 	return m, nil

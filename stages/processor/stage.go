@@ -80,20 +80,28 @@ func (s *Stage) evict(cutoff time.Time) {
 	}
 }
 
-// New returns a processor stage on c; clk nil means the real clock.
-func New(c bus.Consuming, cfg Config, clk clock.PassiveClock, log *slog.Logger) (*Stage, error) {
+// Option configures a Stage.
+type Option func(*Stage)
+
+// WithClock sets the clock (default: the real one).
+func WithClock(clk clock.PassiveClock) Option { return func(s *Stage) { s.clk = clk } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
+
+// New returns a processor stage on c.
+func New(c bus.Consuming, cfg Config, opts ...Option) (*Stage, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("processor config: %w", errs.ToAggregate())
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
+	s := &Stage{bus: c, js: c.JetStream(), prefix: c.Prefix(), cfg: cfg, clk: clock.RealClock{},
+		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(), trackers: map[string]*Tracker{}}
+	for _, opt := range opts {
+		opt(s)
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Stage{bus: c, js: c.JetStream(), prefix: c.Prefix(), cfg: cfg, clk: clk, log: log.With("stage", "processor"),
-		metrics: NewMetrics(), trackers: map[string]*Tracker{}}, nil
+	s.log = s.log.With("stage", "processor")
+	return s, nil
 }
 
 // Metrics returns the stage's Prometheus metrics.

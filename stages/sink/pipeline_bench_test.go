@@ -48,11 +48,11 @@ func openJobs(b *testing.B, c *bus.Client, prefix string, n int) {
 // pipeline runs collector, processor and the given sinks until the returned stop.
 func pipeline(b *testing.B, c *bus.Client, cfg collector.Config, sinks map[string]sink.Sink, runs ...func(context.Context) error) (*collector.Collector, func()) {
 	b.Helper()
-	col, err := collector.New(c, cfg, nil, nil, nil)
+	col, err := collector.New(c, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	proc, err := processor.New(c, processor.Config{}, nil, nil)
+	proc, err := processor.New(c, processor.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +60,11 @@ func pipeline(b *testing.B, c *bus.Client, cfg collector.Config, sinks map[strin
 	g, gctx := errgroup.WithContext(ctx)
 	runs = append(runs, col.Run, proc.Run)
 	for name, s := range sinks {
-		runs = append(runs, sink.New(c, name, s, sink.Durable, nil).Run)
+		st, err := sink.New(c, s, sink.Config{Name: name, Start: sink.Durable})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs = append(runs, st.Run)
 	}
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })
@@ -81,14 +85,14 @@ func BenchmarkPipelineThroughput(b *testing.B) {
 	c := bustest.Client(b, bustest.Server(b))
 	const jobs = 1000
 	openJobs(b, c, "tp", jobs)
-	is, err := influx.New(influx.Config{URL: db.URL, Bucket: "pace"}, nil, nil)
+	is, err := influx.New(influx.Config{URL: db.URL, Bucket: "pace"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	got := &counting{}
 	// Wait for the processor's and sinks' consumers before timing.
 	_, stop := pipeline(b, c, collector.Config{Interval: 10 * time.Millisecond, ActivityGap: -1},
-		map[string]sink.Sink{"count": got, "prom": prom.New(prom.Config{}, nil), "influx": is}, is.Run)
+		map[string]sink.Sink{"count": got, "prom": prom.New(prom.Config{}), "influx": is}, is.Run)
 	time.Sleep(2 * time.Second)
 	const window = 10 * time.Second
 	start, n0, w0 := time.Now(), got.n.Load(), is.Stats().Written.Load()

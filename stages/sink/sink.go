@@ -44,6 +44,15 @@ const (
 	Latest
 )
 
+// Config says which sink a Stage feeds and from where.
+type Config struct {
+	// Name identifies the sink in logs, metrics and its consumer's name
+	// (sink-<name>).
+	Name string
+	// Start is where the sink starts reading progress.
+	Start Start
+}
+
 // Stage feeds one Sink from the bus. Create it with New.
 type Stage struct {
 	bus       bus.Consuming
@@ -57,17 +66,28 @@ type Stage struct {
 	malformed prometheus.Counter
 }
 
-// New returns a stage feeding s; name identifies it in logs and consumer names.
-func New(c bus.Consuming, name string, s Sink, start Start, log *slog.Logger) *Stage {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// Option configures a Stage.
+type Option func(*Stage)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(st *Stage) { st.log = l } }
+
+// New returns a stage feeding s from c's progress.
+func New(c bus.Consuming, s Sink, cfg Config, opts ...Option) (*Stage, error) {
+	if !schemas.ValidToken(cfg.Name) {
+		return nil, fmt.Errorf("sink config: name %q: must be 1-128 letters, digits, '-' or '_'", cfg.Name)
 	}
-	return &Stage{bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), name: name, sink: s, start: start,
-		log: log.With("stage", "sink", "sink", name),
+	st := &Stage{bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), name: cfg.Name, sink: s, start: cfg.Start,
+		log: slog.New(slog.DiscardHandler),
 		malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_sink_malformed_total",
 			Help:        "Progress messages the sink could not read, dead-lettered on pace.metrics.<job>.dead.",
-			ConstLabels: prometheus.Labels{"sink": name}}),
+			ConstLabels: prometheus.Labels{"sink": cfg.Name}}),
 	}
+	for _, opt := range opts {
+		opt(st)
+	}
+	st.log = st.log.With("stage", "sink", "sink", cfg.Name)
+	return st, nil
 }
 
 // Metrics returns the stage's Prometheus metrics: pace_monitor_sink_malformed_total{sink}.

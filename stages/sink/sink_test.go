@@ -42,6 +42,17 @@ func (r *recorder) snapshot() ([]string, []string) {
 	return slices.Clone(r.written), slices.Clone(r.forgotten)
 }
 
+// newStage returns a stage feeding s, named after where it starts.
+func newStage(t *testing.T, c *bus.Client, s sink.Sink, start sink.Start) *sink.Stage {
+	t.Helper()
+	name := map[sink.Start]string{sink.Latest: "latest", sink.Durable: "durable"}[start]
+	st, err := sink.New(c, s, sink.Config{Name: name, Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func publishProgress(t *testing.T, c *bus.Client, job string, done int) {
 	t.Helper()
 	ctx := context.Background()
@@ -67,8 +78,9 @@ func TestStageStarts(t *testing.T) {
 	defer cancel()
 	latest, durable := &recorder{}, &recorder{}
 	errc := make(chan error, 2)
-	go func() { errc <- sink.New(c, "latest", latest, sink.Latest, nil).Run(ctx) }()
-	go func() { errc <- sink.New(c, "durable", durable, sink.Durable, nil).Run(ctx) }()
+	for _, st := range []*sink.Stage{newStage(t, c, latest, sink.Latest), newStage(t, c, durable, sink.Durable)} {
+		go func() { errc <- st.Run(ctx) }()
+	}
 	bustest.Eventually(t, 10*time.Second, "latest progress of each job", func() bool {
 		w, _ := latest.snapshot()
 		return len(w) == 2
@@ -113,7 +125,7 @@ func TestMalformedProgressIsSetAside(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	latest, durable := &recorder{}, &recorder{}
-	stages := []*sink.Stage{sink.New(c, "latest", latest, sink.Latest, nil), sink.New(c, "durable", durable, sink.Durable, nil)}
+	stages := []*sink.Stage{newStage(t, c, latest, sink.Latest), newStage(t, c, durable, sink.Durable)}
 	errc := make(chan error, len(stages))
 	for _, st := range stages {
 		go func() { errc <- st.Run(ctx) }()

@@ -64,7 +64,7 @@ func newEnvWith(t *testing.T, uiCfg visualizer.Config, opts ...func(*visualizer.
 		t.Fatal(err)
 	}
 	manager.NewAPI(m).Register(mux)
-	e.ui = visualizer.New(m, e.c, uiCfg, nil)
+	e.ui = visualizer.New(m, e.c, uiCfg)
 	for _, o := range opts {
 		o(e.ui, e.c)
 	}

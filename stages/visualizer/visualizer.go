@@ -98,13 +98,21 @@ type Server struct {
 	wakeups wakeups
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
 // New returns the UI over jobs and b. Run wakes its streams on job events.
-func New(jobs Jobs, b Bus, cfg Config, log *slog.Logger) *Server {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+func New(jobs Jobs, b Bus, cfg Config, opts ...Option) *Server {
 	cfg = cfg.Defaults()
-	return &Server{jobs: jobs, bus: b, cfg: cfg, log: log, streams: newStreams(cfg)}
+	s := &Server{jobs: jobs, bus: b, cfg: cfg, log: slog.New(slog.DiscardHandler), streams: newStreams(cfg)}
+	for _, opt := range opts {
+		opt(s)
+	}
+	s.log = s.log.With("stage", "visualizer")
+	return s
 }
 
 // Register adds the UI's routes under Prefix to mux.

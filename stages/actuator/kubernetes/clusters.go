@@ -45,8 +45,8 @@ type registered struct {
 
 // NewClusters returns the router; def runs the jobs of no registered
 // cluster, with cfg for the others too.
-func NewClusters(def *Runtime, read ClusterReader, cfg Config, log *slog.Logger) *Clusters {
-	return &Clusters{def: def, read: read, cfg: cfg, log: log, known: map[string]registered{}}
+func NewClusters(def *Runtime, read ClusterReader, cfg Config, opts ...Option) *Clusters {
+	return &Clusters{def: def, read: read, cfg: cfg, log: logger(opts), known: map[string]registered{}}
 }
 
 // ErrNoCluster wraps the error of a job whose cluster cannot be used.
@@ -74,7 +74,7 @@ func (c *Clusters) runtime(ctx context.Context, rec *schemas.JobRecord) (*Runtim
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoCluster, cl.Name, err)
 	}
-	rt, err := New(cs, c.cfg, c.log.With("cluster", cl.Name))
+	rt, err := New(cs, c.cfg, WithLogger(c.log.With("cluster", cl.Name)))
 	if err != nil {
 		return nil, err
 	}

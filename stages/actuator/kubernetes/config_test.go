@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 )
@@ -53,8 +52,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestNewRefusesAnInvalidConfig(t *testing.T) {
-	if _, err := New(nil, Config{NATSURL: "nats://n:4222", WorkerSecret: "w", WorkerSecretKeys: []string{"user"}},
-		slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "user and password go together") {
+	if _, err := New(nil, Config{NATSURL: "nats://n:4222", WorkerSecret: "w", WorkerSecretKeys: []string{"user"}}); err == nil || !strings.Contains(err.Error(), "user and password go together") {
 		t.Errorf("New = %v, want the validation error", err)
 	}
 }

@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"errors"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 
 func mustRuntime(t *testing.T, cfg Config) *Runtime {
 	t.Helper()
-	r, err := New(nil, cfg, slog.New(slog.DiscardHandler))
+	r, err := New(nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

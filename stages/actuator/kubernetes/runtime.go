@@ -38,11 +38,11 @@ type Runtime struct {
 }
 
 // New returns a runtime using cs. It fails when cfg does not validate.
-func New(cs kubernetes.Interface, cfg Config, log *slog.Logger) (*Runtime, error) {
+func New(cs kubernetes.Interface, cfg Config, opts ...Option) (*Runtime, error) {
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("kubernetes runtime: %w", errs.ToAggregate())
 	}
-	return &Runtime{cs: cs, cfg: cfg, log: log.With("runtime", "kubernetes"), metered: map[string]string{}, retry: func() backoff.BackOff {
+	return &Runtime{cs: cs, cfg: cfg, log: logger(opts).With("runtime", "kubernetes"), metered: map[string]string{}, retry: func() backoff.BackOff {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 5*time.Second, 30*time.Second
 		return b

@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,7 +32,7 @@ func TestMeterSumsPodMetricsOfJobsWithACost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(cs, Config{NATSURL: "nats://n:4222"}, slog.New(slog.DiscardHandler))
+	r, err := New(cs, Config{NATSURL: "nats://n:4222"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,8 +102,14 @@ type Runtime struct {
 	wg      sync.WaitGroup   // one per replica supervisor
 }
 
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
+
 // New returns a Runtime.
-func New(cfg Config, log *slog.Logger) (*Runtime, error) {
+func New(cfg Config, opts ...Option) (*Runtime, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Binary == "" {
 		exe, err := os.Executable()
@@ -115,7 +121,12 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if cfg.Grace < 0 || cfg.MaxReplicas < 0 {
 		return nil, errors.New("local runtime: grace and max replicas must not be negative")
 	}
-	return &Runtime{cfg: cfg, log: log.With("actuator", "local"), jobs: map[string]*pool{}}, nil
+	r := &Runtime{cfg: cfg, log: slog.New(slog.DiscardHandler), jobs: map[string]*pool{}}
+	for _, opt := range opts {
+		opt(r)
+	}
+	r.log = r.log.With("actuator", "local")
+	return r, nil
 }
 
 // pool is the replicas of one job, oldest first.

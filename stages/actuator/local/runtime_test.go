@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,7 +30,7 @@ func newRuntime(t *testing.T, grace time.Duration) *local.Runtime {
 // startRuntime runs a runtime of cfg until the test ends.
 func startRuntime(t *testing.T, cfg local.Config) *local.Runtime {
 	t.Helper()
-	r, err := local.New(cfg, slog.New(slog.DiscardHandler))
+	r, err := local.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +175,7 @@ func TestStubbornReplicaKilledAfterGrace(t *testing.T) {
 
 func TestShutdownLeavesNoProcess(t *testing.T) {
 	dir := t.TempDir()
-	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Grace: 200 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	r, err := local.New(local.Config{NATSURL: "nats://127.0.0.1:1", Grace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +260,7 @@ func TestExecWorkerArguments(t *testing.T) {
 	if err := os.WriteFile(fake, []byte(writeArgs), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r, err := local.New(local.Config{Binary: fake, NATSURL: "nats://127.0.0.1:1", Grace: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	r, err := local.New(local.Config{Binary: fake, NATSURL: "nats://127.0.0.1:1", Grace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,12 +47,22 @@ type Scaler struct {
 
 // New returns a scaler reading b; its streams look for changes every poll
 // (0: every second).
-func New(b Bus, poll time.Duration, log *slog.Logger) *Scaler {
+func New(b Bus, poll time.Duration, opts ...Option) *Scaler {
 	if poll <= 0 {
 		poll = time.Second
 	}
-	return &Scaler{bus: b, poll: poll, log: log}
+	s := &Scaler{bus: b, poll: poll, log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
 }
+
+// Option configures a Scaler.
+type Option func(*Scaler)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Scaler) { s.log = l } }
 
 // MetricName is the name of job's metric.
 func MetricName(job string) string { return "pace-" + job }

@@ -35,7 +35,9 @@ func TestExternalScalerServesDecisions(t *testing.T) {
 	}
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- keda.Serve(sctx, ln, keda.New(c, 20*time.Millisecond, slog.Default()), nil) }()
+	go func() {
+		served <- keda.Serve(sctx, ln, keda.New(c, 20*time.Millisecond, keda.WithLogger(slog.Default())), nil)
+	}()
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

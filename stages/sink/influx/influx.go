@@ -43,24 +43,30 @@ type Sink struct {
 	warned atomic.Int64 // unix nanos of the last drop or error warning
 }
 
+// Option configures a Sink.
+type Option func(*Sink)
+
+// WithClock sets the clock that spaces warnings (default: the real one).
+func WithClock(clk clock.PassiveClock) Option { return func(s *Sink) { s.clk = clk } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Sink) { s.log = l } }
+
 // New returns an InfluxDB sink; it connects lazily (Run checks health).
-// clk nil means the real clock.
-func New(cfg Config, clk clock.PassiveClock, log *slog.Logger) (*Sink, error) {
+func New(cfg Config, opts ...Option) (*Sink, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("influx sink config: %w", errs.ToAggregate())
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &Sink{cfg: cfg, clk: clk, log: log.With("stage", "sink", "sink", "influx", "url", cfg.URL, "bucket", cfg.Bucket),
+	s := &Sink{cfg: cfg, clk: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
 		queue: make(chan *schemas.Progress, cfg.Buffer), stats: &Stats{}}
+	for _, opt := range opts {
+		opt(s)
+	}
+	s.log = s.log.With("stage", "sink", "sink", "influx", "url", cfg.URL, "bucket", cfg.Bucket)
 	ms := func(d time.Duration) uint { return uint(d / time.Millisecond) }
 	hc := &http.Client{Timeout: cfg.Timeout, Transport: &countingTransport{base: http.DefaultTransport, stats: s.stats}}
-	opts := influxdb2.DefaultOptions().
+	clientOpts := influxdb2.DefaultOptions().
 		SetHTTPClient(hc).
 		SetBatchSize(uint(cfg.BatchSize)).
 		SetFlushInterval(ms(cfg.FlushInterval)).
@@ -72,7 +78,7 @@ func New(cfg Config, clk clock.PassiveClock, log *slog.Logger) (*Sink, error) {
 		SetRetryBufferLimit(uint(cfg.Buffer * pointsPerMessage)).
 		SetApplicationName("pace").
 		SetLogLevel(0) // the client's own log: errors only (G3.4)
-	s.client = influxdb2.NewClientWithOptions(cfg.URL, cfg.Token, opts)
+	s.client = influxdb2.NewClientWithOptions(cfg.URL, cfg.Token, clientOpts)
 	s.write = s.client.WriteAPI(cfg.Org, cfg.Bucket)
 	s.errs = s.write.Errors() // before any write, or errors are lost (G3.2)
 	s.write.SetWriteFailedCallback(func(batch string, err ihttp.Error, attempts uint) bool {

@@ -26,7 +26,7 @@ func progress(job string, i int) *schemas.Progress {
 
 func runSink(t *testing.T, cfg influx.Config) *influx.Sink {
 	t.Helper()
-	s, err := influx.New(cfg, nil, nil)
+	s, err := influx.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestOutageRecovery(t *testing.T) {
 // TestBufferBound fills the bounded buffer of a sink that is not running:
 // Write never blocks, and the overflow is counted.
 func TestBufferBound(t *testing.T) {
-	s, err := influx.New(influx.Config{URL: "http://127.0.0.1:1", Bucket: "pace", Buffer: 5}, nil, nil)
+	s, err := influx.New(influx.Config{URL: "http://127.0.0.1:1", Bucket: "pace", Buffer: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,14 +114,21 @@ type entry struct {
 	finished time.Time // when its final progress arrived; zero while running
 }
 
-// New returns a Prometheus sink; clk nil means the real clock.
-func New(cfg Config, clk clock.PassiveClock) *Sink {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &Sink{cfg: cfg.Defaults(), clk: clk, jobs: map[string]*entry{},
+// Option configures a Sink.
+type Option func(*Sink)
+
+// WithClock sets the clock that ages finished jobs (default: the real one).
+func WithClock(clk clock.PassiveClock) Option { return func(s *Sink) { s.clk = clk } }
+
+// New returns a Prometheus sink.
+func New(cfg Config, opts ...Option) *Sink {
+	s := &Sink{cfg: cfg.Defaults(), clk: clock.RealClock{}, jobs: map[string]*entry{},
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "pace_monitor_prom_jobs_refused_total",
 			Help: "Progress messages not exported because MaxJobs jobs were exported already."})}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
 }
 
 // Write implements sink.Sink.

@@ -41,7 +41,7 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]map[string]float6
 
 func TestSink(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
-	s := prom.New(prom.Config{MaxJobs: 2, FinishedTTL: time.Minute}, clk)
+	s := prom.New(prom.Config{MaxJobs: 2, FinishedTTL: time.Minute}, prom.WithClock(clk))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
 

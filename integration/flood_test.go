@@ -19,6 +19,7 @@ import (
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/stages/manager"
@@ -143,7 +144,7 @@ func floodAPI(t *testing.T, cfg apf.Config) (string, map[tenant]string) {
 	bustest.Run(t, mgr.Run)
 	mux := http.NewServeMux()
 	manager.NewAPI(mgr).Register(mux)
-	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(mux)))
+	srv := httptest.NewServer(auth.Middleware(tf)(apfhttp.Middleware(g, apfhttp.Resources(apfhttp.PaceGroup, "submissions"))(mux)))
 	t.Cleanup(srv.Close)
 
 	jobs := map[tenant]string{}

@@ -31,8 +31,8 @@ targets=(
 	"stages/manager FuzzParsePace"
 	"stages/manager FuzzParseAsperathos"
 	"flowcontrol/policy FuzzLoad"
-	"flowcontrol/apf FuzzKubeResolver"
-	"flowcontrol/apf FuzzResources"
+	"flowcontrol/apfhttp FuzzKubeResolver"
+	"flowcontrol/apfhttp FuzzResources"
 	"flowcontrol/conformance FuzzKubeResolverMatchesKube"
 )
 

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/policysource"
 )
@@ -319,8 +319,8 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	proxy.ModifyResponse = func(res *http.Response) error {
 		// The client sees the proxy's classification, not kube-apiserver's
 		// of the relayed request besides it.
-		res.Header.Del(apf.HeaderFlowSchemaUID)
-		res.Header.Del(apf.HeaderPriorityLevelUID)
+		res.Header.Del(apfhttp.HeaderFlowSchemaUID)
+		res.Header.Del(apfhttp.HeaderPriorityLevelUID)
 		return nil
 	}
 	proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
@@ -337,10 +337,10 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	mux.HandleFunc("/livez", ok)
 	mux.HandleFunc("/readyz", ok)
 	mux.Handle("GET /metrics", only(authn != nil, metricsReaders...)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	mux.Handle(apf.DebugPrefix, only(authn != nil, dumpReaders...)(gate.DebugHandler()))
+	mux.Handle(apfhttp.DebugPrefix, only(authn != nil, dumpReaders...)(apfhttp.DebugHandler(gate)))
 	mux.Handle("/", proxy)
-	admitted := gate.Middleware(apf.KubeResolver, apf.LearnObjectCounts())(mux)
-	handler := auth.Middleware(authn)(noClientImpersonation(apf.ReadBody(o.http.bodyLimits(int64(o.maxBody), authn != nil))(admitted)))
+	admitted := apfhttp.Middleware(gate, apfhttp.KubeResolver, apfhttp.LearnObjectCounts())(mux)
+	handler := auth.Middleware(authn)(noClientImpersonation(apfhttp.ReadBody(o.http.bodyLimits(int64(o.maxBody), authn != nil))(admitted)))
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pace-platform/pace/bus/bustest"
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/integration/kubetest"
 )
 
@@ -89,7 +89,7 @@ func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
 		}
 		defer resp.Body.Close() //nolint:errcheck // read-only
 		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), resp.Header.Values(apf.HeaderFlowSchemaUID)
+		return resp.StatusCode, string(body), resp.Header.Values(apfhttp.HeaderFlowSchemaUID)
 	}
 	carol, frontProxy, stranger := clients.Client("carol", "dev"), fronts.Client("front-proxy"), clients.Client("front-proxy")
 	for _, tc := range []struct {

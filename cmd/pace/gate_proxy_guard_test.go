@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 )
 
 // TestProxyExemptsOnlyProbeReads replays issue 17 item 4 against pace gate
@@ -42,7 +43,7 @@ func TestProxyExemptsOnlyProbeReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get(apf.HeaderPriorityLevelUID)
+		return resp.StatusCode, resp.Header.Get(apfhttp.HeaderPriorityLevelUID)
 	}
 	uid := func(name string) string { return apf.UID("PriorityLevelConfiguration", name, "") }
 	for _, c := range []struct {

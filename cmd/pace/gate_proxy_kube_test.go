@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/integration/kubetest"
 )
 
@@ -114,7 +114,7 @@ func TestProxyKubeAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	for _, h := range []string{apf.HeaderFlowSchemaUID, apf.HeaderPriorityLevelUID} {
+	for _, h := range []string{apfhttp.HeaderFlowSchemaUID, apfhttp.HeaderPriorityLevelUID} {
 		if v := resp.Header.Values(h); len(v) != 1 {
 			t.Errorf("%s: %q, want the proxy's one value", h, v)
 		}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pace-platform/pace/bus/bustest"
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/policysource"
 	"github.com/pace-platform/pace/integration/kubetest"
 )
@@ -74,10 +74,10 @@ func TestProxyFollowsTheClusterPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		if n := len(resp.Header.Values(apf.HeaderFlowSchemaUID)); n != 1 {
-			t.Errorf("%d %s headers, want one", n, apf.HeaderFlowSchemaUID)
+		if n := len(resp.Header.Values(apfhttp.HeaderFlowSchemaUID)); n != 1 {
+			t.Errorf("%d %s headers, want one", n, apfhttp.HeaderFlowSchemaUID)
 		}
-		return resp.Header.Get(apf.HeaderFlowSchemaUID), resp.Header.Get(apf.HeaderPriorityLevelUID)
+		return resp.Header.Get(apfhttp.HeaderFlowSchemaUID), resp.Header.Get(apfhttp.HeaderPriorityLevelUID)
 	}
 	bustest.Eventually(t, 30*time.Second, "alice classified by the cluster's schema", func() bool {
 		fsUID, plUID := classified()

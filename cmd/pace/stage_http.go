@@ -17,7 +17,7 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 )
 
 // httpFlags configure the HTTP server of pace up and pace stage: health,
@@ -28,7 +28,7 @@ type httpFlags struct {
 	tlsKey  string
 	tls     *tls.Config // loaded by validate when both files are set
 	// bodyTimeout bounds the arrival of a request body, read whole before
-	// APF admits the request (apf.ReadBody).
+	// APF admits the request (apfhttp.ReadBody).
 	bodyTimeout time.Duration
 }
 
@@ -73,7 +73,7 @@ func (f *httpFlags) url(ln net.Listener) string {
 
 // HTTP server limits: headers must arrive within readHeaderTimeout and fit
 // in maxHeaderBytes; request bodies within --body-timeout and --max-body
-// (apf.ReadBody, before admission), at most anonymousBodies of them at
+// (apfhttp.ReadBody, before admission), at most anonymousBodies of them at
 // once from callers without credentials when callers authenticate.
 // No write timeout: log follows and UI event streams are long-lived.
 const (
@@ -84,11 +84,11 @@ const (
 	anonymousBodies   = 16
 )
 
-// bodyLimits are what apf.ReadBody reads before admission: bodies of at
+// bodyLimits are what apfhttp.ReadBody reads before admission: bodies of at
 // most maxBytes within --body-timeout; anonymous ones bounded when callers
 // authenticate (without a token file every caller is anonymous).
-func (f *httpFlags) bodyLimits(maxBytes int64, authenticated bool) apf.BodyLimits {
-	l := apf.BodyLimits{MaxBytes: maxBytes, Timeout: f.bodyTimeout}
+func (f *httpFlags) bodyLimits(maxBytes int64, authenticated bool) apfhttp.BodyLimits {
+	l := apfhttp.BodyLimits{MaxBytes: maxBytes, Timeout: f.bodyTimeout}
 	if authenticated {
 		l.MaxAnonymous = anonymousBodies
 	}

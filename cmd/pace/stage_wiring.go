@@ -17,6 +17,7 @@ import (
 	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
@@ -102,9 +103,9 @@ type wiring struct {
 	// listenRedis; nil when there is none.
 	redisLn net.Listener
 
-	fc      *apf.Gate    // one per process: pace up's job API and bus gate share its seats
-	apiGate bool         // the job API is served: api goes behind fc
-	resolve apf.Resolver // classifies the job API's requests by their routes
+	fc      *apf.Gate        // one per process: pace up's job API and bus gate share its seats
+	apiGate bool             // the job API is served: api goes behind fc
+	resolve apfhttp.Resolver // classifies the job API's requests by their routes
 	authn   auth.Authenticator
 	mgr     *manager.Manager // the manager of the job API, if wired
 
@@ -208,13 +209,13 @@ func (w *wiring) lead(stage string, build runner.Build) error {
 func (w *wiring) handler() http.Handler {
 	var h http.Handler = w.api
 	if w.apiGate {
-		h = w.fc.Middleware(w.resolve)(h)
+		h = apfhttp.Middleware(w.fc, w.resolve)(h)
 	}
 	maxBody := int64(w.f.manager.maxBody)
 	if maxBody <= 0 { // a stage without the job API's flags
 		maxBody = 8 << 20
 	}
-	h = apf.ReadBody(w.f.http.bodyLimits(maxBody, w.authn != nil))(h)
+	h = apfhttp.ReadBody(w.f.http.bodyLimits(maxBody, w.authn != nil))(h)
 	w.root.Handle("/", h)
 	return tracing.HTTP(auth.Middleware(w.authn)(w.root))
 }
@@ -266,7 +267,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 		return err
 	}
 	api.Register(w.api)
-	w.api.Handle(apf.DebugPrefix, only(authn != nil, dumpReaders...)(fc.DebugHandler()))
+	w.api.Handle(apfhttp.DebugPrefix, only(authn != nil, dumpReaders...)(apfhttp.DebugHandler(fc)))
 	w.apiGate, w.resolve, w.mgr = true, api.Resolver(), mgr
 	w.loops = append(w.loops, c.DeadLetters, manager.CountJobs(c, fc.ObjectCounts(), w.log))
 	if w.f.tokens.calloutKey != "" {

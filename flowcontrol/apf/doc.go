@@ -1,11 +1,10 @@
 // Package apf puts API Priority and Fairness in front of requests: a Gate
-// classifies a request with the live policy (flowcontrol/policy), admits it
-// through the fair-queuing engine (flowcontrol), and records metrics; the
-// HTTP filter (Gate.Middleware) and resolvers that turn an *http.Request into
-// request attributes (KubeResolver for Kubernetes API paths, Resources for
-// route-based APIs such as Pace's own) build on it. ReadBody goes in front
-// of the filter: a request queues for a seat only once its whole body is
-// in, so a slow client holds a connection, never a seat.
+// classifies a request's attributes with the live policy
+// (flowcontrol/policy), estimates its work, admits it through the
+// fair-queuing engine (flowcontrol) and records kube-apiserver's metrics.
+// It knows no transport: flowcontrol/apfhttp puts a Gate in front of an
+// HTTP handler, and the bus gate stage (stages/gate) in front of the
+// infrastructure requests on NATS.
 //
 // A Gate is safe for concurrent use. Reconfigure swaps the policy and the
 // engine atomically: requests already queued or executing finish in the

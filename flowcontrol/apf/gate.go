@@ -53,8 +53,9 @@ func DefaultConfig() Config {
 	return Config{MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200, RequestTimeout: DefaultRequestTimeout}
 }
 
-// requestTimeout is c.RequestTimeout, defaulted.
-func (c Config) requestTimeout() time.Duration {
+// RequestTimeoutOrDefault is RequestTimeout, or DefaultRequestTimeout when
+// it is zero.
+func (c Config) RequestTimeoutOrDefault() time.Duration {
 	if c.RequestTimeout > 0 {
 		return c.RequestTimeout
 	}
@@ -186,6 +187,10 @@ func (g *Gate) Watches() *WatchTracker { return g.watches }
 // with what the process knows (see ObjectCounts).
 func (g *Gate) ObjectCounts() *ObjectCounts { return g.objects }
 
+// Metrics returns the gate's metrics (nil when it has none), for the front
+// ends that count their own requests in them.
+func (g *Gate) Metrics() *Metrics { return g.metrics }
+
 // Config returns the server-wide settings.
 func (g *Gate) Config() Config { return g.cfg }
 
@@ -231,6 +236,12 @@ func (g *Gate) Run(ctx context.Context) error {
 	return nil
 }
 
+// PublishPeaks does now what Run does every second of the gate's clock: it
+// publishes the last second's peaks of the request-kind metrics and samples
+// the utilization histograms. For callers that drive the gate's clock
+// themselves, such as tests and simulations, and do not run Run.
+func (g *Gate) PublishPeaks() { g.metrics.tick(g) }
+
 // Classify classifies a without admitting it.
 func (g *Gate) Classify(a policy.Attributes) policy.Classification {
 	return g.current().digest.Classify(a)
@@ -271,13 +282,14 @@ func (a *Admission) Finish(fn func()) {
 // or a *flowcontrol.RejectedError (queue-full, concurrency-limit, time-out).
 // kind is "watch" for watches and "" otherwise (metrics only).
 func (g *Gate) Admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string) (*Admission, error) {
-	return g.admit(ctx, a, wr, kind, 0, nil)
+	return g.AdmitWithin(ctx, a, wr, kind, 0, nil)
 }
 
-// admit is Admit telling queued when the request joins and leaves a queue.
-// admit classifies and admits a request; waitLimit, when positive, is how
-// long it may wait in its queue (else a quarter of ctx's time, or 15 s).
-func (g *Gate) admit(ctx context.Context, a policy.Attributes, wr *work.Request, kind string, waitLimit time.Duration,
+// AdmitWithin is Admit for a front end that bounds the wait itself and
+// follows the request in its queue (the HTTP filter): waitLimit, when
+// positive, is how long it may wait in its queue (else as Admit), and
+// queued, when not nil, is told when it joins (true) and leaves (false) one.
+func (g *Gate) AdmitWithin(ctx context.Context, a policy.Attributes, wr *work.Request, kind string, waitLimit time.Duration,
 	queued func(inQueue bool)) (*Admission, error) {
 	gen := g.current()
 	c := gen.digest.Classify(a)

@@ -8,28 +8,26 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
 
-// oneQueuedSeat queues everyone's requests behind a single seat.
-const oneQueuedSeat = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+// aliceAlone gives alice's requests a level of their own, one seat wide.
+const aliceAlone = `apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: PriorityLevelConfiguration
-metadata: {name: tiny}
-spec:
-  type: Limited
-  limited: {nominalConcurrencyShares: 100, lendablePercent: 0, borrowingLimitPercent: 0, limitResponse: {type: Queue, queuing: {queues: 1, handSize: 1, queueLengthLimit: 10}}}
+metadata: {name: alone}
+spec: {type: Limited, limited: {nominalConcurrencyShares: 100, lendablePercent: 0, borrowingLimitPercent: 0, limitResponse: {type: Reject}}}
 ---
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: FlowSchema
-metadata: {name: everyone}
+metadata: {name: alice}
 spec:
   matchingPrecedence: 500
-  priorityLevelConfiguration: {name: tiny}
+  priorityLevelConfiguration: {name: alone}
   rules:
-  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+  - subjects: [{kind: User, user: {name: alice}}]
     nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
 `
 
@@ -37,7 +35,7 @@ spec:
 // configuration is dispatched by it after a reconfiguration, while new
 // requests are classified by the new one.
 func TestReconfigureKeepsQueuedRequests(t *testing.T) {
-	objs, err := policy.Load(strings.NewReader(oneQueuedSeat))
+	objs, err := policy.Load(strings.NewReader(apftest.OneQueuedSeat))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +57,8 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 		queued <- err
 	}()
 	// Wait until the second request is queued in the old engine.
-	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
-		if d := g.Dump(); waiting(d, "tiny") == 1 {
+	for deadline := time.Now().Add(apftest.Patience); ; time.Sleep(5 * time.Millisecond) {
+		if d := g.Dump(); apftest.Waiting(d, "tiny") == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -79,7 +77,7 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 		if err != nil {
 			t.Errorf("queued request: %v, want dispatched by the old configuration", err)
 		}
-	case <-time.After(patience):
+	case <-time.After(apftest.Patience):
 		t.Fatal("queued request never dispatched")
 	}
 }
@@ -88,7 +86,7 @@ func TestReconfigureKeepsQueuedRequests(t *testing.T) {
 // one that changes only FlowSchemas) keeps the engine, so seats held before
 // still count.
 func TestReconfigureSameLevelsKeepsSeats(t *testing.T) {
-	objs, err := policy.Load(strings.NewReader(oneSeat))
+	objs, err := policy.Load(strings.NewReader(aliceAlone))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +106,4 @@ func TestReconfigureSameLevelsKeepsSeats(t *testing.T) {
 		t.Error("second request admitted while the only seat is held across a reconfiguration")
 	}
 	held.Finish(func() {})
-}
-
-func waiting(d []flowcontrol.LevelDump, level string) int {
-	for _, l := range d {
-		if l.Name == level {
-			return l.QueueSet.Waiting
-		}
-	}
-	return -1
 }

@@ -22,11 +22,13 @@ var (
 	seatBuckets        = []float64{1, 2, 4, 8, 16, 32, 64, 100}
 )
 
-type phase int
+// Phase is where a request is: waiting in a queue or executing.
+type Phase int
 
+// The phases of a request, for RequestKind.
 const (
-	waitingPhase phase = iota
-	executingPhase
+	Waiting Phase = iota
+	Executing
 )
 
 // Metrics are the apiserver_flowcontrol_* metrics of kube-apiserver (same
@@ -180,9 +182,11 @@ func (m *Metrics) executed(pl, fs, kind string, d time.Duration) {
 	}
 }
 
-// requestKind tracks read-only and mutating requests waiting or executing,
-// for the last-second peaks.
-func (m *Metrics) requestKind(readOnly bool, p phase, delta int) {
+// RequestKind tracks read-only and mutating requests waiting or executing,
+// for the last-second peaks of apiserver_current_inqueue_requests and
+// apiserver_current_inflight_requests: the HTTP front ends call it, which
+// know a request's kind.
+func (m *Metrics) RequestKind(readOnly bool, p Phase, delta int) {
 	if m == nil {
 		return
 	}
@@ -229,12 +233,12 @@ func (m *Metrics) tick(g *Gate) {
 		nominalSum += float64(l.Limits.Nominal)
 	}
 	for k, name := range []string{"readOnly", "mutating"} {
-		m.readVsWrite.WithLabelValues("waiting", name).Observe(float64(kinds[k][waitingPhase]) / max(1, queueCapacity))
-		m.readVsWrite.WithLabelValues("executing", name).Observe(float64(kinds[k][executingPhase]) / max(1, nominalSum))
+		m.readVsWrite.WithLabelValues("waiting", name).Observe(float64(kinds[k][Waiting]) / max(1, queueCapacity))
+		m.readVsWrite.WithLabelValues("executing", name).Observe(float64(kinds[k][Executing]) / max(1, nominalSum))
 	}
 	for k, name := range []string{"readOnly", "mutating"} {
-		m.inqueueKind.WithLabelValues(name).Set(float64(peaks[k][waitingPhase]))
-		m.inflight.WithLabelValues(name).Set(float64(peaks[k][executingPhase]))
+		m.inqueueKind.WithLabelValues(name).Set(float64(peaks[k][Waiting]))
+		m.inflight.WithLabelValues(name).Set(float64(peaks[k][Executing]))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
@@ -91,7 +92,7 @@ func TestMetricsNamesTypesLabels(t *testing.T) {
 		}
 		return true
 	}
-	for deadline := time.Now().Add(patience); !sampled(); clk.Step(time.Second) {
+	for deadline := time.Now().Add(apftest.Patience); !sampled(); clk.Step(time.Second) {
 		if time.Now().After(deadline) {
 			t.Fatal("per-second metrics never sampled")
 		}

@@ -4,61 +4,16 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
-
-// find returns the series of name whose labels include want, nil if none.
-func find(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.Metric {
-			got := map[string]string{}
-			for _, lp := range m.Label {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue series
-				}
-			}
-			return m
-		}
-	}
-	return nil
-}
-
-// gauge returns the value of the gauge (or counter) series of name whose
-// labels include want, and whether it exists.
-func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
-	t.Helper()
-	m := find(t, reg, name, want)
-	switch {
-	case m == nil:
-		return 0, false
-	case m.Counter != nil:
-		return m.GetCounter().GetValue(), true
-	}
-	return m.GetGauge().GetValue(), true
-}
 
 // TestDispatchGauges drives one queue with two seats on the fake clock
 // (G = 3 ms) and checks the virtual-time gauges kube sets at a dispatch:
@@ -69,20 +24,20 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 //	     c is dispatched with b still holding a seat there (discounted S 1.000).
 func TestDispatchGauges(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 5}, oneQueuedSeat)
+	g, reg := apftest.NewGate(t, clk, apf.Config{MaxRequestsInflight: 5}, apftest.OneQueuedSeat)
 	tiny := map[string]string{"priority_level": "tiny"}
 	for _, l := range g.Dump() {
 		if l.Name == "tiny" && l.CurrentLimit != 2 {
 			t.Fatalf("tiny has %d seats, the scenario needs 2", l.CurrentLimit)
 		}
 	}
-	if _, ok := gauge(t, reg, "apiserver_flowcontrol_dispatch_r", tiny); ok {
+	if _, ok := apftest.Gauge(t, reg, "apiserver_flowcontrol_dispatch_r", tiny); ok {
 		t.Error("dispatch_r published before any dispatch")
 	}
-	if v, _ := gauge(t, reg, "apiserver_flowcontrol_target_seats", tiny); v != 2 {
+	if v, _ := apftest.Gauge(t, reg, "apiserver_flowcontrol_target_seats", tiny); v != 2 {
 		t.Errorf("target_seats{tiny} = %v, want 2 (idle: its lower limit)", v)
 	}
-	if v, _ := gauge(t, reg, "apiserver_flowcontrol_target_seats", map[string]string{"priority_level": "exempt"}); v != 0 {
+	if v, _ := apftest.Gauge(t, reg, "apiserver_flowcontrol_target_seats", map[string]string{"priority_level": "exempt"}); v != 0 {
 		t.Errorf("target_seats{exempt} = %v, want 0 (its own take, not another level's target)", v)
 	}
 
@@ -108,7 +63,7 @@ func TestDispatchGauges(t *testing.T) {
 			if c.bound != "" {
 				labels["bound"] = c.bound
 			}
-			if v, ok := gauge(t, reg, c.name, labels); !ok || math.Abs(v-c.want) > 1e-9 {
+			if v, ok := apftest.Gauge(t, reg, c.name, labels); !ok || math.Abs(v-c.want) > 1e-9 {
 				t.Errorf("%s: %s%v = %v (present %v), want %v", when, c.name, labels, v, ok, c.want)
 			}
 		}
@@ -123,8 +78,8 @@ func TestDispatchGauges(t *testing.T) {
 		}
 		queued <- c
 	}()
-	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
-		if d := g.Dump(); len(d) > 0 && waiting(d, "tiny") == 1 {
+	for deadline := time.Now().Add(apftest.Patience); ; time.Sleep(time.Millisecond) {
+		if d := g.Dump(); len(d) > 0 && apftest.Waiting(d, "tiny") == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -145,27 +100,6 @@ func TestDispatchGauges(t *testing.T) {
 	c.Finish(nil)
 }
 
-// twoFlows is a two-seat level of 64 queues, one per flow (hand size 1), whose
-// flows are its users.
-const twoFlows = `apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: split}
-spec:
-  type: Limited
-  limited: {nominalConcurrencyShares: 100, lendablePercent: 0, borrowingLimitPercent: 0, limitResponse: {type: Queue, queuing: {queues: 64, handSize: 1, queueLengthLimit: 10}}}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: by-user}
-spec:
-  matchingPrecedence: 500
-  priorityLevelConfiguration: {name: split}
-  distinguisherMethod: {type: ByUser}
-  rules:
-  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
-    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
-`
-
 // TestQueueLengthAfterEnqueue checks request_queue_length_after_enqueue
 // observes, as kube does, the length of the queue each request joined rather
 // than the level's queued total. On two seats: alice's a1 and a2 run (queue
@@ -174,7 +108,7 @@ spec:
 // observations, where the level totals would sum to 1+1+1+2+3 = 8. An exempt
 // request is not observed.
 func TestQueueLengthAfterEnqueue(t *testing.T) {
-	g, reg := newGate(t, eventclock.NewFake(time.Unix(1000, 0)), apf.Config{MaxRequestsInflight: 5}, twoFlows)
+	g, reg := apftest.NewGate(t, eventclock.NewFake(time.Unix(1000, 0)), apf.Config{MaxRequestsInflight: 5}, apftest.TwoFlows)
 	for _, l := range g.Dump() {
 		if l.Name == "split" && l.CurrentLimit != 2 {
 			t.Fatalf("split has %d seats, the scenario needs 2", l.CurrentLimit)
@@ -200,7 +134,7 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 			}
 			queued <- a
 		}()
-		for deadline := time.Now().Add(patience); waiting(g.Dump(), "split") != i+1; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(apftest.Patience); apftest.Waiting(g.Dump(), "split") != i+1; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("request %d of %s never queued", i+1, name)
 			}
@@ -222,13 +156,13 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 	}
 	exempt.Finish(nil)
 	// An exempt request never waits, and kube does not time it as waiting.
-	for _, m := range series(t, reg, "apiserver_flowcontrol_request_wait_duration_seconds") {
+	for _, m := range apftest.Series(t, reg, "apiserver_flowcontrol_request_wait_duration_seconds") {
 		if m["priority_level"] == "exempt" {
 			t.Errorf("request_wait_duration_seconds has a series for the exempt level: %v", m)
 		}
 	}
 
-	if sum, count := histogramTotals(t, reg, "apiserver_flowcontrol_request_queue_length_after_enqueue"); sum != 6 || count != 5 {
+	if sum, count := apftest.HistogramTotals(t, reg, "apiserver_flowcontrol_request_queue_length_after_enqueue"); sum != 6 || count != 5 {
 		t.Errorf("request_queue_length_after_enqueue: sum %v over %d observations, want 6 over 5", sum, count)
 	}
 	for _, a := range running {
@@ -251,7 +185,7 @@ func TestQueueLengthAfterEnqueue(t *testing.T) {
 // on the fake clock (0).
 func TestInqueueGauges(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 5}, twoFlows)
+	g, reg := apftest.NewGate(t, clk, apf.Config{MaxRequestsInflight: 5}, apftest.TwoFlows)
 	user := func(name string) policy.Attributes {
 		return policy.Attributes{User: name, Groups: []string{"system:authenticated"}, Verb: "get", Path: "/x"}
 	}
@@ -259,7 +193,7 @@ func TestInqueueGauges(t *testing.T) {
 		t.Helper()
 		series := map[string]string{"priority_level": "split", "flow_schema": "by-user"}
 		for _, name := range []string{"apiserver_flowcontrol_current_inqueue_requests", "apiserver_flowcontrol_current_inqueue_seats"} {
-			if got, ok := gauge(t, reg, name, series); !ok || got != want {
+			if got, ok := apftest.Gauge(t, reg, name, series); !ok || got != want {
 				t.Fatalf("%s: %s = %v (present %v), want %v", when, name, got, ok, want)
 			}
 		}
@@ -283,7 +217,7 @@ func TestInqueueGauges(t *testing.T) {
 			a, err := g.Admit(ctx, user(name), nil, "")
 			done <- result{a, err}
 		}()
-		for deadline := time.Now().Add(patience); waiting(g.Dump(), "split") != nowWaiting; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(apftest.Patience); apftest.Waiting(g.Dump(), "split") != nowWaiting; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s never queued", name)
 			}
@@ -297,7 +231,7 @@ func TestInqueueGauges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := gauge(t, reg, "apiserver_flowcontrol_current_inqueue_requests", map[string]string{"priority_level": "exempt"}); ok {
+	if v, ok := apftest.Gauge(t, reg, "apiserver_flowcontrol_current_inqueue_requests", map[string]string{"priority_level": "exempt"}); ok {
 		t.Fatalf("an exempt request made a current_inqueue_requests series (%v)", v)
 	}
 	exempt.Finish(nil)
@@ -331,49 +265,6 @@ func isTimeOut(err error) bool {
 	return errors.As(err, &rej) && rej.Reason == flowcontrol.ReasonTimeOut
 }
 
-// newGate builds a gate on clk with cfg and the default policy overlaid by
-// the objects of objsYAML (none when empty), its metrics on a fresh registry.
-func newGate(t *testing.T, clk eventclock.Interface, cfg apf.Config, objsYAML string) (*apf.Gate, *prometheus.Registry) {
-	t.Helper()
-	objs, err := policy.Load(strings.NewReader(objsYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	m, err := apf.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := apf.New(clk, cfg, policy.Overlay(policy.Defaults(), objs), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, reg
-}
-
-// series returns the label sets of the gathered series of name.
-func series(t *testing.T, reg *prometheus.Registry, name string) []map[string]string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]string
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			out = append(out, labels)
-		}
-	}
-	return out
-}
-
 // TestFinalSeatsStayExecuting checks that a write's final seats (the watch
 // events it causes, AdditionalLatency long) count among
 // current_executing_seats until the queue set releases them, while the
@@ -381,7 +272,7 @@ func series(t *testing.T, reg *prometheus.Registry, name string) []map[string]st
 // finishes, as kube-apiserver counts them.
 func TestFinalSeatsStayExecuting(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 400}, "")
+	g, reg := apftest.NewGate(t, clk, apf.Config{MaxRequestsInflight: 400}, "")
 	for range 25 {
 		g.Watches().Register(&work.Request{Verb: "watch", Resource: "pods", Namespace: "a"})
 	}
@@ -398,7 +289,7 @@ func TestFinalSeatsStayExecuting(t *testing.T) {
 	labels := map[string]string{"priority_level": a.Classification.PriorityLevel.Name, "flow_schema": a.Classification.FlowSchema.Name}
 	value := func(name string) float64 {
 		t.Helper()
-		v, _ := gauge(t, reg, "apiserver_flowcontrol_"+name, labels)
+		v, _ := apftest.Gauge(t, reg, "apiserver_flowcontrol_"+name, labels)
 		return v
 	}
 	a.Finish(func() {
@@ -415,21 +306,13 @@ func TestFinalSeatsStayExecuting(t *testing.T) {
 	}
 }
 
-// histogram returns the sample count and sum of the histogram series of name
-// whose labels include want (zero when there is none).
-func histogram(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (uint64, float64) {
-	t.Helper()
-	h := find(t, reg, name, want).GetHistogram()
-	return h.GetSampleCount(), h.GetSampleSum()
-}
-
 // TestUtilizationObservedEverySecond pins deviation 9 of docs/flowcontrol.md:
 // the utilization histograms observe each level's ratio at the end of every
 // second of the gate's clock, so their count is whole seconds and their sum
 // adds one ratio a second (kube weighs each value by the time it held).
 func TestUtilizationObservedEverySecond(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 400}, "")
+	g, reg := apftest.NewGate(t, clk, apf.Config{MaxRequestsInflight: 400}, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Run(ctx) }()
@@ -449,7 +332,7 @@ func TestUtilizationObservedEverySecond(t *testing.T) {
 	}
 	labels := map[string]string{"priority_level": level}
 	count := func() uint64 {
-		n, _ := histogram(t, reg, "apiserver_flowcontrol_priority_level_seat_utilization", labels)
+		n, _ := apftest.Histogram(t, reg, "apiserver_flowcontrol_priority_level_seat_utilization", labels)
 		return n
 	}
 	// await polls until there are want observations, or gives up after d.
@@ -477,7 +360,7 @@ func TestUtilizationObservedEverySecond(t *testing.T) {
 			t.Fatalf("%d observations, want %d", count(), n0+i)
 		}
 	}
-	n, sum := histogram(t, reg, "apiserver_flowcontrol_priority_level_seat_utilization", labels)
+	n, sum := apftest.Histogram(t, reg, "apiserver_flowcontrol_priority_level_seat_utilization", labels)
 	if want := float64(n) / float64(limit); n != n0+2 || math.Abs(sum-want) > 1e-9 {
 		t.Errorf("seat utilization of %s with 1 of %d seats busy: count %d, sum %v; want %d, %v", level, limit, n, sum, n0+2, want)
 	}

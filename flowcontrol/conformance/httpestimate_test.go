@@ -12,6 +12,7 @@ import (
 	kube "k8s.io/apiserver/pkg/util/flowcontrol/request"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
 
@@ -77,8 +78,8 @@ func TestHTTPWorkEstimatesMatchKube(t *testing.T) {
 			t.Fatal(err)
 		}
 		kr := r.WithContext(apirequest.WithRequestInfo(context.Background(), kri))
-		ri := apf.KubeResolver(r)
-		wr := apf.WorkRequest(apf.Attributes(r, ri), r.URL.Query())
+		ri := apfhttp.KubeResolver(r)
+		wr := apf.WorkRequest(apfhttp.Attributes(r, ri), r.URL.Query())
 		pl := []string{"pl-none", "pl-mid"}[rng.IntN(2)]
 		got := paceEst.Estimate(wr, pl)
 		k := kubeEst(kr, "fs", pl)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 )
 
 // kubeRequestInfo is kube-apiserver's request parser, configured as its
@@ -31,14 +31,14 @@ func kubeLongRunning(ri *apirequest.RequestInfo) bool {
 		!ri.IsResourceRequest && strings.HasPrefix(ri.Path, "/debug/pprof/")
 }
 
-// FuzzKubeResolverMatchesKube compares apf.KubeResolver with kube-apiserver's
+// FuzzKubeResolverMatchesKube compares apfhttp.KubeResolver with kube-apiserver's
 // RequestInfoFactory and long-running rule on arbitrary methods, paths and
 // queries. Where kube-apiserver refuses the path (a bare watch or proxy
 // prefix: a 500 before APF), Pace must read a non-resource request.
 func FuzzKubeResolverMatchesKube(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, path, query string) {
 		r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}}
-		got := apf.KubeResolver(r)
+		got := apfhttp.KubeResolver(r)
 		kri, err := kubeRequestInfo.NewRequestInfo(r)
 		if err != nil {
 			if got.IsResourceRequest {
@@ -46,7 +46,7 @@ func FuzzKubeResolverMatchesKube(f *testing.F) {
 			}
 			return
 		}
-		want := apf.RequestInfo{IsResourceRequest: kri.IsResourceRequest, Verb: kri.Verb, APIGroup: kri.APIGroup,
+		want := apfhttp.RequestInfo{IsResourceRequest: kri.IsResourceRequest, Verb: kri.Verb, APIGroup: kri.APIGroup,
 			APIVersion: kri.APIVersion, Resource: kri.Resource, Subresource: kri.Subresource, Namespace: kri.Namespace,
 			Name: kri.Name, Path: kri.Path, LongRunning: kubeLongRunning(kri)}
 		if diff := cmp.Diff(want, got); diff != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/work"
@@ -199,7 +200,7 @@ func TestStageEventsCarryEstimatedSeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(auth.Middleware(tokens)(g.Middleware(apf.KubeResolver)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := httptest.NewServer(auth.Middleware(tokens)(apfhttp.Middleware(g, apfhttp.KubeResolver)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/stages/manager"
 )
@@ -52,10 +52,10 @@ func TestEveryRouteIsClassifiedByItsRoute(t *testing.T) {
 				if method == http.MethodGet {
 					want = "pace-reads"
 				}
-				if c := digest.Classify(apf.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), ri)); c.PriorityLevel.Name != want {
+				if c := digest.Classify(apfhttp.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), ri)); c.PriorityLevel.Name != want {
 					t.Errorf("%s %s by alice: level %s (flow schema %s), want %s", method, u, c.PriorityLevel.Name, c.FlowSchema.Name, want)
 				}
-				if c := digest.Classify(apf.Attributes(r, ri)); c.PriorityLevel.Name != "pace-anonymous" {
+				if c := digest.Classify(apfhttp.Attributes(r, ri)); c.PriorityLevel.Name != "pace-anonymous" {
 					t.Errorf("%s %s without credentials: level %s, want pace-anonymous", method, u, c.PriorityLevel.Name)
 				}
 			}
@@ -71,7 +71,7 @@ func TestEveryRouteIsClassifiedByItsRoute(t *testing.T) {
 	}
 	for _, u := range []string{"/visualizing/job-1", "/healthz"} { // Asperathos' routes alone
 		r := httptest.NewRequest("GET", manager.AsperathosPrefix+u, nil)
-		if c := digest.Classify(apf.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), resolve(r))); c.PriorityLevel.Name != "pace-reads" {
+		if c := digest.Classify(apfhttp.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), resolve(r))); c.PriorityLevel.Name != "pace-reads" {
 			t.Errorf("GET %s by alice: level %s, want pace-reads", r.URL.Path, c.PriorityLevel.Name)
 		}
 	}

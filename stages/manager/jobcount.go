@@ -8,6 +8,7 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
 
@@ -38,7 +39,7 @@ func CountJobs(c *bus.Client, counts *apf.ObjectCounts, log *slog.Logger) func(c
 				if len(jobs) > 0 {
 					s.AverageObjectSizeBytes = size / int64(len(jobs))
 				}
-				counts.Set(apf.PaceGroup, "submissions", s)
+				counts.Set(apfhttp.PaceGroup, "submissions", s)
 			}
 			select {
 			case <-ctx.Done():

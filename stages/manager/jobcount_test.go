@@ -9,6 +9,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/work"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/manager"
@@ -31,14 +32,14 @@ func TestCountJobs(t *testing.T) {
 		size += int64(len(b))
 	}
 	counts := apf.NewObjectCounts()
-	if _, err := counts.ObjectStats(apf.PaceGroup, "submissions"); err == nil {
+	if _, err := counts.ObjectStats(apfhttp.PaceGroup, "submissions"); err == nil {
 		t.Fatal("a count before counting")
 	}
 	done := make(chan error, 1)
 	go func() { done <- manager.CountJobs(c, counts, slog.New(slog.DiscardHandler))(ctx) }()
 	want := work.Stats{ObjectCount: 3, AverageObjectSizeBytes: size / 3}
 	bustest.Eventually(t, 10*time.Second, "3 jobs counted", func() bool {
-		s, err := counts.ObjectStats(apf.PaceGroup, "submissions")
+		s, err := counts.ObjectStats(apfhttp.PaceGroup, "submissions")
 		return err == nil && s == want
 	})
 	cancel()

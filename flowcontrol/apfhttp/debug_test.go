@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
@@ -23,12 +25,12 @@ import (
 // while it still runs a request shown as quiescing; requests in rows as
 // wide as the header, includeRequestDetails or not.
 func TestDebugDumpsAsKube(t *testing.T) {
-	g, _ := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, oneQueuedSeat)
-	srv := httptest.NewServer(g.DebugHandler())
+	g, _ := apftest.NewGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.Config{MaxRequestsInflight: 1}, apftest.OneQueuedSeat)
+	srv := httptest.NewServer(apfhttp.DebugHandler(g))
 	defer srv.Close()
 	dump := func(name string) [][]string {
 		t.Helper()
-		resp, err := http.Get(srv.URL + apf.DebugPrefix + name)
+		resp, err := http.Get(srv.URL + apfhttp.DebugPrefix + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +69,7 @@ func TestDebugDumpsAsKube(t *testing.T) {
 	ctx, giveUp := context.WithCancel(context.Background())
 	withdrawn := make(chan error, 1)
 	go func() { _, err := g.Admit(ctx, attrs, nil, ""); withdrawn <- err }()
-	for deadline := time.Now().Add(patience); waiting(g.Dump(), "tiny") != 1; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(apftest.Patience); apftest.Waiting(g.Dump(), "tiny") != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("second request never queued")
 		}

@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 )
 
@@ -59,7 +61,7 @@ func (s *server) releaseAll() { s.once.Do(func() { close(s.release) }) }
 
 func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 	t.Helper()
-	gate, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, objsYAML)
+	gate, reg := apftest.NewGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, objsYAML)
 	tf, err := auth.ParseTokens(strings.NewReader(tokens))
 	if err != nil {
 		t.Fatal(err)
@@ -79,17 +81,11 @@ func newServer(t *testing.T, cfg apf.Config, objsYAML string) *server {
 		_, _ = io.WriteString(w, "ok")
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-	s.Server = httptest.NewServer(auth.Middleware(tf)(gate.Middleware(apf.KubeResolver)(mux)))
+	s.Server = httptest.NewServer(auth.Middleware(tf)(apfhttp.Middleware(gate, apfhttp.KubeResolver)(mux)))
 	t.Cleanup(s.Close)
 	t.Cleanup(s.releaseAll) // runs first
 	return s
 }
-
-// patience bounds the tests' waits on goroutines and real servers. A wait
-// ends as soon as what it waits for happens, so a generous bound costs a
-// passing test nothing, while a slow machine (-race, two cores, packages
-// tested in parallel) must not fail one.
-const patience = 2 * time.Minute
 
 // waitEntered returns the next request to reach the handler, failing the
 // test instead of hanging when none does.
@@ -98,8 +94,8 @@ func (s *server) waitEntered(t *testing.T) string {
 	select {
 	case got := <-s.entered:
 		return got
-	case <-time.After(patience):
-		t.Fatalf("no request reached the handler within %s", patience)
+	case <-time.After(apftest.Patience):
+		t.Fatalf("no request reached the handler within %s", apftest.Patience)
 		return ""
 	}
 }
@@ -110,7 +106,7 @@ func (s *server) get(t *testing.T, path, token string) *http.Response {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := (&http.Client{Timeout: patience}).Do(req) // a hang fails the test
+	resp, err := (&http.Client{Timeout: apftest.Patience}).Do(req) // a hang fails the test
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +134,7 @@ func TestFilterRejectsWith429(t *testing.T) {
 	if ra := resp.Header.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("Retry-After %q, want a positive number of seconds", ra)
 	}
-	if resp.Header.Get(apf.HeaderFlowSchemaUID) == "" || resp.Header.Get(apf.HeaderPriorityLevelUID) == "" {
+	if resp.Header.Get(apfhttp.HeaderFlowSchemaUID) == "" || resp.Header.Get(apfhttp.HeaderPriorityLevelUID) == "" {
 		t.Errorf("classification headers missing: %v", resp.Header)
 	}
 	var body struct {
@@ -152,7 +148,7 @@ func TestFilterRejectsWith429(t *testing.T) {
 	}
 	// Counted as kube counts a request it refuses in self-defense: a list of
 	// pods in a namespace.
-	if v, ok := gauge(t, s.reg, "apiserver_request_terminations_total", map[string]string{"verb": "LIST", "group": "", "version": "v1",
+	if v, ok := apftest.Gauge(t, s.reg, "apiserver_request_terminations_total", map[string]string{"verb": "LIST", "group": "", "version": "v1",
 		"resource": "pods", "subresource": "", "scope": "namespace", "component": "apiserver", "code": "429"}); !ok || v != 1 {
 		t.Errorf("apiserver_request_terminations_total of the refused list = %v (%v), want 1", v, ok)
 	}
@@ -208,8 +204,8 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 	s.waitEntered(t)
 	// The watch is streaming, so its seat is given back: the handler started
 	// the response, and the filter frees the seat concurrently.
-	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
-		seats, ok := gauge(t, s.reg, "apiserver_flowcontrol_current_executing_seats", map[string]string{"priority_level": "tiny"})
+	for deadline := time.Now().Add(apftest.Patience); ; time.Sleep(5 * time.Millisecond) {
+		seats, ok := apftest.Gauge(t, s.reg, "apiserver_flowcontrol_current_executing_seats", map[string]string{"priority_level": "tiny"})
 		if ok && seats == 0 {
 			break
 		}
@@ -231,7 +227,7 @@ func TestFilterWatchReleasesSeatAtStart(t *testing.T) {
 		}
 	case code := <-done:
 		t.Fatalf("list answered %d while the watch streams", code)
-	case <-time.After(patience):
+	case <-time.After(apftest.Patience):
 		t.Fatal("list never entered")
 	}
 	s.releaseAll()

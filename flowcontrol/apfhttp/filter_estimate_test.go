@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/work"
 )
@@ -31,25 +33,7 @@ func configMapList(n, size int) string {
 
 // estimatedSeats returns the sum and count of work_estimated_seats so far.
 func estimatedSeats(t *testing.T, reg *prometheus.Registry) (sum float64, count uint64) {
-	return histogramTotals(t, reg, "apiserver_flowcontrol_work_estimated_seats")
-}
-
-// histogramTotals returns the sum and count of a histogram over its series.
-func histogramTotals(t *testing.T, reg *prometheus.Registry, name string) (sum float64, count uint64) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.Metric {
-				sum += m.GetHistogram().GetSampleSum()
-				count += m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return sum, count
+	return apftest.HistogramTotals(t, reg, "apiserver_flowcontrol_work_estimated_seats")
 }
 
 // TestFilterEstimatesWork runs the filter with LearnObjectCounts in front of
@@ -60,7 +44,7 @@ func histogramTotals(t *testing.T, reg *prometheus.Registry, name string) (sum f
 // notified to 25 watches in progress costs ceil(25/10) = 3 final seats, and 1
 // once they ended. An invalid list costs the level's cap.
 func TestFilterEstimatesWork(t *testing.T) {
-	g, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), "")
+	g, reg := apftest.NewGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), "")
 	tf, err := auth.ParseTokens(strings.NewReader(tokens))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +67,7 @@ func TestFilterEstimatesWork(t *testing.T) {
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	})
-	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver, apf.LearnObjectCounts())(mux)))
+	srv := httptest.NewServer(auth.Middleware(tf)(apfhttp.Middleware(g, apfhttp.KubeResolver, apfhttp.LearnObjectCounts())(mux)))
 	defer srv.Close()
 	do := func(ctx context.Context, method, path string) *http.Response {
 		t.Helper()
@@ -148,7 +132,7 @@ func TestFilterEstimatesWork(t *testing.T) {
 		t.Errorf("write to another namespace charged %v seats, want 1", got)
 	}
 	cancel()
-	for deadline := time.Now().Add(patience); g.Watches().WatchCount(post) != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(apftest.Patience); g.Watches().WatchCount(post) != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d watches still tracked after they ended", g.Watches().WatchCount(post))
 		}
@@ -157,7 +141,7 @@ func TestFilterEstimatesWork(t *testing.T) {
 		t.Errorf("write after the watches ended charged %v seats, want 1", got)
 	}
 	// kube's watch_count_samples: one observation per write, of its watch count
-	if sum, count := histogramTotals(t, reg, "apiserver_flowcontrol_watch_count_samples"); sum != 25 || count != 3 {
+	if sum, count := apftest.HistogramTotals(t, reg, "apiserver_flowcontrol_watch_count_samples"); sum != 25 || count != 3 {
 		t.Errorf("watch_count_samples: sum %v over %d writes, want 25 over 3", sum, count)
 	}
 }

@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"io"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 )
 
@@ -25,7 +27,7 @@ import (
 // back to 0. The test publishes each second's peaks itself, on a fake clock.
 func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, reg := newGate(t, clk, apf.Config{MaxRequestsInflight: 5}, twoFlows)
+	g, reg := apftest.NewGate(t, clk, apf.Config{MaxRequestsInflight: 5}, apftest.TwoFlows)
 	entered, release := make(chan struct{}, 5), make(chan struct{})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
@@ -43,7 +45,7 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	get := func(token string) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := (&http.Client{Timeout: patience}).Do(req)
+		resp, err := (&http.Client{Timeout: apftest.Patience}).Do(req)
 		if err != nil {
 			done <- 0
 			return
@@ -57,17 +59,17 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	tick := func() (executing, inQueue float64) {
 		t.Helper()
 		clk.Step(time.Second)
-		apf.PublishPeaks(g)
-		executing, _ = gauge(t, reg, "apiserver_current_inflight_requests", readOnly)
-		inQueue, _ = gauge(t, reg, "apiserver_current_inqueue_requests", readOnly)
+		g.PublishPeaks()
+		executing, _ = apftest.Gauge(t, reg, "apiserver_current_inflight_requests", readOnly)
+		inQueue, _ = apftest.Gauge(t, reg, "apiserver_current_inqueue_requests", readOnly)
 		return executing, inQueue
 	}
 	waitEntered := func() {
 		t.Helper()
 		select {
 		case <-entered:
-		case <-time.After(patience):
-			t.Fatalf("no request reached the handler within %s", patience)
+		case <-time.After(apftest.Patience):
+			t.Fatalf("no request reached the handler within %s", apftest.Patience)
 		}
 	}
 
@@ -83,7 +85,7 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	waitEntered()
 	waitEntered()
 	go get("alice-token")
-	for deadline := time.Now().Add(patience); waiting(g.Dump(), "split") != 1; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(apftest.Patience); apftest.Waiting(g.Dump(), "split") != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("alice's third request never queued")
 		}
@@ -108,7 +110,7 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 	if _, inQueue := tick(); inQueue != 0 {
 		t.Fatalf("idle: in-queue peak %v, want 0", inQueue)
 	}
-	if v, _ := gauge(t, reg, "apiserver_current_inqueue_requests", map[string]string{"request_kind": "mutating"}); v != 0 {
+	if v, _ := apftest.Gauge(t, reg, "apiserver_current_inqueue_requests", map[string]string{"request_kind": "mutating"}); v != 0 {
 		t.Fatalf("mutating in-queue peak %v, want 0 (only GETs were sent)", v)
 	}
 }
@@ -117,7 +119,7 @@ func TestFilterInqueueRequestsCountsOnlyQueuedRequests(t *testing.T) {
 // for a watch: as in kube, it executes until it has started its response,
 // not for as long as it streams.
 func TestWatchExecutesUntilItStarts(t *testing.T) {
-	g, reg := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), twoFlows)
+	g, reg := apftest.NewGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), apftest.TwoFlows)
 	streaming, stop := make(chan struct{}), make(chan struct{})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -130,26 +132,26 @@ func TestWatchExecutesUntilItStarts(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/namespaces/a/pods?watch=true", nil)
 		req.Header.Set("Authorization", "Bearer alice-token")
-		if resp, err := (&http.Client{Timeout: patience}).Do(req); err == nil {
+		if resp, err := (&http.Client{Timeout: apftest.Patience}).Do(req); err == nil {
 			_ = resp.Body.Close()
 		}
 	}()
 	select {
 	case <-streaming:
-	case <-time.After(patience):
+	case <-time.After(apftest.Patience):
 		t.Fatal("the watch never started")
 	}
 	readOnly := map[string]string{"request_kind": "readOnly"}
 	tick := func() float64 { // a second's end, as Gate.Run publishes it
-		apf.PublishPeaks(g)
-		v, _ := gauge(t, reg, "apiserver_current_inflight_requests", readOnly)
+		g.PublishPeaks()
+		v, _ := apftest.Gauge(t, reg, "apiserver_current_inflight_requests", readOnly)
 		return v
 	}
 	// The second's peak may include the watch's start; the next second's
 	// must not, though it still streams.
 	tick()
 	var executing float64
-	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(apftest.Patience); ; time.Sleep(5 * time.Millisecond) {
 		if executing = tick(); executing == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -167,7 +169,7 @@ func serveGate(t *testing.T, g *apf.Gate, handler http.Handler) *httptest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(auth.Middleware(tf)(g.Middleware(apf.KubeResolver)(handler)))
+	srv := httptest.NewServer(auth.Middleware(tf)(apfhttp.Middleware(g, apfhttp.KubeResolver)(handler)))
 	t.Cleanup(srv.Close)
 	return srv
 }

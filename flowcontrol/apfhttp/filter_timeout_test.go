@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"io"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 )
 
@@ -16,7 +17,7 @@ import (
 // counts as it; a malformed one is a 400 before admission.
 func TestQueueWaitIsAQuarterOfTheRequestTimeout(t *testing.T) {
 	clk := eventclock.NewFake(time.Unix(1000, 0))
-	g, _ := newGate(t, clk, apf.Config{MaxRequestsInflight: 1}, oneQueuedSeat)
+	g, _ := apftest.NewGate(t, clk, apf.Config{MaxRequestsInflight: 1}, apftest.OneQueuedSeat)
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +34,7 @@ func TestQueueWaitIsAQuarterOfTheRequestTimeout(t *testing.T) {
 		go func() {
 			req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 			req.Header.Set("Authorization", "Bearer alice-token")
-			resp, err := (&http.Client{Timeout: patience}).Do(req)
+			resp, err := (&http.Client{Timeout: apftest.Patience}).Do(req)
 			if err != nil {
 				done <- 0
 				return
@@ -45,7 +46,7 @@ func TestQueueWaitIsAQuarterOfTheRequestTimeout(t *testing.T) {
 	}
 	queued := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(patience); waiting(g.Dump(), "tiny") != n; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(apftest.Patience); apftest.Waiting(g.Dump(), "tiny") != n; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d requests never waited on tiny", n)
 			}
@@ -56,7 +57,7 @@ func TestQueueWaitIsAQuarterOfTheRequestTimeout(t *testing.T) {
 		select {
 		case c := <-done:
 			return c
-		case <-time.After(patience):
+		case <-time.After(apftest.Patience):
 			t.Fatal("no answer")
 			return 0
 		}

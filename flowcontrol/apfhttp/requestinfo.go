@@ -1,4 +1,4 @@
-package apf
+package apfhttp
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"bufio"
@@ -15,7 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 )
 
@@ -30,7 +31,7 @@ type bodyServer struct {
 	handled chan string
 }
 
-func newBodyServer(t *testing.T, l apf.BodyLimits, handler http.HandlerFunc) *bodyServer {
+func newBodyServer(t *testing.T, l apfhttp.BodyLimits, handler http.HandlerFunc) *bodyServer {
 	t.Helper()
 	objs := oneSeat + `
 ---
@@ -45,7 +46,7 @@ spec:
     resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
     nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
 `
-	gate, _ := newGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, tinyServer, objs)
+	gate, _ := apftest.NewGate(t, eventclock.Real{WithDelayedExecution: clock.RealClock{}}, tinyServer, objs)
 	tf, err := auth.ParseTokens(strings.NewReader(tokens))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ spec:
 			_, _ = w.Write(b)
 		}
 	}
-	inner := apf.ReadBody(l)(gate.Middleware(apf.Resources(apf.PaceGroup, "submissions"))(handler))
+	inner := apfhttp.ReadBody(l)(apfhttp.Middleware(gate, apfhttp.Resources(apfhttp.PaceGroup, "submissions"))(handler))
 	arrive := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if x := r.Header.Get("X-Test"); x != "" {
 			s.arrived <- x
@@ -95,18 +96,18 @@ func (s *bodyServer) slowPost(t *testing.T, name, token string, length int) net.
 		if got != name {
 			t.Fatalf("arrived %s, want %s", got, name)
 		}
-	case <-time.After(patience):
-		t.Fatalf("%s: headers not read within %s", name, patience)
+	case <-time.After(apftest.Patience):
+		t.Fatalf("%s: headers not read within %s", name, apftest.Patience)
 	}
 	return conn
 }
 
-// response reads the HTTP response on conn, waiting at most patience, and
+// response reads the HTTP response on conn, waiting at most apftest.Patience, and
 // requires the server to close the connection after it (it must not wait
 // for the rest of a body that is not coming).
 func response(t *testing.T, conn net.Conn) (int, string) {
 	t.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(patience))
+	_ = conn.SetReadDeadline(time.Now().Add(apftest.Patience))
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -126,7 +127,7 @@ func post(t *testing.T, url, token, body string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := (&http.Client{Timeout: patience}).Do(req)
+	resp, err := (&http.Client{Timeout: apftest.Patience}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func post(t *testing.T, url, token, body string) (int, string) {
 // serves another caller meanwhile, and the slow request is answered 408
 // once its time is up, never reaching the handler.
 func TestReadBodySlowClientHoldsNoSeat(t *testing.T) {
-	s := newBodyServer(t, apf.BodyLimits{MaxBytes: 1 << 20, Timeout: 200 * time.Millisecond}, nil)
+	s := newBodyServer(t, apfhttp.BodyLimits{MaxBytes: 1 << 20, Timeout: 200 * time.Millisecond}, nil)
 	slow := s.slowPost(t, "slow", "alice-token", 100)
 	if code, body := post(t, s.URL+"/submissions", "alice-token", `{"name":"x"}`); code != http.StatusOK || body != `{"name":"x"}` {
 		t.Errorf("a request beside the slow one: %d %q, want 200 and its body echoed", code, body)
@@ -154,7 +155,7 @@ func TestReadBodySlowClientHoldsNoSeat(t *testing.T) {
 }
 
 func TestReadBodyTooLarge(t *testing.T) {
-	s := newBodyServer(t, apf.BodyLimits{MaxBytes: 16, Timeout: time.Minute}, nil)
+	s := newBodyServer(t, apfhttp.BodyLimits{MaxBytes: 16, Timeout: time.Minute}, nil)
 	// Announced: refused before reading.
 	conn := s.slowPost(t, "announced", "alice-token", 17)
 	if code, body := response(t, conn); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "larger than 16 bytes") {
@@ -163,7 +164,7 @@ func TestReadBodyTooLarge(t *testing.T) {
 	// Chunked: refused once past the limit.
 	req, _ := http.NewRequest("POST", s.URL+"/submissions", io.MultiReader(strings.NewReader(strings.Repeat("x", 17))))
 	req.ContentLength = -1
-	resp, err := (&http.Client{Timeout: patience}).Do(req)
+	resp, err := (&http.Client{Timeout: apftest.Patience}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestReadBodyTooLarge(t *testing.T) {
 // Anonymous callers may have MaxAnonymous bodies read at once; callers
 // with credentials are not counted.
 func TestReadBodyBoundsAnonymousReads(t *testing.T) {
-	s := newBodyServer(t, apf.BodyLimits{MaxBytes: 1 << 20, Timeout: time.Minute, MaxAnonymous: 1}, nil)
+	s := newBodyServer(t, apfhttp.BodyLimits{MaxBytes: 1 << 20, Timeout: time.Minute, MaxAnonymous: 1}, nil)
 	slow := s.slowPost(t, "anonymous", "", 100)
 	refused := s.slowPost(t, "refused", "", 100)
 	if code, body := response(t, refused); code != http.StatusTooManyRequests || !strings.Contains(body, "without credentials") {
@@ -192,7 +193,7 @@ func TestReadBodyBoundsAnonymousReads(t *testing.T) {
 		t.Errorf("alice beside it: %d, want 200", code)
 	}
 	_ = slow.Close() // its read ends, and so does its count
-	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(apftest.Patience); ; time.Sleep(5 * time.Millisecond) {
 		if code, _ := post(t, s.URL+"/submissions", "", `{}`); code == http.StatusOK {
 			break
 		}
@@ -206,7 +207,7 @@ func TestReadBodyBoundsAnonymousReads(t *testing.T) {
 // for longer than the body's timeout keeps its request context.
 func TestReadBodyDeadlineEndsWithTheBody(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	s := newBodyServer(t, apf.BodyLimits{MaxBytes: 1 << 20, Timeout: timeout}, func(w http.ResponseWriter, r *http.Request) {
+	s := newBodyServer(t, apfhttp.BodyLimits{MaxBytes: 1 << 20, Timeout: timeout}, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
@@ -217,7 +218,7 @@ func TestReadBodyDeadlineEndsWithTheBody(t *testing.T) {
 			_, _ = io.WriteString(w, "done")
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	ctx, cancel := context.WithTimeout(context.Background(), apftest.Patience)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL+"/submissions", strings.NewReader("{}"))
 	resp, err := http.DefaultClient.Do(req)

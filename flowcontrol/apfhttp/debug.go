@@ -1,4 +1,4 @@
-package apf
+package apfhttp
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
 )
 
@@ -17,11 +18,11 @@ const DebugPrefix = "/debug/api_priority_and_fairness/"
 
 // DebugHandler serves kube-apiserver's text dumps, dump_priority_levels,
 // dump_queues and dump_requests, with the same columns.
-func (g *Gate) DebugHandler() http.Handler {
+func DebugHandler(g *apf.Gate) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc(DebugPrefix+"dump_priority_levels", g.dumpPriorityLevels)
-	mux.HandleFunc(DebugPrefix+"dump_queues", g.dumpQueues)
-	mux.HandleFunc(DebugPrefix+"dump_requests", g.dumpRequests)
+	mux.HandleFunc(DebugPrefix+"dump_priority_levels", func(w http.ResponseWriter, _ *http.Request) { dumpPriorityLevels(w, g) })
+	mux.HandleFunc(DebugPrefix+"dump_queues", func(w http.ResponseWriter, _ *http.Request) { dumpQueues(w, g) })
+	mux.HandleFunc(DebugPrefix+"dump_requests", func(w http.ResponseWriter, _ *http.Request) { dumpRequests(w, g) })
 	return mux
 }
 
@@ -38,7 +39,7 @@ func row(tw *tabwriter.Writer, cols ...string) { _, _ = fmt.Fprintln(tw, strings
 // A request withdrawn from its queue when its wait ended is counted, as
 // kube-apiserver (v0.37) counts it, as cancelled; kube never counts a
 // request as timed out there, so TimedoutRequests is 0.
-func (g *Gate) dumpPriorityLevels(w http.ResponseWriter, _ *http.Request) {
+func dumpPriorityLevels(w http.ResponseWriter, g *apf.Gate) {
 	tw := table(w, "PriorityLevelName", "ActiveQueues", "IsIdle", "IsQuiescing", "WaitingRequests", "ExecutingRequests",
 		"DispatchedRequests", "RejectedRequests", "TimedoutRequests", "CancelledRequests")
 	levels := g.Dump()
@@ -58,7 +59,7 @@ func (g *Gate) dumpPriorityLevels(w http.ResponseWriter, _ *http.Request) {
 	_ = tw.Flush()
 }
 
-func (g *Gate) dumpQueues(w http.ResponseWriter, _ *http.Request) {
+func dumpQueues(w http.ResponseWriter, g *apf.Gate) {
 	tw := table(w, "PriorityLevelName", "Index", "PendingRequests", "ExecutingRequests", "SeatsInUse", "NextDispatchR", "InitialSeatsSum", "MaxSeatsSum", "TotalWorkSum")
 	for _, l := range g.Dump() {
 		for _, q := range l.QueueSet.Queues {
@@ -73,7 +74,7 @@ func (g *Gate) dumpQueues(w http.ResponseWriter, _ *http.Request) {
 // -1 for the queue of requests executing without one (exempt levels). It
 // ignores includeRequestDetails: Pace's requests do not keep the user and
 // request attributes kube prints there (docs/flowcontrol.md, deviation 8).
-func (g *Gate) dumpRequests(w http.ResponseWriter, _ *http.Request) {
+func dumpRequests(w http.ResponseWriter, g *apf.Gate) {
 	tw := table(w, "PriorityLevelName", "FlowSchemaName", "QueueIndex", "RequestIndexInQueue", "FlowDistingsher", "ArriveTime",
 		"InitialSeats", "FinalSeats", "AdditionalLatency", "StartTime")
 	request := func(level string, queue, index int, rq queueset.RequestDump) {

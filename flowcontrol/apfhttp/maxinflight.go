@@ -1,18 +1,19 @@
-package apf
+package apfhttp
 
 import (
 	"net/http"
 
 	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/flowcontrol/apf"
 )
 
 // maxInflight is kube-apiserver's filter without APF: two non-blocking
 // limits, one for read-only and one for mutating requests; long-running
 // requests and system:masters are not limited; excess gets 429 with
 // Retry-After 1. A zero limit means unlimited.
-func (g *Gate) maxInflight(resolve Resolver) func(http.Handler) http.Handler {
-	readOnly := newSemaphore(g.cfg.MaxRequestsInflight)
-	mutating := newSemaphore(g.cfg.MaxMutatingRequestsInflight)
+func maxInflight(cfg apf.Config, m *apf.Metrics, resolve Resolver) func(http.Handler) http.Handler {
+	readOnly := newSemaphore(cfg.MaxRequestsInflight)
+	mutating := newSemaphore(cfg.MaxMutatingRequestsInflight)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ri := resolve(r)
@@ -25,13 +26,13 @@ func (g *Gate) maxInflight(resolve Resolver) func(http.Handler) http.Handler {
 				sem = readOnly
 			}
 			if !sem.tryAcquire() {
-				g.metrics.terminated(r, ri, http.StatusTooManyRequests)
+				terminated(m, r, ri, http.StatusTooManyRequests)
 				TooManyRequests(w, 1, "too many requests, please try again later")
 				return
 			}
 			defer sem.release()
-			g.metrics.requestKind(ri.IsReadOnly(), executingPhase, 1)
-			defer g.metrics.requestKind(ri.IsReadOnly(), executingPhase, -1)
+			m.RequestKind(ri.IsReadOnly(), apf.Executing, 1)
+			defer m.RequestKind(ri.IsReadOnly(), apf.Executing, -1)
 			next.ServeHTTP(w, r)
 		})
 	}

@@ -1,4 +1,4 @@
-package apf
+package apfhttp
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol"
+	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 )
 
@@ -52,10 +53,11 @@ func LearnObjectCounts() FilterOption {
 // Gate.Watches until it ends. With APF disabled (Config.Disabled) it applies
 // the two max-inflight limits instead.
 //
-//	handler := auth.Middleware(authn)(apf.ReadBody(limits)(gate.Middleware(api.Resolver())(mux)))
-func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Handler) http.Handler {
-	if g.cfg.Disabled {
-		return g.maxInflight(resolve)
+//	handler := auth.Middleware(authn)(apfhttp.ReadBody(limits)(apfhttp.Middleware(gate, api.Resolver())(mux)))
+func Middleware(g *apf.Gate, resolve Resolver, opts ...FilterOption) func(http.Handler) http.Handler {
+	cfg, m := g.Config(), g.Metrics()
+	if cfg.Disabled {
+		return maxInflight(cfg, m, resolve)
 	}
 	var o filterOptions
 	for _, opt := range opts {
@@ -70,14 +72,14 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 			}
 			attrs := Attributes(r, ri)
 			query := r.URL.Query()
-			wr := WorkRequest(attrs, query)
+			wr := apf.WorkRequest(attrs, query)
 			kind := "regular"
 			if ri.IsWatch() {
 				kind = "watch"
 			}
 			var wait time.Duration // a watch has no deadline in kube: it waits the default 15 s
 			if !ri.IsWatch() {
-				timeout, err := g.requestTimeout(query)
+				timeout, err := requestTimeout(cfg, query)
 				if err != nil {
 					writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
 					return
@@ -87,17 +89,17 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 				// handlers time themselves.
 				wait = timeout / 4
 			}
-			adm, err := g.admit(r.Context(), attrs, wr, kind, wait, func(inQueue bool) {
+			adm, err := g.AdmitWithin(r.Context(), attrs, wr, kind, wait, func(inQueue bool) {
 				delta := -1
 				if inQueue {
 					delta = 1
 				}
-				g.metrics.requestKind(ri.IsReadOnly(), waitingPhase, delta)
+				m.RequestKind(ri.IsReadOnly(), apf.Waiting, delta)
 			})
 			if err != nil {
 				var rej *flowcontrol.RejectedError
 				if errors.As(err, &rej) {
-					g.metrics.terminated(r, ri, http.StatusTooManyRequests)
+					terminated(m, r, ri, http.StatusTooManyRequests)
 					c := g.Classify(attrs)
 					setClassificationHeaders(w, c)
 					TooManyRequests(w, rej.RetryAfter.Seconds(), rej.Error())
@@ -107,9 +109,9 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 				return
 			}
 			setClassificationHeaders(w, adm.Classification)
-			executing := func(delta int) { g.metrics.requestKind(ri.IsReadOnly(), executingPhase, delta) }
+			executing := func(delta int) { m.RequestKind(ri.IsReadOnly(), apf.Executing, delta) }
 			if ri.IsWatch() { // executing until it has started, as kube counts it
-				serveWatch(adm, g.watches.Register(wr), executing, next, w, r)
+				serveWatch(adm, g.Watches().Register(wr), executing, next, w, r)
 				return
 			}
 			executing(1)
@@ -117,7 +119,7 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 			switch {
 			case o.learnCounts && countsWholeResource(ri, query):
 				lc := &listCounter{ResponseWriter: w}
-				defer func() { g.objects.learn(ri.APIGroup, ri.Resource, lc.finish()) }() // also ends the decoder on a panic
+				defer func() { learn(g.ObjectCounts(), ri.APIGroup, ri.Resource, lc.finish()) }() // also ends the decoder on a panic
 				adm.Finish(func() { next.ServeHTTP(lc, r) })
 			default:
 				adm.Finish(func() { next.ServeHTTP(w, r) })
@@ -130,8 +132,8 @@ func (g *Gate) Middleware(resolve Resolver, opts ...FilterOption) func(http.Hand
 // quarter: its ?timeout= (a Go duration, as kube-apiserver reads it), at
 // most Config.RequestTimeout, which is also the time of a request that
 // names none.
-func (g *Gate) requestTimeout(query url.Values) (time.Duration, error) {
-	limit := g.cfg.requestTimeout()
+func requestTimeout(cfg apf.Config, query url.Values) (time.Duration, error) {
+	limit := cfg.RequestTimeoutOrDefault()
 	v := query.Get("timeout")
 	if v == "" {
 		return limit, nil
@@ -158,8 +160,8 @@ func Attributes(r *http.Request, ri RequestInfo) policy.Attributes {
 }
 
 func setClassificationHeaders(w http.ResponseWriter, c policy.Classification) {
-	w.Header().Set(HeaderFlowSchemaUID, UID("FlowSchema", c.FlowSchema.Name, string(c.FlowSchema.UID)))
-	w.Header().Set(HeaderPriorityLevelUID, UID("PriorityLevelConfiguration", c.PriorityLevel.Name, string(c.PriorityLevel.UID)))
+	w.Header().Set(HeaderFlowSchemaUID, apf.UID("FlowSchema", c.FlowSchema.Name, string(c.FlowSchema.UID)))
+	w.Header().Set(HeaderPriorityLevelUID, apf.UID("PriorityLevelConfiguration", c.PriorityLevel.Name, string(c.PriorityLevel.UID)))
 }
 
 // TooManyRequests answers 429 with Retry-After (whole seconds, at least 1)
@@ -184,7 +186,7 @@ func writeError(w http.ResponseWriter, code int, name, msg string) {
 // handler starts the response or returns, while the handler goes on
 // streaming, as kube-apiserver ends it at the watch's initialization;
 // forget ends its count among the watches when the handler returns.
-func serveWatch(adm *Admission, forget func(), executing func(delta int), next http.Handler, w http.ResponseWriter, r *http.Request) {
+func serveWatch(adm *apf.Admission, forget func(), executing func(delta int), next http.Handler, w http.ResponseWriter, r *http.Request) {
 	sw := &startWriter{ResponseWriter: w, started: make(chan struct{})}
 	done := make(chan any, 1)
 	adm.Finish(func() {

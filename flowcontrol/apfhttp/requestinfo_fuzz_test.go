@@ -1,4 +1,4 @@
-package apf_test
+package apfhttp_test
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 )
 
 // resourceVerbs are the verbs of resource requests made with the standard
@@ -20,7 +20,7 @@ var resourceVerbs = []string{"get", "list", "watch", "create", "update", "patch"
 func FuzzKubeResolver(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, path, query string) {
 		r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}}
-		ri := apf.KubeResolver(r)
+		ri := apfhttp.KubeResolver(r)
 		checkRequestInfo(t, r, ri)
 		segs := strings.Split(strings.Trim(path, "/"), "/")
 		// A resource path is /api/{version}/{rest} or /apis/{group}/{version}/{rest}, where rest is
@@ -65,27 +65,27 @@ func FuzzKubeResolver(f *testing.F) {
 
 // FuzzResources checks the same of the resolver of Pace's own API.
 func FuzzResources(f *testing.F) {
-	resolve := apf.Resources(apf.PaceGroup, "submissions", "jobs")
+	resolve := apfhttp.Resources(apfhttp.PaceGroup, "submissions", "jobs")
 	f.Fuzz(func(t *testing.T, method, path, query string) {
 		r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}}
 		ri := resolve(r)
 		checkRequestInfo(t, r, ri)
 		segs := strings.Split(strings.Trim(path, "/"), "/")
 		if resource := slices.Contains([]string{"submissions", "jobs"}, segs[0]); resource != ri.IsResourceRequest ||
-			resource && (ri.Resource != segs[0] || ri.APIGroup != apf.PaceGroup) {
+			resource && (ri.Resource != segs[0] || ri.APIGroup != apfhttp.PaceGroup) {
 			t.Fatalf("%s %s read as %+v", method, path, ri)
 		}
 	})
 }
 
 // checkRequestInfo fails t unless ri holds the invariants of every resolver.
-func checkRequestInfo(t *testing.T, r *http.Request, ri apf.RequestInfo) {
+func checkRequestInfo(t *testing.T, r *http.Request, ri apfhttp.RequestInfo) {
 	t.Helper()
 	if ri.Path != r.URL.Path {
 		t.Fatalf("%s %s: path %q", r.Method, r.URL, ri.Path)
 	}
 	if !ri.IsResourceRequest {
-		want := apf.RequestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method), LongRunning: ri.LongRunning}
+		want := apfhttp.RequestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method), LongRunning: ri.LongRunning}
 		if ri != want {
 			t.Fatalf("%s %s: non-resource request with resource attributes: %+v", r.Method, r.URL, ri)
 		}

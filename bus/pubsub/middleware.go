@@ -3,6 +3,9 @@ package pubsub
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -57,6 +60,24 @@ func Timeout(d time.Duration) message.HandlerMiddleware {
 			defer cancel()
 			m.SetContext(ctx)
 			defer m.SetContext(own)
+			return h(m)
+		}
+	}
+}
+
+// Recover returns a middleware that turns a panic of the handler into an
+// error wrapping bus.ErrMalformed that names it, and logs its stack: with
+// SetAside around it, a message that crashes its handler becomes a dead
+// letter instead of taking the stage down, and coming back to it for ever.
+func Recover(log *slog.Logger) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(m *message.Message) (out []*message.Message, err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					log.Error("handler panicked; the message is set aside", "panic", r, "stack", string(debug.Stack()))
+					out, err = nil, fmt.Errorf("%w: its handler panicked: %v", bus.ErrMalformed, r)
+				}
+			}()
 			return h(m)
 		}
 	}

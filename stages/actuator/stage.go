@@ -116,9 +116,9 @@ func (s *Stage) router(p schemas.Prefix) (*message.Router, error) {
 	}
 	router.AddMiddleware(pubsub.Timeout(handleTimeout)) // the Router logs a handler's error
 	router.AddConsumerHandler("decisions", p.Decisions("*"), sub, s.onDecision).
-		AddMiddleware(pubsub.SetAside(s.c, "actuator")) // a dead letter on pace.metrics.<job>.dead, byte for byte
+		AddMiddleware(pubsub.SetAside(s.c, "actuator"), pubsub.Recover(s.log)) // a dead letter on pace.metrics.<job>.dead, byte for byte
 	router.AddConsumerHandler("job-events", p.Jobs("*", "*"), sub, s.onEvent).
-		AddMiddleware(pubsub.SetAsideWith(s.c.SetAsideJobEvent)) // logged, dead-lettered and counted once
+		AddMiddleware(pubsub.SetAsideWith(s.c.SetAsideJobEvent), pubsub.Recover(s.log)) // logged, dead-lettered and counted once
 	return router, nil
 }
 

@@ -321,7 +321,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		return fmt.Errorf("controller router: %w", err)
 	}
 	router.AddConsumerHandler("progress", prefix.Metrics("*", schemas.ProgressMetrics), sub, s.handle).
-		AddMiddleware(pubsub.SetAside(s.c, "controller")) // a dead letter on pace.metrics.<job>.dead
+		AddMiddleware(pubsub.SetAside(s.c, "controller"), pubsub.Recover(s.log)) // a dead letter on pace.metrics.<job>.dead
 	s.log.Info("controller started", "plugins", s.reg.Names())
 	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("consume progress: %w", err)

@@ -21,9 +21,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/pubsub"
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/policy"
@@ -151,32 +152,28 @@ func (s *Stage) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("gate consumer: %w", err)
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.handle(ctx, m)
-		}()
-	})
-	if err != nil {
-		return fmt.Errorf("gate consume: %w", err)
+	// Each request waits in its APF queue on a goroutine of its own;
+	// settled when it leaves: acked once its outcome is published, naked
+	// when it could not be admitted (or the stage stops), to come back.
+	loop := pubsub.Loop{Handler: func(m *message.Message) ([]*message.Message, error) { return nil, s.handle(m) },
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.c, "gate"), pubsub.Recover(s.log)}, Concurrent: true}
+	if err := loop.Run(ctx, cons); err != nil {
+		return fmt.Errorf("gate: %w", err)
 	}
-	<-ctx.Done()
-	cc.Stop()
 	return nil
 }
 
-func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
-	ctx = bus.MessageContext(ctx, m.Headers())
-	req, err := bus.Decode[schemas.KubeRequest](m.Data(), m.Headers())
+// handle admits one request through the gate, runs it and publishes its
+// admission event and outcome; an error returns the request to the stream.
+// An unreadable request is an error wrapping bus.ErrMalformed, kept byte
+// for byte as a dead letter: on the work-queue stream PACE_K8S, settling
+// the request deletes it.
+func (s *Stage) handle(m *message.Message) error {
+	ctx := m.Context()
+	req, err := pubsub.Decode[schemas.KubeRequest](m)
 	if err != nil {
-		// Kept byte for byte: on the work-queue stream PACE_K8S, settling
-		// the request deletes it.
 		s.malformed.Inc()
-		s.c.SetAside(ctx, "gate", m, err)
-		return
+		return err
 	}
 	log := s.log.With("request_id", req.ID, "job", req.Job)
 	span := trace.SpanFromContext(ctx)
@@ -193,8 +190,7 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 	switch {
 	case errors.As(err, &rej):
 		if ctx.Err() != nil {
-			_ = m.Nak() // shutting down: another instance will take it
-			return
+			return ctx.Err() // shutting down: another instance will take it
 		}
 		log.Warn("kube request rejected", "priority_level", rej.PriorityLevel, "flow_schema", rej.FlowSchema, "reason", rej.Reason)
 		span.SetStatus(codes.Error, "rejected: "+string(rej.Reason))
@@ -203,12 +199,10 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 			Reason: string(rej.Reason), Seats: rej.Seats, At: s.clk.Now()})
 		s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Rejected,
 			Reason: fmt.Sprintf("%s (retry after %v)", rej.Reason, rej.RetryAfter), At: s.clk.Now()})
-		_ = m.Ack()
-		return
+		return nil
 	case err != nil:
 		log.Error("kube request not admitted", "err", err)
-		_ = m.Nak()
-		return
+		return err
 	}
 	c := adm.Classification
 	s.publish(ctx, log, s.c.Prefix().Admission(token(c.PriorityLevel.Name), token(c.FlowSchema.Name)), &schemas.AdmissionEvent{
@@ -221,7 +215,7 @@ func (s *Stage) handle(ctx context.Context, m jetstream.Msg) {
 		span.SetStatus(codes.Error, out.Reason)
 	}
 	s.publish(ctx, log, s.c.Prefix().KubeOutcomes(), out)
-	_ = m.Ack()
+	return nil
 }
 
 // execute runs the actuator, holding the seats until its outcome or

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/pubsub"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -150,10 +152,6 @@ func (s *Stage) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor consumer: %w", err)
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return fmt.Errorf("consume raw samples: %w", err)
-	}
 	acks := make(chan pendingAck, 4096)
 	acked := make(chan struct{})
 	go func() { // acknowledges each sample once its progress is stored, in order
@@ -169,21 +167,17 @@ func (s *Stage) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	stop := context.AfterFunc(ctx, msgs.Stop)
-	defer stop()
+	defer func() { close(acks); <-acked }()
 	s.log.Info("processor started", "window", s.cfg.Window)
-	for {
-		msg, err := msgs.Next()
-		if err != nil {
-			close(acks)
-			<-acked
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("consume raw samples: %w", err)
-		}
-		s.handle(ctx, msg, acks)
+	loop := pubsub.Loop{
+		Handler:     func(m *message.Message) ([]*message.Message, error) { return nil, s.handle(m, acks) },
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.bus, "processor"), pubsub.Recover(s.log)},
+		Settle:      s.settle,
 	}
+	if err := loop.Run(ctx, cons); err != nil {
+		return fmt.Errorf("raw samples: %w", err)
+	}
+	return nil
 }
 
 // Use keeps the workers' usage for their job's next progress.
@@ -196,56 +190,72 @@ func (s *Stage) Use(u *schemas.Usage) {
 	tr.Use(u)
 }
 
+// errPublish is a progress the processor could not publish: its sample is
+// delivered again a second later.
+var errPublish = errors.New("progress not published")
+
 // handle decodes one raw sample, processes it and publishes its progress,
-// or keeps a usage message for the next.
-func (s *Stage) handle(ctx context.Context, msg jetstream.Msg, acks chan<- pendingAck) {
-	if strings.HasSuffix(msg.Subject(), "."+string(schemas.UsageMetrics)) {
-		u, err := bus.Decode[schemas.Usage](msg.Data(), msg.Headers())
+// whose storing acks the sample (acks), or keeps a usage message for the
+// next. A message it cannot read or process is an error wrapping
+// bus.ErrMalformed, set aside.
+func (s *Stage) handle(m *message.Message, acks chan<- pendingAck) error {
+	jm, _ := pubsub.Msg(m)
+	if strings.HasSuffix(jm.Subject(), "."+string(schemas.UsageMetrics)) {
+		u, err := pubsub.Decode[schemas.Usage](m)
 		if err != nil {
-			s.deadLetter(ctx, msg, err)
-			return
+			return s.malformedErr(err)
 		}
 		s.Use(u)
-		_ = msg.Ack()
-		return
+		_ = jm.Ack()
+		return nil
 	}
-	in, err := bus.Decode[schemas.Sample](msg.Data(), msg.Headers())
+	in, err := pubsub.Decode[schemas.Sample](m)
 	if err != nil {
-		s.deadLetter(ctx, msg, err)
-		return
+		return s.malformedErr(err)
 	}
 	s.metrics.age.Observe(s.clk.Since(in.At).Seconds())
-	out, err := s.Process(ctx, in)
+	out, err := s.Process(m.Context(), in)
 	if err != nil {
-		s.deadLetter(ctx, msg, err)
-		return
+		return s.malformedErr(err)
 	}
 	if len(out) == 0 {
-		_ = msg.Ack()
-		return
+		_ = jm.Ack()
+		return nil
 	}
 	for _, p := range out {
-		pm, err := bus.NewMsg(bus.MessageContext(ctx, msg.Headers()), s.prefix.Metrics(p.Job, schemas.ProgressMetrics), p)
+		pm, err := bus.NewMsg(m.Context(), s.prefix.Metrics(p.Job, schemas.ProgressMetrics), p)
 		if err != nil {
-			s.deadLetter(ctx, msg, err)
-			return
+			return s.malformedErr(err)
 		}
 		pm.Header.Set(schemas.HeaderMsgID, p.Job+"/"+strconv.FormatInt(p.At.UnixNano(), 10))
 		f, err := s.js.PublishMsgAsync(pm)
 		if err != nil {
 			s.metrics.errors.Inc()
 			s.log.Warn("progress not published, sample will be redelivered", "job", p.Job, "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return
+			return fmt.Errorf("%w: %w", errPublish, err)
 		}
 		s.metrics.processed.Inc()
-		acks <- pendingAck{msg: msg, pub: f}
+		acks <- pendingAck{msg: jm, pub: f}
+	}
+	return nil
+}
+
+// settle redelivers a second later a sample whose progress was not
+// published; the others are settled already, or once their progress is
+// stored.
+func (s *Stage) settle(jm jetstream.Msg, err error) {
+	if errors.Is(err, errPublish) {
+		_ = jm.NakWithDelay(time.Second)
 	}
 }
 
-// deadLetter counts an unreadable sample and sets it aside as a dead letter
-// on pace.metrics.<job>.dead (see bus.Client.SetAside).
-func (s *Stage) deadLetter(ctx context.Context, msg jetstream.Msg, cause error) {
+// malformedErr counts a sample the processor cannot read or process and
+// marks it malformed, for SetAside to keep as a dead letter on
+// pace.metrics.<job>.dead.
+func (s *Stage) malformedErr(err error) error {
 	s.metrics.malformed.Inc()
-	s.bus.SetAside(ctx, "processor", msg, cause)
+	if errors.Is(err, bus.ErrMalformed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", bus.ErrMalformed, err)
 }

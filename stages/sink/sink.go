@@ -9,17 +9,18 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/pubsub"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -125,32 +126,27 @@ func (st *Stage) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s sink consumer: %w", st.name, err)
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
+	st.log.Info("sink started")
+	loop := pubsub.Loop{Handler: st.handle,
+		// Every sink sets a message aside under one name, so that several
+		// sinks reading it store one dead letter.
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(st.bus, "sink"), pubsub.Recover(st.log)}}
+	if st.start == Latest {
+		loop.Settle = func(jetstream.Msg, error) {} // an ordered consumer: nothing to ack
+	}
+	if err := loop.Run(ctx, cons); err != nil {
 		return fmt.Errorf("%s sink: %w", st.name, err)
 	}
-	stop := context.AfterFunc(ctx, msgs.Stop)
-	defer stop()
-	st.log.Info("sink started")
-	for {
-		msg, err := msgs.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("%s sink: %w", st.name, err)
-		}
-		p, err := bus.Decode[schemas.Progress](msg.Data(), msg.Headers())
-		if err != nil {
-			// Every sink sets the message aside under one name, so that
-			// several sinks reading it store one dead letter.
-			st.malformed.Inc()
-			st.bus.SetAside(ctx, "sink", msg, err)
-			continue
-		}
-		st.sink.Write(p)
-		if st.start == Durable {
-			_ = msg.Ack()
-		}
+	return nil
+}
+
+// handle writes one progress message to the sink.
+func (st *Stage) handle(m *message.Message) ([]*message.Message, error) {
+	p, err := pubsub.Decode[schemas.Progress](m)
+	if err != nil {
+		st.malformed.Inc()
+		return nil, err
 	}
+	st.sink.Write(p)
+	return nil, nil
 }

@@ -153,7 +153,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		return fmt.Errorf("gate consumer: %w", err)
 	}
 	// Each request waits in its APF queue on a goroutine of its own;
-	// settled when it leaves: acked once its outcome is published, naked
+	// settled when it leaves: acked once its outcome is published, nacked
 	// when it could not be admitted (or the stage stops), to come back.
 	loop := pubsub.Loop{Handler: func(m *message.Message) ([]*message.Message, error) { return nil, s.handle(m) },
 		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.c, "gate"), pubsub.Recover(s.log)}, Concurrent: true}

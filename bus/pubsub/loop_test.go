@@ -14,6 +14,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -163,7 +165,7 @@ func TestLoopConcurrent(t *testing.T) {
 
 // TestLoopSetsAsideAPanic runs a Loop whose handler panics on one message:
 // with Recover inside SetAside, the message becomes a dead letter naming
-// the panic, and the loop goes on to the next.
+// the panic, counted by CountMalformed, and the loop goes on to the next.
 func TestLoopSetsAsideAPanic(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	cons := loopConsumer(t, c, "crash", 2)
@@ -172,8 +174,10 @@ func TestLoopSetsAsideAPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	handled := make(chan int, 4)
+	malformed := prometheus.NewCounter(prometheus.CounterOpts{Name: "malformed_total", Help: "Malformed messages."})
 	loop := pubsub.Loop{
-		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(c, "loop-test"), pubsub.Recover(slog.New(slog.DiscardHandler))},
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(c, "loop-test"), pubsub.CountMalformed(malformed),
+			pubsub.Recover(slog.New(slog.DiscardHandler))},
 		Handler: func(m *message.Message) ([]*message.Message, error) {
 			d, err := pubsub.Decode[schemas.Decision](m)
 			if err != nil {
@@ -207,6 +211,13 @@ func TestLoopSetsAsideAPanic(t *testing.T) {
 	}
 	if letter.Reason != schemas.Malformed || !strings.Contains(letter.LastError, "replicas 1 is unheard of") {
 		t.Errorf("dead letter %+v, want malformed, naming the panic", letter)
+	}
+	var counted dto.Metric
+	if err := malformed.Write(&counted); err != nil {
+		t.Fatal(err)
+	}
+	if n := counted.GetCounter().GetValue(); n != 1 {
+		t.Errorf("malformed messages counted: %v, want 1", n)
 	}
 	stop()
 	if err := <-done; err != nil {

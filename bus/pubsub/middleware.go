@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pace-platform/pace/bus"
 )
@@ -79,6 +80,22 @@ func Recover(log *slog.Logger) message.HandlerMiddleware {
 				}
 			}()
 			return h(m)
+		}
+	}
+}
+
+// CountMalformed returns a middleware that counts in c the messages whose
+// handler returns an error wrapping bus.ErrMalformed (a panic under Recover
+// is one). Put it inside SetAside, which turns such errors into dead
+// letters.
+func CountMalformed(c prometheus.Counter) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(m *message.Message) ([]*message.Message, error) {
+			out, err := h(m)
+			if errors.Is(err, bus.ErrMalformed) {
+				c.Inc()
+			}
+			return out, err
 		}
 	}
 }

@@ -321,7 +321,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		return fmt.Errorf("controller router: %w", err)
 	}
 	router.AddConsumerHandler("progress", prefix.Metrics("*", schemas.ProgressMetrics), sub, s.handle).
-		AddMiddleware(pubsub.SetAside(s.c, "controller"), pubsub.Recover(s.log)) // a dead letter on pace.metrics.<job>.dead
+		AddMiddleware(pubsub.SetAside(s.c, "controller"), pubsub.CountMalformed(s.malformed), pubsub.Recover(s.log)) // a dead letter on pace.metrics.<job>.dead
 	s.log.Info("controller started", "plugins", s.reg.Names())
 	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("consume progress: %w", err)
@@ -336,15 +336,14 @@ func (s *Stage) Run(ctx context.Context) error {
 const handleTimeout = 10 * time.Second
 
 // handle decides on one progress message, publishes the decision, then
-// saves the controller's state. A message that cannot be read is counted
-// and returned as malformed, to be set aside as a dead letter.
+// saves the controller's state. A message that cannot be read is returned
+// as malformed, to be counted and set aside as a dead letter.
 // When deciding, publishing or saving fails, the job's controller is dropped
 // from memory (it is rebuilt from the last saved state) and the message is
 // retried; the decision's message id makes a republished decision a duplicate.
 func (s *Stage) handle(msg *message.Message) error {
 	p, err := pubsub.Decode[schemas.Progress](msg)
 	if err != nil {
-		s.malformed.Inc()
 		return err
 	}
 	log := s.log.With("job", p.Job)

@@ -156,7 +156,8 @@ func (s *Stage) Run(ctx context.Context) error {
 	// settled when it leaves: acked once its outcome is published, nacked
 	// when it could not be admitted (or the stage stops), to come back.
 	loop := pubsub.Loop{Handler: func(m *message.Message) ([]*message.Message, error) { return nil, s.handle(m) },
-		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.c, "gate"), pubsub.Recover(s.log)}, Concurrent: true}
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.c, "gate"), pubsub.CountMalformed(s.malformed),
+			pubsub.Recover(s.log)}, Concurrent: true}
 	if err := loop.Run(ctx, cons); err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
@@ -172,7 +173,6 @@ func (s *Stage) handle(m *message.Message) error {
 	ctx := m.Context()
 	req, err := pubsub.Decode[schemas.KubeRequest](m)
 	if err != nil {
-		s.malformed.Inc()
 		return err
 	}
 	log := s.log.With("request_id", req.ID, "job", req.Job)

@@ -170,9 +170,10 @@ func (s *Stage) Run(ctx context.Context) error {
 	defer func() { close(acks); <-acked }()
 	s.log.Info("processor started", "window", s.cfg.Window)
 	loop := pubsub.Loop{
-		Handler:     func(m *message.Message) ([]*message.Message, error) { return nil, s.handle(m, acks) },
-		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.bus, "processor"), pubsub.Recover(s.log)},
-		Settle:      s.settle,
+		Handler: func(m *message.Message) ([]*message.Message, error) { return nil, s.handle(m, acks) },
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(s.bus, "processor"), pubsub.CountMalformed(s.metrics.malformed),
+			pubsub.Recover(s.log)},
+		Settle: s.settle,
 	}
 	if err := loop.Run(ctx, cons); err != nil {
 		return fmt.Errorf("raw samples: %w", err)
@@ -203,7 +204,7 @@ func (s *Stage) handle(m *message.Message, acks chan<- pendingAck) error {
 	if strings.HasSuffix(jm.Subject(), "."+string(schemas.UsageMetrics)) {
 		u, err := pubsub.Decode[schemas.Usage](m)
 		if err != nil {
-			return s.malformedErr(err)
+			return malformed(err)
 		}
 		s.Use(u)
 		_ = jm.Ack()
@@ -211,12 +212,12 @@ func (s *Stage) handle(m *message.Message, acks chan<- pendingAck) error {
 	}
 	in, err := pubsub.Decode[schemas.Sample](m)
 	if err != nil {
-		return s.malformedErr(err)
+		return malformed(err)
 	}
 	s.metrics.age.Observe(s.clk.Since(in.At).Seconds())
 	out, err := s.Process(m.Context(), in)
 	if err != nil {
-		return s.malformedErr(err)
+		return malformed(err)
 	}
 	if len(out) == 0 {
 		_ = jm.Ack()
@@ -225,7 +226,7 @@ func (s *Stage) handle(m *message.Message, acks chan<- pendingAck) error {
 	for _, p := range out {
 		pm, err := bus.NewMsg(m.Context(), s.prefix.Metrics(p.Job, schemas.ProgressMetrics), p)
 		if err != nil {
-			return s.malformedErr(err)
+			return malformed(err)
 		}
 		pm.Header.Set(schemas.HeaderMsgID, p.Job+"/"+strconv.FormatInt(p.At.UnixNano(), 10))
 		f, err := s.js.PublishMsgAsync(pm)
@@ -249,11 +250,10 @@ func (s *Stage) settle(jm jetstream.Msg, err error) {
 	}
 }
 
-// malformedErr counts a sample the processor cannot read or process and
-// marks it malformed, for SetAside to keep as a dead letter on
+// malformed marks a sample the processor cannot read or process
+// malformed, to be counted and kept as a dead letter on
 // pace.metrics.<job>.dead.
-func (s *Stage) malformedErr(err error) error {
-	s.metrics.malformed.Inc()
+func malformed(err error) error {
 	if errors.Is(err, bus.ErrMalformed) {
 		return err
 	}

@@ -130,7 +130,8 @@ func (st *Stage) Run(ctx context.Context) error {
 	loop := pubsub.Loop{Handler: st.handle,
 		// Every sink sets a message aside under one name, so that several
 		// sinks reading it store one dead letter.
-		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(st.bus, "sink"), pubsub.Recover(st.log)}}
+		Middlewares: []message.HandlerMiddleware{pubsub.SetAside(st.bus, "sink"), pubsub.CountMalformed(st.malformed),
+			pubsub.Recover(st.log)}}
 	if st.start == Latest {
 		loop.Settle = func(jetstream.Msg, error) {} // an ordered consumer: nothing to ack
 	}
@@ -144,7 +145,6 @@ func (st *Stage) Run(ctx context.Context) error {
 func (st *Stage) handle(m *message.Message) ([]*message.Message, error) {
 	p, err := pubsub.Decode[schemas.Progress](m)
 	if err != nil {
-		st.malformed.Inc()
 		return nil, err
 	}
 	st.sink.Write(p)

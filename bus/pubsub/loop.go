@@ -57,7 +57,7 @@ func (l *Loop) Run(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	msgs, err := cons.Messages(jetstream.PullMaxMessages(pull))
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, err)
+		return fmt.Errorf("consume: %w", err)
 	}
 	stop := context.AfterFunc(ctx, msgs.Stop)
 	defer stop()
@@ -69,7 +69,7 @@ func (l *Loop) Run(ctx context.Context, cons jetstream.Consumer) error {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
 			}
-			return fmt.Errorf("consume %s: %w", cons.CachedInfo().Name, err)
+			return fmt.Errorf("consume: %w", err)
 		}
 		handle := func() {
 			m, done := watermillMsg(ctx, jm)

@@ -32,8 +32,8 @@
 // Done is capped by the items that left the queue (a batch job's total, a
 // streaming job's entries in the ledger, less pending and in flight), so
 // results for ids a job never queued move nothing before the manager sets
-// them aside. Streaming jobs cost a third request, the count of their
-// entries on pace.ledger.<job>.*, made as the results' count is; those with
+// them aside. Streaming jobs with results cost a third request, the count
+// of their entries on pace.ledger.<job>.*, made as the results' count is; those with
 // a backlog a fourth: the first stored message of pace.work.<job>, whose
 // time is the oldest unfinished item's.
 // The counting consumers are created on a job's first sample and deleted when

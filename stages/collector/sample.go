@@ -149,7 +149,7 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	// its progress nor its rates meanwhile. A batch job's items are its
 	// total; a streaming job's, those the ledger has entered.
 	queued := rec.Total
-	if s.Mode == schemas.Streaming {
+	if s.Mode == schemas.Streaming && s.Done > 0 { // no result, nothing to cap: an idle job costs no count
 		if queued, err = c.count(ctx, schemas.StreamLedger, rec.ID, c.prefix.JobLedger(rec.ID)); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -22,53 +23,69 @@ import (
 // cannot be decoded, has another schema or fails validation.
 var ErrMalformed = errors.New("malformed message")
 
-type ctxKey int
+// carriedKey is the context key of what a message carries to the
+// messages it causes.
+type carriedKey struct{}
 
-const (
-	correlationKey ctxKey = iota
-	traceparentKey
-)
+// carried is a message's correlation id and traceparent, kept in a context
+// as one value: a handler's context gets both with one allocation.
+type carried struct{ correlation, traceparent string }
+
+func carriedBy(ctx context.Context) carried {
+	c, _ := ctx.Value(carriedKey{}).(carried)
+	return c
+}
 
 // WithCorrelationID returns ctx carrying a correlation id; messages published
 // with it carry the id in the Pace-Correlation-Id header.
 func WithCorrelationID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, correlationKey, id)
+	c := carriedBy(ctx)
+	c.correlation = id
+	return context.WithValue(ctx, carriedKey{}, c)
 }
 
 // CorrelationID returns ctx's correlation id, or "".
-func CorrelationID(ctx context.Context) string {
-	id, _ := ctx.Value(correlationKey).(string)
-	return id
-}
+func CorrelationID(ctx context.Context) string { return carriedBy(ctx).correlation }
 
 // WithTraceparent returns ctx carrying a W3C traceparent. While tracing is
 // on, it is also ctx's remote span context, the parent of the spans
 // started from ctx.
 func WithTraceparent(ctx context.Context, tp string) context.Context {
+	ctx = withRemoteParent(ctx, tp)
+	c := carriedBy(ctx)
+	c.traceparent = tp
+	return context.WithValue(ctx, carriedKey{}, c)
+}
+
+// withRemoteParent makes tp ctx's remote span context while tracing is on.
+func withRemoteParent(ctx context.Context, tp string) context.Context {
 	if tracing.Enabled() {
 		if sc, err := tracing.Parse(tp); err == nil {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}
-	return context.WithValue(ctx, traceparentKey, tp)
+	return ctx
 }
 
 // Traceparent returns ctx's W3C traceparent, or "".
-func Traceparent(ctx context.Context) string {
-	tp, _ := ctx.Value(traceparentKey).(string)
-	return tp
-}
+func Traceparent(ctx context.Context) string { return carriedBy(ctx).traceparent }
 
 // MessageContext returns ctx carrying the correlation id and traceparent of a
 // received message's headers, so that what a handler publishes continues them.
 func MessageContext(ctx context.Context, h nats.Header) context.Context {
-	if id := h.Get(schemas.HeaderCorrelationID); id != "" {
-		ctx = WithCorrelationID(ctx, id)
+	c := carried{correlation: h.Get(schemas.HeaderCorrelationID), traceparent: h.Get(schemas.HeaderTraceparent)}
+	if c == (carried{}) {
+		return ctx
 	}
-	if tp := h.Get(schemas.HeaderTraceparent); tp != "" {
-		ctx = WithTraceparent(ctx, tp)
+	if c.traceparent != "" {
+		ctx = withRemoteParent(ctx, c.traceparent)
 	}
-	return ctx
+	if c.correlation == "" || c.traceparent == "" {
+		parent := carriedBy(ctx)
+		c.correlation = cmp.Or(c.correlation, parent.correlation)
+		c.traceparent = cmp.Or(c.traceparent, parent.traceparent)
+	}
+	return context.WithValue(ctx, carriedKey{}, c)
 }
 
 // NewMsg validates m and encodes it as a message on subject, with the schema
@@ -89,12 +106,15 @@ func messageHeader(ctx context.Context, m schemas.Message) nats.Header {
 		id = nuid.Next()
 	}
 	schema := schemaHeaders(name, schemas.Version(m))
-	return nats.Header{
+	h := nats.Header{
 		schemas.HeaderSchema:        schema.name,
 		schemas.HeaderSchemaVersion: schema.version,
 		schemas.HeaderCorrelationID: {id},
-		schemas.HeaderTraceparent:   {traceparentFor(ctx)},
 	}
+	if tp := traceparentFor(ctx); tp != "" {
+		h[schemas.HeaderTraceparent] = []string{tp}
+	}
+	return h
 }
 
 // schemaHeader holds the values of a schema's two headers.
@@ -176,14 +196,20 @@ func Decode[T any, P interface {
 // traceparentFor returns the traceparent of a message published from ctx:
 // while tracing is on, the span ctx carries (the publisher's span, or the
 // remote one it continues) is the message's parent; otherwise, or without
-// one, a child of ctx's traceparent.
+// one, a child of ctx's traceparent. While tracing is off, a message with
+// no trace to continue gets none (""): starting a trace no one records
+// would cost every message a header for nothing.
 func traceparentFor(ctx context.Context) string {
 	if tracing.Enabled() {
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 			return tracing.Traceparent(sc)
 		}
 	}
-	return childTraceparent(Traceparent(ctx))
+	parent := Traceparent(ctx)
+	if parent == "" && !tracing.Enabled() {
+		return ""
+	}
+	return childTraceparent(parent)
 }
 
 // childTraceparent returns a traceparent continuing parent's trace with a new

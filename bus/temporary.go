@@ -62,6 +62,9 @@ func StoreFull(err error) bool {
 // perSubjectFull reports whether err is JetStream refusing a message because
 // its subject holds as many as the stream keeps (discard new per subject).
 func perSubjectFull(err error) bool {
+	if err == nil {
+		return false
+	}
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
 		strings.Contains(apiErr.Description, "maximum messages per subject")

@@ -68,7 +68,8 @@ func TestPushWorkResults(t *testing.T) {
 	for i := range 100 {
 		items = append(items, schemas.WorkItem{Payload: fmt.Sprintf("item-%d", i)})
 	}
-	pushCtx := bus.WithCorrelationID(ctx, "corr-42")
+	const pushTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	pushCtx := bus.WithTraceparent(bus.WithCorrelationID(ctx, "corr-42"), pushTrace)
 	if err := c.PushItems(pushCtx, "upper", items); err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +112,50 @@ func TestPushWorkResults(t *testing.T) {
 	if s := raw.Header.Get(schemas.HeaderSchema); s != "result" {
 		t.Errorf("result schema header = %q, want result", s)
 	}
-	if tp := raw.Header.Get(schemas.HeaderTraceparent); len(tp) != 55 {
-		t.Errorf("traceparent = %q, want a W3C value", tp)
+	// The trace goes on too: the same trace id and flags, a new span id.
+	if tp := raw.Header.Get(schemas.HeaderTraceparent); len(tp) != 55 || tp[:36] != pushTrace[:36] ||
+		tp[52:] != pushTrace[52:] || tp[36:52] == pushTrace[36:52] {
+		t.Errorf("result traceparent = %q, want %s's trace with a new span id", tp, pushTrace)
 	}
+}
+
+// TestNoTraceStartedWhileTracingIsOff checks that with tracing off, a push
+// that continues no trace makes items and results without a traceparent,
+// as a client without the SDK does, while they still share a correlation.
+func TestNoTraceStartedWhileTracingIsOff(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	items := bus.Items("a")
+	if err := c.PushItems(ctx, "untraced", items); err != nil {
+		t.Fatal(err)
+	}
+	untraced := func(stream, subject string) {
+		t.Helper()
+		st, err := c.JetStream().Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := st.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp := raw.Header.Get(schemas.HeaderTraceparent); tp != "" {
+			t.Errorf("%s: traceparent %q, want none", stream, tp)
+		}
+		if id := raw.Header.Get(schemas.HeaderCorrelationID); id == "" {
+			t.Errorf("%s: no correlation id", stream)
+		}
+	}
+	untraced("PACE_WORK", c.Prefix().Work("untraced")) // read while queued
+	w, err := c.Worker("untraced", func(_ context.Context, it *schemas.WorkItem) (string, error) {
+		return it.Payload, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	readResults(t, ctx, c, "untraced")
+	untraced("PACE_RESULTS", c.Prefix().Results("untraced", items[0].ID))
 }
 
 func TestLateResultDiscardedAfterLeaseExpiry(t *testing.T) {

@@ -112,18 +112,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	settling := make(chan unsettled, w.o.concurrency)
 	var settler sync.WaitGroup
 	settler.Go(func() { w.settle(hctx, settling) })
+	// One goroutine per slot, each taking fetched items in turn: an item
+	// is fetched only for a slot taken, so one is always free to start it.
+	fetched := make(chan jetstream.Msg, w.o.concurrency)
+	for range w.o.concurrency {
+		wg.Go(func() {
+			for msg := range fetched {
+				w.handle(hctx, msg, leases, settling)
+				<-slots
+			}
+		})
+	}
 	pause := newPause(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		n := acquire(ctx, slots, fetchLinger)
 		if n == 0 {
 			break
 		}
-		got, err := w.fetch(ctx, cons, n, func(msg jetstream.Msg) {
-			wg.Go(func() {
-				defer func() { <-slots }()
-				w.handle(hctx, msg, leases, settling)
-			})
-		})
+		got, err := w.fetch(ctx, cons, n, func(msg jetstream.Msg) { fetched <- msg })
 		for range n - got {
 			<-slots
 		}
@@ -135,6 +141,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		pause.reset()
 	}
 
+	close(fetched)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -237,8 +244,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 		w.retry(ctx, msg, md.NumDelivered)
 		return
 	}
+	end := w.c.clk.Now()
 	res := &schemas.Result{ItemID: item.ID, Job: w.job, Output: out, Worker: w.o.id, Attempt: int(md.NumDelivered),
-		Duration: schemas.Duration(w.c.clk.Since(start)), FinishedAt: w.c.clk.Now()}
+		Duration: schemas.Duration(end.Sub(start)), FinishedAt: end}
 	stored, err := w.c.publishResultAsync(mctx, res)
 	if err != nil {
 		w.settled(ctx, msg, md.NumDelivered, res, err)

@@ -263,29 +263,41 @@ type unsettled struct {
 	stored    jetstream.PubAckFuture
 }
 
-// resultWait bounds the wait for the server's answer to a result.
-const resultWait = 30 * time.Second
+// resultWait bounds the wait for the server's answer to a result, counted
+// in ticks of resultTick: one ticker serves every result, where a timer
+// reset per result would cost each a trip through the runtime's timers.
+const (
+	resultWait = 30 * time.Second
+	resultTick = time.Second
+)
 
 // settle waits, in order, for the server's answer to each result sent and
 // settles its item, until settling is closed. Results are sent without
 // waiting, so a slot is free for the next item while the server stores the
 // last one's result: the worker keeps many results in flight with few slots.
 func (w *Worker) settle(ctx context.Context, settling <-chan unsettled) {
-	timeout := time.NewTimer(resultWait)
-	defer timeout.Stop()
+	tick := time.NewTicker(resultTick)
+	defer tick.Stop()
 	for u := range settling {
-		timeout.Reset(resultWait)
-		var err error
+		w.settled(ctx, u.msg, u.delivered, u.res, awaitStored(u, tick.C))
+	}
+}
+
+// awaitStored waits for the server's answer to u's result, for up to
+// resultWait: the first tick may come at once, so the wait lasts between
+// resultWait-resultTick and resultWait.
+func awaitStored(u unsettled, tick <-chan time.Time) error {
+	for ticks := 0; ticks < int(resultWait/resultTick); {
 		select {
 		case ack := <-u.stored.Ok():
-			err = resultStored(u.res, ack, nil)
-		case perr := <-u.stored.Err():
-			err = resultStored(u.res, nil, perr)
-		case <-timeout.C:
-			err = fmt.Errorf("publish result %s/%s: no answer within %s", u.res.Job, u.res.ItemID, resultWait)
+			return resultStored(u.res, ack, nil)
+		case err := <-u.stored.Err():
+			return resultStored(u.res, nil, err)
+		case <-tick:
+			ticks++
 		}
-		w.settled(ctx, u.msg, u.delivered, u.res, err)
 	}
+	return fmt.Errorf("publish result %s/%s: no answer within %s", u.res.Job, u.res.ItemID, resultWait)
 }
 
 // settled acknowledges an item whose result is stored (by this worker, or

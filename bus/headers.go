@@ -73,17 +73,14 @@ func Traceparent(ctx context.Context) string { return carriedBy(ctx).traceparent
 // MessageContext returns ctx carrying the correlation id and traceparent of a
 // received message's headers, so that what a handler publishes continues them.
 func MessageContext(ctx context.Context, h nats.Header) context.Context {
-	c := carried{correlation: h.Get(schemas.HeaderCorrelationID), traceparent: h.Get(schemas.HeaderTraceparent)}
-	if c == (carried{}) {
+	parent := carriedBy(ctx)
+	c := carried{correlation: cmp.Or(h.Get(schemas.HeaderCorrelationID), parent.correlation),
+		traceparent: cmp.Or(h.Get(schemas.HeaderTraceparent), parent.traceparent)}
+	if c == parent {
 		return ctx
 	}
-	if c.traceparent != "" {
+	if c.traceparent != parent.traceparent {
 		ctx = withRemoteParent(ctx, c.traceparent)
-	}
-	if c.correlation == "" || c.traceparent == "" {
-		parent := carriedBy(ctx)
-		c.correlation = cmp.Or(c.correlation, parent.correlation)
-		c.traceparent = cmp.Or(c.traceparent, parent.traceparent)
 	}
 	return context.WithValue(ctx, carriedKey{}, c)
 }

@@ -39,7 +39,8 @@ func Items(payloads ...string) []schemas.WorkItem {
 }
 
 // PushItems publishes items to job's main queue, in order, and waits until
-// the server has stored each. Items without an ID get a unique one, written
+// the server has stored each; a few thousand are on their way at a time,
+// so a large push holds no more than that. Items without an ID get a unique one, written
 // back into items; an ID already pushed within the last two minutes is
 // stored once. A job that does not exist yet is created as a streaming job
 // with default settings; a batch job takes none (ErrBatchWorkload).
@@ -63,9 +64,12 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 	}
 	subject, h := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{})
 	now := c.clk.Now()
-	futures := make([]jetstream.PubAckFuture, 0, len(items))
-	var pubErr error
+	window := newPublishWindow(ctx)
+	var sendErr error
 	for i := range items {
+		if window.failed() != nil {
+			break
+		}
 		it := &items[i]
 		if it.ID == "" {
 			it.ID = nuid.Next()
@@ -76,71 +80,40 @@ func (c *Client) PushItems(ctx context.Context, job string, items []schemas.Work
 		}
 		msg, err := newMsg(subject, it, maps.Clone(h))
 		if err != nil {
-			pubErr = fmt.Errorf("item %d: %w", i, err)
+			sendErr = fmt.Errorf("item %d: %w", i, err)
 			break
 		}
 		msg.Header[schemas.HeaderMsgID] = []string{job + "/" + it.ID}
 		f, err := c.js.PublishMsgAsync(msg, stallWait)
 		if err != nil {
-			pubErr = fmt.Errorf("push item %s: %w", it.ID, err)
+			sendErr = fmt.Errorf("push item %s: %w", it.ID, err)
 			break
 		}
-		futures = append(futures, f)
+		window.add(f)
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if pubErr == nil {
-				pubErr = fmt.Errorf("push item to %s: %w", job, err)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("push to %s: %w", job, ctx.Err())
-		}
+	if err := window.wait(); err != nil && sendErr == nil {
+		sendErr = fmt.Errorf("push to %s: %w", job, err)
 	}
-	return pubErr
+	return sendErr
 }
 
 // stallWait bounds how long an asynchronous publish waits for room among
 // the publishes in flight; made once, the hot path reuses it.
 var stallWait = jetstream.WithStallWait(10 * time.Second)
 
-// workloadWindow bounds the items QueueWorkload has in flight.
-const workloadWindow = 4096
-
 // QueueWorkload publishes a new batch job's workload to its queue, in
 // order: payload i becomes item schemas.WorkloadItemID(i+1). Unlike PushItems
 // it neither opens the job (the caller has made it) nor sets message ids:
 // its caller never retries it but removes the job's items when it fails, so
 // the server need not remember an id per item for its duplicate window (for
-// 1,000,000 items, over 100 MB for two minutes).
+// 1,000,000 items, over 100 MB for two minutes). When it returns, nothing
+// it sent is still on its way to the stream, where it would outlive a removal.
 func (c *Client) QueueWorkload(ctx context.Context, job string, payloads []string) error {
 	subject, h, now := c.prefix.Work(job), messageHeader(ctx, &schemas.WorkItem{}), c.clk.Now()
-	inflight := make([]jetstream.PubAckFuture, 0, workloadWindow)
-	var first error // the first failure; once it is known, nothing more is sent
-	// settle waits for the answers to futures. Every one is awaited, even
-	// after a failure: when QueueWorkload returns, nothing it sent is still
-	// on its way to the stream, where it would outlive a removal.
-	settle := func(futures []jetstream.PubAckFuture) {
-		for _, f := range futures {
-			var err error
-			select {
-			case <-f.Ok():
-			case err = <-f.Err():
-			case <-ctx.Done():
-				err = ctx.Err()
-			}
-			if err != nil && first == nil {
-				first = fmt.Errorf("queue the workload of %s: %w", job, err)
-			}
-		}
-	}
+	window := newPublishWindow(ctx)
+	var sendErr error
 	for i, p := range payloads {
-		if len(inflight) == workloadWindow {
-			settle(inflight[:workloadWindow/2])
-			inflight = append(inflight[:0], inflight[workloadWindow/2:]...)
-		}
-		if first != nil {
+		if window.failed() != nil {
 			break
 		}
 		msg, err := newMsg(subject, &schemas.WorkItem{ID: schemas.WorkloadItemID(i + 1), Job: job, Payload: p, CreatedAt: now},
@@ -148,14 +121,17 @@ func (c *Client) QueueWorkload(ctx context.Context, job string, payloads []strin
 		if err == nil {
 			var f jetstream.PubAckFuture
 			if f, err = c.js.PublishMsgAsync(msg, stallWait); err == nil {
-				inflight = append(inflight, f)
+				window.add(f)
 				continue
 			}
 		}
-		first = fmt.Errorf("queue item %d of %s: %w", i+1, job, err)
+		sendErr = fmt.Errorf("queue item %d of %s: %w", i+1, job, err)
+		break
 	}
-	settle(inflight)
-	return first
+	if err := window.wait(); err != nil && sendErr == nil {
+		sendErr = fmt.Errorf("queue the workload of %s: %w", job, err)
+	}
+	return sendErr
 }
 
 // OpenJob returns job's record, creating an implicit streaming job when it

@@ -366,3 +366,50 @@ func TestPushToAFinishedJob(t *testing.T) {
 		}
 	}
 }
+
+// A push of more items than the client keeps in flight stores each once,
+// and one whose item is refused as it is sent stores every item before
+// it, none after it, and returns only once those before it are stored.
+func TestPushItemsBeyondItsWindow(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	stored := func(job string) uint64 {
+		t.Helper()
+		st, err := c.JetStream().Stream(ctx, "PACE_WORK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.Prefix().Work(job)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[c.Prefix().Work(job)]
+	}
+	items := make([]schemas.WorkItem, 10_000)
+	for i := range items {
+		items[i].Payload = fmt.Sprint(i)
+	}
+	if err := c.PushItems(ctx, "many", items); err != nil {
+		t.Fatal(err)
+	}
+	// Pushed again with the ids now assigned, they are stored once.
+	if err := c.PushItems(ctx, "many", items[:5000]); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored("many"); n != 10_000 {
+		t.Errorf("stored %d items, want 10000", n)
+	}
+
+	items = items[:0]
+	for i := range 9000 {
+		items = append(items, schemas.WorkItem{Payload: fmt.Sprint(i)})
+	}
+	items[6000].Payload = strings.Repeat("x", 2<<20) // over the server's max_payload
+	err := c.PushItems(ctx, "broken", items)
+	if err == nil || !strings.Contains(err.Error(), "push item "+items[6000].ID) {
+		t.Fatalf("push = %v, want item %s refused", err, items[6000].ID)
+	}
+	if n := stored("broken"); n != 6000 {
+		t.Errorf("stored %d items, want the 6000 before the refused one", n)
+	}
+}

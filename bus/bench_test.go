@@ -91,9 +91,11 @@ func authenticated(b *testing.B, job string) *bus.Client {
 // benchSDK runs the SDK's round trips on c's existing job.
 func benchSDK(b *testing.B, c *bus.Client, job string) {
 	ctx := context.Background()
+	// The raw side's items: ids 0 to N-1, each its own payload.
 	items := make([]schemas.WorkItem, b.N)
 	for i := range items {
-		items[i].Payload = strconv.Itoa(i)
+		items[i].ID = strconv.Itoa(i)
+		items[i].Payload = items[i].ID
 	}
 	var done atomic.Int64
 	finished := make(chan struct{})

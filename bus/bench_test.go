@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,9 +22,12 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// benchConcurrency is the number of items in flight in both benchmarks: the
+// benchConcurrency is the number of items in flight on every side: the
 // SDK worker's concurrency, the raw side's fetch size.
 const benchConcurrency = 50
+
+// benchTurns is how many turns each side takes in a run.
+const benchTurns = 10
 
 var benchRun atomic.Int64
 
@@ -30,48 +35,92 @@ var benchRun atomic.Int64
 // its result stored, acknowledged) through the SDK and through nats.go's
 // jetstream package alone, on an open bus and on one that authenticates,
 // with the ledger kept as the manager keeps it (each item of a streaming
-// job is one more delivery and one more stored entry). A fifth side, the
-// raw protocol sending the SDK's messages, splits the gap between the two
-// into the messages' cost and the SDK's. The sides run in turn in one
-// invocation: task bench runs several, rather than -count, which would run
-// each side several times in a row and let a machine whose speed drifts
-// favour one side.
+// job is one more delivery and one more stored entry). On the bus that
+// authenticates, a third side, the raw protocol sending the SDK's messages,
+// splits the gap between the two into the messages' cost and the SDK's.
+//
+// Each side has its own bus and job, set up before the clock starts. The
+// sides then take turns, a tenth of the items each (benchTurns), in an
+// order that alternates from turn to turn, so that a machine whose speed
+// drifts over seconds slows each side alike. Every side moves the same
+// items (ids 0 to N-1, each its own payload). For each side, items/s is its
+// items over the time of its turns, cpu-µs/item the CPU time of the whole
+// process (client and embedded servers) during its turns per item, and
+// allocs/item its allocations per item; sdk/<side> is the SDK's items/s
+// over that side's.
 func BenchmarkRoundTrip(b *testing.B) {
-	b.Run("sdk", benchSDKOpen)
-	b.Run("raw", func(b *testing.B) {
-		c := bustest.Client(b, bustest.Server(b))
-		bustest.KeepLedger(b, c)
-		benchRaw(b, c, fmt.Sprintf("raw%d", benchRun.Add(1)), leanMessages)
+	b.Run("open", func(b *testing.B) {
+		sdk := bustest.Client(b, bustest.Server(b))
+		bustest.KeepLedger(b, sdk)
+		raw := bustest.Client(b, bustest.Server(b))
+		bustest.KeepLedger(b, raw)
+		takeTurns(b, sdkSide(b, sdk, benchJob("sdk")), rawSide(b, "raw", raw, benchJob("raw"), leanMessages))
 	})
 	// As pace up's bus with a token file: a tenant's connection whose every
 	// publish and subscription the server checks against its permissions.
-	b.Run("sdk-authenticated", func(b *testing.B) {
-		job := fmt.Sprintf("sdk%d", benchRun.Add(1))
-		benchSDK(b, authenticated(b, job), job)
-	})
-	b.Run("raw-authenticated", func(b *testing.B) {
-		job := fmt.Sprintf("raw%d", benchRun.Add(1))
-		benchRaw(b, authenticated(b, job), job, leanMessages)
-	})
-	// The raw protocol sending the SDK's messages (its headers and fields):
-	// what is left between it and the SDK is the SDK's own machinery.
-	b.Run("raw-pace-messages-authenticated", func(b *testing.B) {
-		job := fmt.Sprintf("raw%d", benchRun.Add(1))
-		benchRaw(b, authenticated(b, job), job, paceMessages)
+	b.Run("authenticated", func(b *testing.B) {
+		sdk, raw, rawSDK := benchJob("sdk"), benchJob("raw"), benchJob("raw")
+		takeTurns(b, sdkSide(b, authenticated(b, sdk), sdk),
+			rawSide(b, "raw", authenticated(b, raw), raw, leanMessages),
+			// The raw protocol sending the SDK's messages (its headers and
+			// fields): what is left between it and the SDK is the SDK's own work.
+			rawSide(b, "raw-sdk-messages", authenticated(b, rawSDK), rawSDK, paceMessages))
 	})
 }
 
-// benchSDKOpen is the SDK's side on an open bus: PushItems, a Worker
-// fetching each item, publishing its result and acking it.
-func benchSDKOpen(b *testing.B) {
-	c := bustest.Client(b, bustest.Server(b))
-	bustest.KeepLedger(b, c)
-	job := fmt.Sprintf("sdk%d", benchRun.Add(1))
-	if _, err := c.OpenJob(context.Background(), job); err != nil {
-		b.Fatal(err)
-	}
-	benchSDK(b, c, job)
+func benchJob(side string) string { return fmt.Sprintf("%s%d", side, benchRun.Add(1)) }
+
+// side is one way of moving items through a bus.
+type side struct {
+	name string
+	// turn moves items [from, to) and returns once their results are stored.
+	turn func(b *testing.B, from, to int)
+
+	elapsed, cpu time.Duration
+	allocs       uint64
 }
+
+// takeTurns runs the sides in turns over b.N items and reports each side's
+// figures and the first side's ratio to each other.
+func takeTurns(b *testing.B, sides ...*side) {
+	b.ResetTimer()
+	order := slices.Clone(sides)
+	for t := range benchTurns {
+		from, to := t*b.N/benchTurns, (t+1)*b.N/benchTurns
+		if from == to {
+			continue
+		}
+		for _, s := range order {
+			s.measure(b, from, to)
+		}
+		slices.Reverse(order)
+	}
+	b.StopTimer()
+	for _, s := range sides {
+		b.ReportMetric(s.rate(b.N), s.name+"-items/s")
+		b.ReportMetric(float64(s.cpu.Microseconds())/float64(b.N), s.name+"-cpu-µs/item")
+		b.ReportMetric(float64(s.allocs)/float64(b.N), s.name+"-allocs/item")
+	}
+	for _, s := range sides[1:] {
+		b.ReportMetric(sides[0].rate(b.N)/s.rate(b.N), sides[0].name+"/"+s.name)
+	}
+}
+
+// measure runs one turn, from a collected heap so that no side pays for
+// another's garbage.
+func (s *side) measure(b *testing.B, from, to int) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mallocs, cpu, start := ms.Mallocs, processCPU(b), time.Now()
+	s.turn(b, from, to)
+	s.elapsed += time.Since(start)
+	s.cpu += processCPU(b) - cpu
+	runtime.ReadMemStats(&ms)
+	s.allocs += ms.Mallocs - mallocs
+}
+
+func (s *side) rate(n int) float64 { return float64(n) / s.elapsed.Seconds() }
 
 // authenticated starts a bus that authenticates with Pace's authorization
 // service, declares job for the tenant alice and returns alice's client.
@@ -88,57 +137,44 @@ func authenticated(b *testing.B, job string) *bus.Client {
 	return alice
 }
 
-// benchSDK runs the SDK's round trips on c's existing job.
-func benchSDK(b *testing.B, c *bus.Client, job string) {
-	ctx := context.Background()
-	// The raw side's items: ids 0 to N-1, each its own payload.
+// sdkSide is the SDK's round trip on c's job: PushItems, and a Worker
+// (running between turns too) fetching each item, publishing its result
+// and acking it.
+func sdkSide(b *testing.B, c *bus.Client, job string) *side {
 	items := make([]schemas.WorkItem, b.N)
 	for i := range items {
 		items[i].ID = strconv.Itoa(i)
 		items[i].Payload = items[i].ID
 	}
-	var done atomic.Int64
-	finished := make(chan struct{})
 	w, err := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) {
-		if done.Add(1) == int64(b.N) {
-			close(finished)
-		}
 		return it.Payload, nil
 	}, bus.WithConcurrency(benchConcurrency))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := startCPU(b)
-	wctx, stop := context.WithCancel(ctx)
+	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = w.Run(wctx) })
-	wg.Go(func() {
-		if err := c.PushItems(ctx, job, items); err != nil {
-			b.Error(err)
+	wg.Go(func() { _ = w.Run(ctx) })
+	b.Cleanup(func() { stop(); wg.Wait() })
+	return &side{name: "sdk", turn: func(b *testing.B, from, to int) {
+		if err := c.PushItems(ctx, job, items[from:to]); err != nil {
+			b.Fatal(err)
 		}
-	})
-	<-finished
-	waitResults(b, c, uint64(b.N))
-	b.StopTimer()
-	cpu.report()
-	stop()
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+		waitResults(b, c, uint64(to))
+	}}
 }
 
-// benchRaw runs the round trips with nats.go's jetstream package alone, on
-// c's connection and job's work consumer, by the fastest protocol that
-// neither loses nor doubles an item: items (work_item JSON, as a client in
-// any language writes them, so that the ledger enters them as it enters
-// the SDK's) published asynchronously, each with a message id (a retried
+// rawSide is the round trip with nats.go's jetstream package alone, on c's
+// connection and job's work consumer, by the fastest protocol that neither
+// loses nor doubles an item: items (work_item JSON, as a client in any
+// language writes them, so that the ledger enters them as it enters the
+// SDK's) published asynchronously, each with a message id (a retried
 // publish queues it once), fetched in batches of benchConcurrency, each
 // read with encoding/json for its id and payload, its result (the least a
 // result holds, on the item's own subject, so that it counts) published
 // asynchronously with a message id, and the item acknowledged once the
 // server has stored its result. m makes the messages.
-func benchRaw(b *testing.B, c *bus.Client, job string, m rawMessages) {
+func rawSide(b *testing.B, name string, c *bus.Client, job string, m rawMessages) *side {
 	ctx := context.Background()
 	js := c.JetStream()
 	subject := c.Prefix().Work(job)
@@ -153,62 +189,58 @@ func benchRaw(b *testing.B, c *bus.Client, job string, m rawMessages) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := startCPU(b)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range b.N {
-			id := strconv.Itoa(i)
-			if _, err := js.PublishMsgAsync(m.item(subject, job, id), jetstream.WithMsgID(job+"/"+id),
-				jetstream.WithStallWait(10*time.Second)); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-		<-js.PublishAsyncComplete()
-	})
 	type answered struct {
 		item   jetstream.Msg
 		stored jetstream.PubAckFuture
 	}
 	inflight := make([]answered, 0, benchConcurrency)
-	for got := 0; got < b.N; {
-		batch, err := cons.Fetch(benchConcurrency, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			b.Fatal(err)
-		}
-		inflight = inflight[:0]
-		for msg := range batch.Messages() {
-			got++
-			var item rawItem
-			if err := json.Unmarshal(msg.Data(), &item); err != nil {
-				b.Fatal(err)
+	return &side{name: name, turn: func(b *testing.B, from, to int) {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := from; i < to; i++ {
+				id := strconv.Itoa(i)
+				if _, err := js.PublishMsgAsync(m.item(subject, job, id), jetstream.WithMsgID(job+"/"+id),
+					jetstream.WithStallWait(10*time.Second)); err != nil {
+					b.Error(err)
+					return
+				}
 			}
-			result, err := m.result(c.Prefix().Results(job, item.ID), job, item)
+			<-js.PublishAsyncComplete()
+		})
+		for left := to - from; left > 0; {
+			batch, err := cons.Fetch(min(benchConcurrency, left), jetstream.FetchMaxWait(5*time.Second))
 			if err != nil {
 				b.Fatal(err)
 			}
-			f, err := js.PublishMsgAsync(result, jetstream.WithMsgID(job+"/"+item.ID), jetstream.WithStallWait(10*time.Second))
-			if err != nil {
-				b.Fatal(err)
+			inflight = inflight[:0]
+			for msg := range batch.Messages() {
+				left--
+				var item rawItem
+				if err := json.Unmarshal(msg.Data(), &item); err != nil {
+					b.Fatal(err)
+				}
+				result, err := m.result(c.Prefix().Results(job, item.ID), job, item)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := js.PublishMsgAsync(result, jetstream.WithMsgID(job+"/"+item.ID), jetstream.WithStallWait(10*time.Second))
+				if err != nil {
+					b.Fatal(err)
+				}
+				inflight = append(inflight, answered{msg, f})
 			}
-			inflight = append(inflight, answered{msg, f})
-		}
-		for _, a := range inflight {
-			select {
-			case <-a.stored.Ok():
-				_ = a.item.Ack()
-			case err := <-a.stored.Err():
-				b.Fatal(err)
+			for _, a := range inflight {
+				select {
+				case <-a.stored.Ok():
+					_ = a.item.Ack()
+				case err := <-a.stored.Err():
+					b.Fatal(err)
+				}
 			}
 		}
-	}
-	wg.Wait()
-	waitResults(b, c, uint64(b.N))
-	b.StopTimer()
-	cpu.report()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+		wg.Wait()
+		waitResults(b, c, uint64(to))
+	}}
 }
 
 // rawItem is what a client without Pace's SDK reads of a work item.
@@ -267,21 +299,9 @@ func (m rawMessages) result(subject, job string, item rawItem) (*nats.Msg, error
 	return &nats.Msg{Subject: subject, Data: data, Header: m.header("result")}, err
 }
 
-// cpuMeter measures the CPU time the process (client and embedded server)
-// spends during a benchmark. On a machine whose cores are shared, CPU per
-// item varies far less between runs than items per second does.
-type cpuMeter struct {
-	b     *testing.B
-	start time.Duration
-}
-
-func startCPU(b *testing.B) cpuMeter { return cpuMeter{b, processCPU(b)} }
-
-// report adds the CPU time per item, in microseconds, to the results.
-func (m cpuMeter) report() {
-	m.b.ReportMetric(float64((processCPU(m.b)-m.start).Microseconds())/float64(m.b.N), "cpu-µs/item")
-}
-
+// processCPU is the CPU time the process (clients and embedded servers) has
+// used. On a machine whose cores are shared, CPU per item varies less
+// between runs than items per second does.
 func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -290,6 +310,7 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// waitResults returns once c's bus holds n results.
 func waitResults(b *testing.B, c *bus.Client, n uint64) {
 	b.Helper()
 	st, err := c.JetStream().Stream(context.Background(), "PACE_RESULTS")

@@ -50,10 +50,7 @@ var benchRun atomic.Int64
 // over that side's.
 func BenchmarkRoundTrip(b *testing.B) {
 	b.Run("open", func(b *testing.B) {
-		sdk := bustest.Client(b, bustest.Server(b))
-		bustest.KeepLedger(b, sdk)
-		raw := bustest.Client(b, bustest.Server(b))
-		bustest.KeepLedger(b, raw)
+		sdk, raw := openBus(b), openBus(b)
 		takeTurns(b, sdkSide(b, sdk, benchJob("sdk")), rawSide(b, "raw", raw, benchJob("raw"), leanMessages))
 	})
 	// As pace up's bus with a token file: a tenant's connection whose every
@@ -121,6 +118,14 @@ func (s *side) measure(b *testing.B, from, to int) {
 }
 
 func (s *side) rate(n int) float64 { return float64(n) / s.elapsed.Seconds() }
+
+// openBus starts a bus that does not authenticate, with the ledger kept on
+// a connection of its own, as the manager keeps it, and returns a client.
+func openBus(b *testing.B) *bus.Client {
+	srv := bustest.Server(b)
+	bustest.KeepLedger(b, bustest.Client(b, srv))
+	return bustest.Client(b, srv)
+}
 
 // authenticated starts a bus that authenticates with Pace's authorization
 // service, declares job for the tenant alice and returns alice's client.

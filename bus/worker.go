@@ -99,7 +99,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Handlers outlive ctx by the grace period, so they get their own context.
 	hctx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHandlers()
-	slots := make(chan struct{}, w.o.concurrency)
+	slots := newSlotPool(w.o.concurrency)
 	var wg sync.WaitGroup
 	leases := newLeases()
 	if hb > 0 {
@@ -119,20 +119,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg.Go(func() {
 			for msg := range fetched {
 				w.handle(hctx, msg, leases, settling)
-				<-slots
+				slots.release(1)
 			}
 		})
 	}
 	pause := newPause(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
-		n := acquire(ctx, slots, fetchLinger)
+		n := slots.take(ctx, fetchLinger)
 		if n == 0 {
 			break
 		}
 		got, err := w.fetch(ctx, cons, n, func(msg jetstream.Msg) { fetched <- msg })
-		for range n - got {
-			<-slots
-		}
+		slots.release(n - got)
 		if err != nil {
 			w.log.Warn("fetch failed", "err", err)
 			pause.wait(ctx)
@@ -157,29 +155,72 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// acquire blocks for one free slot, then waits up to linger for the other
-// slots to free, so that quick items are fetched in batches rather than one
-// round trip each. It returns how many slots it took, 0 when ctx ended.
-func acquire(ctx context.Context, slots chan struct{}, linger time.Duration) int {
-	select {
-	case <-ctx.Done():
-		return 0
-	case slots <- struct{}{}:
+// slotPool counts a worker's free slots. The fetch loop takes them (take);
+// a slot's goroutine frees its own once its item is handled (release). A
+// freed slot wakes the fetch loop only when it is the first free one or
+// the last, so that quick items cost it two wake-ups a batch, not one each.
+type slotPool struct {
+	size  int64
+	free  atomic.Int64
+	first chan struct{} // a slot was freed while none was free
+	all   chan struct{} // every slot is free
+}
+
+func newSlotPool(n int) *slotPool {
+	p := &slotPool{size: int64(n), first: make(chan struct{}, 1), all: make(chan struct{}, 1)}
+	p.free.Store(int64(n))
+	return p
+}
+
+// release frees n slots.
+func (p *slotPool) release(n int) {
+	if n == 0 {
+		return
 	}
-	n := 1
-	t := time.NewTimer(linger)
-	defer t.Stop()
-	for n < cap(slots) {
+	free := p.free.Add(int64(n))
+	if free == int64(n) {
+		signal(p.first)
+	}
+	if free == p.size {
+		signal(p.all)
+	}
+}
+
+// take blocks for one free slot, then waits up to linger for every slot to
+// be free, so that quick items are fetched in batches rather than one round
+// trip each, and takes the free slots. It returns how many it took, 0 when
+// ctx ended before one was free. A signal may be stale (sent for slots an
+// earlier take took): take checks the count after each.
+func (p *slotPool) take(ctx context.Context, linger time.Duration) int {
+	for p.free.Load() == 0 {
 		select {
-		case slots <- struct{}{}:
-			n++
-		case <-t.C:
-			return n
+		case <-p.first:
 		case <-ctx.Done():
-			return n
+			return 0
 		}
 	}
-	return n
+	select {
+	case <-p.all: // stale: every slot was free before an earlier take
+	default:
+	}
+	if p.free.Load() < p.size {
+		t := time.NewTimer(linger)
+		select {
+		case <-p.all:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return int(p.free.Swap(0))
+}
+
+// signal wakes whoever waits on ch, or the next to wait, without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // fetch asks for up to n items, waiting at most a few seconds, and passes

@@ -175,7 +175,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 }
 
 func newClient(nc *nats.Conn, o *options, malformed *malformedEvents, denied *refusals) (*Client, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishWindowSize))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}

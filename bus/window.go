@@ -17,8 +17,8 @@ type publishWindow struct {
 	err     error
 }
 
-// publishWindowSize is the window of a bulk sender: as many publishes as
-// the client lets be in flight (jetstream.WithPublishAsyncMaxPending).
+// publishWindowSize is the window of a bulk sender, and the publishes the
+// client lets be in flight (jetstream.WithPublishAsyncMaxPending).
 const publishWindowSize = 4096
 
 func newPublishWindow(ctx context.Context) *publishWindow {

@@ -40,9 +40,9 @@ func Items(payloads ...string) []schemas.WorkItem {
 
 // PushItems publishes items to job's main queue, in order, and waits until
 // the server has stored each; a few thousand are on their way at a time,
-// so a large push holds no more than that. Items without an ID get a unique one, written
-// back into items; an ID already pushed within the last two minutes is
-// stored once. A job that does not exist yet is created as a streaming job
+// so a large push holds no more than that. Items without an ID get a
+// unique one, written back into items; an ID already pushed within the
+// last two minutes is stored once. A job that does not exist yet is created as a streaming job
 // with default settings; a batch job takes none (ErrBatchWorkload).
 //
 // On error some items may have been stored: pushing the same items again

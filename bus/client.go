@@ -34,6 +34,9 @@ type Client struct {
 	kvMu   sync.Mutex
 	jobs   jetstream.KeyValue // the jobs bucket, once opened; guarded by kvMu
 	listed jobListing         // what Jobs read last; guarded by kvMu
+
+	streamsMu sync.Mutex
+	handles   map[schemas.Stream]jetstream.Stream // looked up by Stream; guarded by streamsMu
 }
 
 // ErrNotPermitted is wrapped by the error of a call the server refused for

@@ -150,9 +150,9 @@ func (c *Client) DeadLetters(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dead-letter consumer (was the bus provisioned?): %w", err)
 	}
-	work, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	work, err := c.Stream(ctx, workFamily)
 	if err != nil {
-		return fmt.Errorf("work stream: %w", err)
+		return err
 	}
 	failures, err := c.js.KeyValue(ctx, c.prefix.Bucket(failuresBucket))
 	if err != nil {
@@ -354,10 +354,9 @@ func (c *Client) letterStream(ctx context.Context, store LetterStore) (jetstream
 	if err != nil {
 		return nil, "", err
 	}
-	name := c.prefix.Stream(family)
-	stream, err := c.js.Stream(ctx, name)
+	stream, err := c.Stream(ctx, family)
 	if err != nil {
-		return nil, "", fmt.Errorf("stream %s: %w", name, err)
+		return nil, "", err
 	}
 	return stream, filter, nil
 }

@@ -119,9 +119,9 @@ func (c *Client) deadItems(ctx context.Context, job string, results map[string]u
 }
 
 func (c *Client) subjectCounts(ctx context.Context, family schemas.Stream, filter string) (map[string]uint64, error) {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+	st, err := c.Stream(ctx, family)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", family, err)
+		return nil, err
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
@@ -175,9 +175,9 @@ func (c *Client) DropQueued(ctx context.Context, job string) (int, error) {
 
 // purgeWork removes every item of job from the work stream, held ones too.
 func (c *Client) purgeWork(ctx context.Context, job string) error {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	st, err := c.Stream(ctx, workFamily)
 	if err != nil {
-		return fmt.Errorf("work stream: %w", err)
+		return err
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.prefix.Work(job))); err != nil {
 		return fmt.Errorf("purge items of %s: %w", job, err)
@@ -218,9 +218,9 @@ func (c *Client) PurgeJob(ctx context.Context, job string) error {
 		metricsFamily: c.prefix.Metrics(job, "*"), decisionsFamily: c.prefix.Decisions(job),
 		logsFamily: c.prefix.Logs(job), jobsFamily: c.prefix.Jobs(job, "*"),
 	} {
-		st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+		st, err := c.Stream(ctx, family)
 		if err != nil {
-			return fmt.Errorf("stream %s: %w", family, err)
+			return err
 		}
 		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 			return fmt.Errorf("purge %s: %w", subject, err)

@@ -183,9 +183,9 @@ func (c *Client) ledgerSince(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("ledger consumer: %w", err)
 	}
-	st, err := c.js.Stream(ctx, c.prefix.Stream(workFamily))
+	st, err := c.Stream(ctx, workFamily)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("work stream: %w", err)
+		return time.Time{}, err
 	}
 	info := cons.CachedInfo()
 	floor := info.AckFloor.Stream

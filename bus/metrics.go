@@ -48,7 +48,7 @@ func (s *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.msgs, prometheus.GaugeValue, float64(info.State.Msgs), name)
 		ch <- prometheus.MustNewConstMetric(s.bytes, prometheus.GaugeValue, float64(info.State.Bytes), name)
 	}
-	work, err := s.c.js.Stream(ctx, s.c.prefix.Stream(workFamily))
+	work, err := s.c.Stream(ctx, workFamily)
 	if err != nil {
 		return
 	}

@@ -60,10 +60,9 @@ func (c *Client) SetAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord
 			return 0, err
 		}
 	}
-	name := c.prefix.Stream(resultsFamily)
-	st, err := c.js.Stream(ctx, name)
+	st, err := c.Stream(ctx, resultsFamily)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", name, err)
+		return 0, err
 	}
 	moved := 0
 	for subject := range results {

@@ -159,10 +159,9 @@ func (c *Client) removeLetter(ctx context.Context, stream jetstream.Stream, seq 
 
 // hasResult reports whether item of job has a result.
 func (c *Client) hasResult(ctx context.Context, job, item string) (bool, error) {
-	name := c.prefix.Stream(resultsFamily)
-	stream, err := c.js.Stream(ctx, name)
+	stream, err := c.Stream(ctx, resultsFamily)
 	if err != nil {
-		return false, fmt.Errorf("stream %s: %w", name, err)
+		return false, err
 	}
 	_, err = stream.GetLastMsgForSubject(ctx, c.prefix.Results(job, item))
 	switch {

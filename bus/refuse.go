@@ -26,14 +26,13 @@ type QueuedWork struct {
 // QueuedWork counts the work stream's messages by subject, in one request
 // however many jobs there are (nats.go pages through very many subjects).
 func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
-	name := c.prefix.Stream(workFamily)
-	st, err := c.js.Stream(ctx, name)
+	st, err := c.Stream(ctx, workFamily)
 	if err != nil {
-		return QueuedWork{}, fmt.Errorf("stream %s: %w", name, err)
+		return QueuedWork{}, err
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.prefix.Work("*")))
 	if err != nil {
-		return QueuedWork{}, fmt.Errorf("stream %s subjects: %w", name, err)
+		return QueuedWork{}, fmt.Errorf("stream %s subjects: %w", c.prefix.Stream(workFamily), err)
 	}
 	return QueuedWork{Subjects: info.State.Subjects, LastSeq: info.State.LastSeq}, nil
 }
@@ -64,9 +63,9 @@ func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
 // error and its message left where it is.
 func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, why string) (int, error) {
 	name := c.prefix.Stream(workFamily)
-	st, err := c.js.Stream(ctx, name)
+	st, err := c.Stream(ctx, workFamily)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", name, err)
+		return 0, err
 	}
 	job := c.prefix.SubjectJob(subject)
 	moved := 0

@@ -256,10 +256,9 @@ func pauseFor(ctx context.Context, d time.Duration) {
 
 // LastDecision returns job's latest scaling decision, nil when it has none.
 func (c *Client) LastDecision(ctx context.Context, job string) (*schemas.Decision, error) {
-	name := c.prefix.Stream(decisionsFamily)
-	st, err := c.js.Stream(ctx, name)
+	st, err := c.Stream(ctx, decisionsFamily)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", name, err)
+		return nil, err
 	}
 	msg, err := st.GetLastMsgForSubject(ctx, c.prefix.Decisions(job))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -38,8 +38,7 @@ type Collector struct {
 	more chan struct{} // buffered 1: a task was queued
 
 	mu   sync.Mutex
-	work jetstream.Stream // the work stream, once looked up; guarded by mu
-	jobs map[string]*job  // running jobs, and final ones awaiting their last sample; guarded by mu
+	jobs map[string]*job // running jobs, and final ones awaiting their last sample; guarded by mu
 	// counters names each job's counting consumer; strayCounters are
 	// spare ones found at start, deleted by the sweep. Guarded by mu.
 	counters      map[counter]string
@@ -89,6 +88,8 @@ type Bus interface {
 	JetStream() jetstream.JetStream
 	Conn() *nats.Conn
 	Prefix() schemas.Prefix
+	// Stream returns a handle on a stream of the bus, looked up once.
+	Stream(ctx context.Context, family schemas.Stream) (jetstream.Stream, error)
 	// PublishDeadLetter keeps a job record it cannot read.
 	PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error
 }

@@ -30,7 +30,7 @@ func TestCountSubjectsAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bySubjects, err := col.countSubjects(ctx, c.Prefix().Stream(schemas.StreamResults), c.Prefix().JobResults("j"))
+	bySubjects, err := col.countSubjects(ctx, schemas.StreamResults, c.Prefix().JobResults("j"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,9 +70,9 @@ func (c *Collector) countName(k counter) string {
 // loadCounters learns the names of the counting consumers that exist.
 func (c *Collector) loadCounters(ctx context.Context) error {
 	for _, family := range counted {
-		st, err := c.js.Stream(ctx, c.prefix.Stream(family))
+		st, err := c.bus.Stream(ctx, family)
 		if err != nil {
-			return fmt.Errorf("%s stream: %w", strings.ToLower(string(family)), err)
+			return err
 		}
 		names := st.ConsumerNames(ctx)
 		c.mu.Lock()
@@ -111,9 +111,9 @@ func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schema
 // deadCounts returns the number of dead letters per subject matching filter:
 // one request for every job of a round (one subject per job).
 func (c *Collector) deadCounts(ctx context.Context, filter string) (map[string]uint64, error) {
-	st, err := c.js.Stream(ctx, c.prefix.Stream(schemas.StreamDead))
+	st, err := c.bus.Stream(ctx, schemas.StreamDead)
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream: %w", err)
+		return nil, err
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
@@ -160,7 +160,7 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 		s.Replicas = c.replicas.Count(rec.ID)
 	}
 	if s.Mode == schemas.Streaming && s.Pending+s.InFlight > 0 {
-		st, err := c.workStream(ctx)
+		st, err := c.bus.Stream(ctx, schemas.StreamWork)
 		if err == nil {
 			var m *jetstream.RawStreamMsg
 			if m, err = st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.prefix.Work(rec.ID))); err == nil {
@@ -174,24 +174,6 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 	return s, nil
 }
 
-// workStream returns the work stream's handle, looked up once.
-func (c *Collector) workStream(ctx context.Context) (jetstream.Stream, error) {
-	c.mu.Lock()
-	st := c.work
-	c.mu.Unlock()
-	if st != nil {
-		return st, nil
-	}
-	st, err := c.js.Stream(ctx, c.prefix.Stream(schemas.StreamWork))
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.work = st
-	c.mu.Unlock()
-	return st, nil
-}
-
 // count returns the number of messages on filter in a stream: from the
 // stream's subject list while they are fewer than Config.CountConsumerFrom
 // (a thousand idle jobs then hold no consumer), then from the NumPending of
@@ -200,7 +182,7 @@ func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filte
 	stream := c.prefix.Stream(family)
 	k := counter{family, job}
 	if !c.counting(k) {
-		n, err := c.countSubjects(ctx, stream, filter)
+		n, err := c.countSubjects(ctx, family, filter)
 		if err != nil || n < c.cfg.CountConsumerFrom {
 			return n, err
 		}
@@ -225,7 +207,7 @@ func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filte
 	if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
 		// The stream has its maximum of consumers (nats-server's default is
 		// 1,000 per stream): count the subjects instead, one per result.
-		return c.countSubjects(ctx, stream, filter)
+		return c.countSubjects(ctx, family, filter)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("count %s: %w", filter, err)
@@ -263,8 +245,8 @@ func (c *Collector) countInfo(ctx context.Context, stream, name string) (*jetstr
 // countSubjects counts the messages on filter from a subject-filtered
 // stream info, which lists every matching subject: correct, but its cost
 // grows with the job's results.
-func (c *Collector) countSubjects(ctx context.Context, stream, filter string) (int, error) {
-	st, err := c.js.Stream(ctx, stream)
+func (c *Collector) countSubjects(ctx context.Context, family schemas.Stream, filter string) (int, error) {
+	st, err := c.bus.Stream(ctx, family)
 	if err == nil {
 		var info *jetstream.StreamInfo
 		if info, err = st.Info(ctx, jetstream.WithSubjectFilter(filter)); err == nil {

@@ -86,8 +86,9 @@ func (m *Manager) jobEnded() {
 // naming why: "no such job", "job completed", …). Run calls it every
 // Config.StraySweep and when a job ends; it is safe to call concurrently.
 //
-// It costs one stream-info request when the work stream holds only items
-// of running jobs, plus one record read per job with items. Items of a
+// It costs one stream-info request and, while the work stream holds items,
+// a listing of the job records (read again only when the jobs bucket
+// changed) and a record read per job with items the listing lacks. Items of a
 // job that has no record wait Config.StrayGrace first (counted from the
 // first sweep that saw them), so that a job created just after its first
 // items is not robbed of them; the items of a finished job are refused at
@@ -109,21 +110,49 @@ func (m *Manager) SweepStrays(ctx context.Context) {
 			delete(m.sightings, subject) // emptied, by a redrive or a purge
 		}
 	}
+	var known map[string]*schemas.JobRecord
 	for subject, n := range q.Subjects {
 		if n == 0 {
 			continue
 		}
-		if err := m.sweepSubject(ctx, subject, q.LastSeq, now); err != nil && ctx.Err() == nil {
+		if known == nil {
+			if known, err = m.records(ctx); err != nil {
+				if ctx.Err() == nil {
+					m.log.Warn("stray item check failed", "err", err)
+				}
+				return
+			}
+		}
+		if err := m.sweepSubject(ctx, subject, q.LastSeq, now, known); err != nil && ctx.Err() == nil {
 			m.log.Warn("stray item check failed", "subject", subject, "err", err)
 		}
 	}
 }
 
+// records returns the readable job records by id, from one listing of the
+// jobs bucket (which the bus reads again only when the bucket changed).
+func (m *Manager) records(ctx context.Context) (map[string]*schemas.JobRecord, error) {
+	all, err := m.bus.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*schemas.JobRecord, len(all))
+	for _, rec := range all {
+		byID[rec.ID] = rec
+	}
+	return byID, nil
+}
+
 // sweepSubject refuses the items of subject if its job does not accept
-// them; lastSeq is the work stream's last sequence when they were counted.
-func (m *Manager) sweepSubject(ctx context.Context, subject string, lastSeq uint64, now time.Time) error {
+// them; lastSeq is the work stream's last sequence when they were counted,
+// known the readable job records. A job's record is read only when known
+// lacks it, to tell a missing record from an unreadable one.
+func (m *Manager) sweepSubject(ctx context.Context, subject string, lastSeq uint64, now time.Time, known map[string]*schemas.JobRecord) error {
 	job := m.bus.Prefix().SubjectJob(subject)
-	rec, err := m.bus.Status(ctx, job)
+	rec, err := known[job], error(nil)
+	if rec == nil {
+		rec, err = m.bus.Status(ctx, job)
+	}
 	if m.bus.Prefix().Work(job) != subject {
 		rec, err = nil, bus.ErrJobNotFound // names no valid job id: its letters go to pace.dead.unknown
 	}

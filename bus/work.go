@@ -166,9 +166,9 @@ func (c *Client) OpenJob(ctx context.Context, job string) (_ *schemas.JobRecord,
 func (c *Client) openJob(ctx context.Context, job string) (_ *schemas.JobRecord, err error) {
 	ctx, done := c.guard(ctx)
 	defer func() { err = notPermitted(ctx, err); done() }()
-	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
+	kv, err := c.jobsKV(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
+		return nil, err
 	}
 	rec, err := getJob(ctx, kv, job)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -232,9 +232,9 @@ func (c *Client) DeclareJob(ctx context.Context, job string, spec schemas.JobSpe
 	if errs := spec.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("job %s: %w", job, errs.ToAggregate())
 	}
-	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(jobsBucket))
+	kv, err := c.jobsKV(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
+		return nil, err
 	}
 	for {
 		now := c.clk.Now()

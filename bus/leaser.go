@@ -38,15 +38,19 @@ type Lease struct {
 	start     time.Time
 }
 
-// Leaser opens job for leasing. It returns ErrJobFinished when the job is
-// finished. Of opts, WithWorkerID names the results and WithRetryDelay
-// spaces the retries of failed items.
+// Leaser opens job for leasing. Unlike a Worker's, it never creates the
+// job: it returns ErrJobNotFound for a job that does not exist, and
+// ErrJobFinished when the job is finished. Of opts, WithWorkerID names the
+// results and WithRetryDelay spaces the retries of failed items.
 func (c *Client) Leaser(ctx context.Context, job string, opts ...WorkerOption) (*Leaser, error) {
 	o := defaultWorkerOptions()
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if _, _, err := c.Job(ctx, job); err != nil {
+		return nil, fmt.Errorf("lease items of %s: %w", job, err)
 	}
 	rec, err := c.OpenJob(ctx, job)
 	if err != nil {
@@ -157,7 +161,10 @@ func (ls *Lease) Complete(ctx context.Context, output string) error {
 		ls.retry(ctx)
 		return err
 	}
-	if aerr := ls.msg.Ack(); aerr != nil {
+	// Acknowledged synchronously: the pull model's callers count the
+	// queue right after (a rediswq worker's loop test), and must not count
+	// this item as still leased.
+	if aerr := ls.msg.DoubleAck(ctx); aerr != nil {
 		l.log.Warn("ack failed; the item will be redelivered and its result deduplicated", "item", ls.Item.ID, "err", aerr)
 	}
 	return err

@@ -89,6 +89,19 @@ func (c *Client) AnnounceReplica(ctx context.Context, job, replica string, since
 	return nil
 }
 
+// WithdrawReplica deletes a replica's presence at once, rather than letting
+// it age out: the replica is gone (its connection closed).
+func (c *Client) WithdrawReplica(ctx context.Context, job, replica string) error {
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(workersBucket))
+	if err != nil {
+		return fmt.Errorf("workers bucket: %w", err)
+	}
+	if err := kv.Delete(ctx, presenceKey(job, replica)); err != nil {
+		return fmt.Errorf("presence of %s/%s: %w", job, replica, err)
+	}
+	return nil
+}
+
 // Presence is a live count of the workers running for each job, fed by the
 // workers bucket. Create it with Client.Presence and run it with Run.
 type Presence struct {

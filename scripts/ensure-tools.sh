@@ -2,7 +2,8 @@
 # ensure-tools.sh: make sure the programs the tests drive are installed:
 # Chromium for the UI's browser tests, jq, python3 and Node.js (with npm)
 # for the documented commands that docs/docs_test.go runs, redis-cli and
-# python3-redis for the Redis front's Asperathos workers. As root, what is
+# python3-redis for the Redis front's Asperathos workers, redis-server for
+# the front's differential tests (the same commands to both, replies compared). As root, what is
 # missing is installed from Debian's packages (about a minute, once per
 # machine); otherwise the script names the one command to run. PACE_CHROMIUM
 # names another browser.
@@ -18,6 +19,7 @@ command -v python3 >/dev/null || missing+=(python3)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 command -v redis-cli >/dev/null || missing+=(redis-tools)
+command -v redis-server >/dev/null || missing+=(redis-server)
 # The Redis front's tests run an Asperathos worker with a real Redis client.
 python3 -c 'import redis' 2>/dev/null || /usr/bin/python3 -c 'import redis' 2>/dev/null || missing+=(python3-redis)
 if [ ${#missing[@]} -eq 0 ]; then

@@ -2,6 +2,8 @@ package rediswq
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,34 +39,55 @@ type Config struct {
 	// Secured requires every queue to be named by its job's token, or the
 	// connection to AUTH with it; otherwise queues are named by job.
 	Secured bool
-	// Tick is how often leases are extended and their keys' TTLs checked
-	// (default 1s).
+	// Journal, when set, writes a line to a job's log: the errors its
+	// workers push to <q>:errors, and the first use of each command the
+	// front does not serve. Its client needs the right to publish job
+	// logs, which job tokens do not carry.
+	Journal func(ctx context.Context, l *schemas.LogLine) error
+	// Tick is how often leases are extended, lease keys expire and
+	// Redis-protocol workers announce their presence (default 1s).
 	Tick  time.Duration
 	Clock clock.WithTicker
 	Log   *slog.Logger
 }
 
+// announceEvery is how often a Redis-protocol worker's presence is
+// refreshed: within bus' presence interval (5s).
+const announceEvery = 4 * time.Second
+
+// finishedCheck is how many ticks apart an unused queue that keeps private
+// keys checks whether its job is finished (its keys then go).
+const finishedCheck = 30
+
 // Front serves jobs' work queues over the Redis protocol.
 type Front struct {
-	cfg     Config
-	log     *slog.Logger
-	opening singleflight.Group
+	cfg      Config
+	log      *slog.Logger
+	instance string // distinguishes this front's connections in presence
+	opening  singleflight.Group
 
 	mu     sync.Mutex
-	queues map[string]*queue // by queue name; guarded by mu
+	queues map[string]*queue // by job; guarded by mu
+	ticks  int               // guarded by mu
 
 	completed, failed, released atomic.Int64
 }
 
 // queue is one job's queue as the front serves it: the items leased through
-// it, in lease order, and the connections using it.
+// it, in lease order, its private keys, and the connections using it.
 type queue struct {
-	name, job string
-	client    *bus.Client
-	leaser    *bus.Leaser // nil when the job was finished at open: its lists are empty
-	release   func()
-	users     int     // guarded by Front.mu
-	held      []*held // guarded by Front.mu
+	job     string
+	client  *bus.Client
+	leaser  *bus.Leaser // nil when the job was finished at open: its lists are empty
+	release func()
+
+	// Guarded by Front.mu.
+	users    int
+	held     []*held
+	keys     *keyspace
+	workers  map[*session]bool // connections that leased an item: workers in presence
+	recent   map[string]time.Time
+	reported map[string]bool // commands already written to the job's log
 }
 
 // held is a leased item and what its worker said of it so far.
@@ -72,22 +95,32 @@ type held struct {
 	lease    *bus.Lease
 	payload  string
 	hash     string
-	by       *session  // the connection that leased it
-	ttl      time.Time // the lease key's expiry; zero: no lease key
-	owner    string    // the lease key's value (rediswq's session id)
+	by       *session // the connection that leased it
+	keyed    bool      // its lease key was set and has not been deleted
 	result   *string   // pushed to <q>:results
 	err      string    // pushed to <q>:errors
+	removed  bool      // LREM'd from <q>:processing: completed unless given back next
 	extended time.Time
 }
 
-// session is one client connection.
+// session is one client connection, bound to the job of the first queue
+// it names (or of the token it authenticates with).
 type session struct {
-	id     string
-	token  string            // from AUTH
-	queues map[string]*queue // the queues it has used
-	multi  []redcon.Command  // commands queued after MULTI
-	inMult bool
-	closed atomic.Bool
+	num   int64  // CLIENT ID
+	id    string // its worker id in presence
+	token string   // from AUTH
+	q     *queue   // nil until bound; guarded by Front.mu once set
+	names []string // what the bound queue is called on this connection
+	name  string   // CLIENT SETNAME
+	proto int      // the RESP version HELLO chose: 2 or 3
+
+	removed  []*held         // LREM'd items settled by the next command; guarded by Front.mu
+	putBack  map[string]int  // values RPUSHed to <q> while leased: the LREM that follows answers 1
+	multi    []redcon.Command // commands queued after MULTI
+	inMulti  bool
+	multiErr bool // a command queued after MULTI was refused: EXEC aborts
+	announce time.Time // guarded by Front.mu
+	closed   atomic.Bool
 }
 
 // New returns a front; serve it with Serve.
@@ -101,7 +134,9 @@ func New(cfg Config) *Front {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Front{cfg: cfg, log: cfg.Log.With("stage", "redis"), queues: map[string]*queue{}}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return &Front{cfg: cfg, log: cfg.Log.With("stage", "redis"), instance: hex.EncodeToString(b[:]), queues: map[string]*queue{}}
 }
 
 // Serve answers Redis clients on ln until ctx ends, then returns the items
@@ -111,10 +146,11 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 	srv := redcon.NewServer(ln.Addr().String(),
 		func(conn redcon.Conn, cmd redcon.Command) { f.handle(ctx, conn, conn.Context().(*session), cmd) },
 		func(conn redcon.Conn) bool {
-			conn.SetContext(&session{id: fmt.Sprintf("redis-%d", ids.Add(1)), queues: map[string]*queue{}})
+			n := ids.Add(1)
+			conn.SetContext(&session{num: n, id: fmt.Sprintf("redis-%s-%d", f.instance, n), proto: 2, putBack: map[string]int{}})
 			return true
 		},
-		func(conn redcon.Conn, _ error) { f.closeSession(conn.Context().(*session)) })
+		func(conn redcon.Conn, _ error) { f.closeSession(ctx, conn.Context().(*session)) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	f.log.Info("serving job queues over the Redis protocol", "addr", ln.Addr().String(), "secured", f.cfg.Secured)
@@ -133,7 +169,7 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 			f.shutdown()
 			return err
 		case <-t.C():
-			f.tick()
+			f.tick(ctx)
 		}
 	}
 }
@@ -141,135 +177,213 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 // shutdown returns every held item to its queue and closes the queues.
 // Connections closing meanwhile find no held item left.
 func (f *Front) shutdown() {
-	type item struct {
-		q *queue
-		h *held
-	}
-	var items []item
 	f.mu.Lock()
 	queues := f.queues
 	f.queues = map[string]*queue{}
+	var items []*held
 	for _, q := range queues {
-		for _, h := range q.held {
-			items = append(items, item{q, h})
-		}
+		items = append(items, q.held...)
 		q.held = nil
 	}
 	f.mu.Unlock()
-	for _, it := range items {
-		f.releaseHeld(it.q, it.h, "the Redis front stopped")
+	for _, h := range items {
+		f.releaseHeld(h, "the Redis front stopped")
 	}
 	for _, q := range queues {
 		q.release()
 	}
 }
 
-// tick extends the leases whose key has not expired (or, without a key,
-// whose connection is open) and returns the others' items to the queue.
-func (f *Front) tick() {
+// tick expires private keys, returns the items whose lease key expired,
+// extends the other leases, announces the workers, and closes the queues
+// no one uses.
+func (f *Front) tick(ctx context.Context) {
 	now := f.cfg.Clock.Now()
-	type action struct {
-		q      *queue
-		h      *held
-		expire bool
+	var expired, extend []*held
+	var idle, check []*queue
+	type announcement struct {
+		q *queue
+		s *session
 	}
-	var todo []action
-	var idle []*queue
+	var announce []announcement
 	f.mu.Lock()
-	for name, q := range f.queues {
+	f.ticks++
+	for job, q := range f.queues {
+		gone := map[string]bool{}
+		for _, k := range q.keys.expired(now) {
+			gone[k] = true
+		}
 		for _, h := range slices.Clone(q.held) {
 			switch {
-			case !h.ttl.IsZero() && !now.Before(h.ttl):
+			case h.keyed && !h.removed && gone[q.job+leasePrefix+h.hash]:
 				q.drop(h)
-				todo = append(todo, action{q, h, true})
+				expired = append(expired, h)
 			case now.Sub(h.extended) >= q.leaser.ItemTimeout()/3:
 				h.extended = now
-				todo = append(todo, action{q, h, false})
+				extend = append(extend, h)
 			}
 		}
-		if q.users == 0 && len(q.held) == 0 {
-			delete(f.queues, name)
+		for s := range q.workers {
+			if now.Sub(s.announce) >= announceEvery {
+				s.announce = now
+				announce = append(announce, announcement{q, s})
+			}
+		}
+		for k, at := range q.recent {
+			if now.Sub(at) > q.recentFor() {
+				delete(q.recent, k)
+			}
+		}
+		switch {
+		case q.users > 0 || len(q.held) > 0:
+		case q.keys.empty():
+			delete(f.queues, job)
 			idle = append(idle, q)
+		case f.ticks%finishedCheck == 0:
+			check = append(check, q)
 		}
 	}
 	f.mu.Unlock()
+	for _, h := range expired {
+		f.releaseHeld(h, "its lease key expired")
+	}
+	for _, h := range extend {
+		if err := h.lease.Extend(); err != nil {
+			f.log.Warn("lease extension failed", "job", h.lease.Item.Job, "item", h.lease.Item.ID, "err", err)
+		}
+	}
+	for _, a := range announce {
+		if err := a.q.client.AnnounceReplica(ctx, a.q.job, a.s.id, now); err != nil {
+			f.log.Warn("worker presence not announced", "job", a.q.job, "worker", a.s.id, "err", err)
+		}
+	}
 	for _, q := range idle {
 		q.release()
 	}
-	for _, a := range todo {
-		if a.expire {
-			f.releaseHeld(a.q, a.h, "its lease key expired")
+	for _, q := range check {
+		f.closeIfFinished(ctx, q)
+	}
+}
+
+// closeIfFinished drops an unused queue's private keys once its job is
+// finished or gone.
+func (f *Front) closeIfFinished(ctx context.Context, q *queue) {
+	rec, _, err := q.client.Job(ctx, q.job)
+	if err != nil && !errors.Is(err, bus.ErrJobNotFound) {
+		return
+	}
+	if err == nil && !rec.State.Final() {
+		return
+	}
+	f.mu.Lock()
+	if q.users > 0 || len(q.held) > 0 || f.queues[q.job] != q {
+		f.mu.Unlock()
+		return
+	}
+	delete(f.queues, q.job)
+	f.mu.Unlock()
+	q.release()
+}
+
+func (f *Front) releaseHeld(h *held, why string) {
+	f.released.Add(1)
+	f.log.Info("item returned to the queue", "job", h.lease.Item.Job, "item", h.lease.Item.ID, "reason", why)
+	if err := h.lease.Release(); err != nil {
+		f.log.Warn("release failed; the item returns when its lease runs out", "job", h.lease.Item.Job, "item", h.lease.Item.ID, "err", err)
+	}
+}
+
+// closeSession settles what a closed connection left: items it removed
+// from the processing list are completed when they have a result or an
+// error, and returned otherwise (a give-back cut short must not lose its
+// item); items it leased without a lease key return to the queue (with
+// one, they stay leased until it expires, as in rediswq). Its presence as
+// a worker ends.
+func (f *Front) closeSession(ctx context.Context, s *session) {
+	s.closed.Store(true)
+	f.mu.Lock()
+	q := s.q
+	if q == nil {
+		f.mu.Unlock()
+		return
+	}
+	q.users--
+	removed := s.removed
+	s.removed = nil
+	var orphans []*held
+	for _, h := range slices.Clone(q.held) {
+		if h.by == s && !h.keyed && !h.removed {
+			q.drop(h)
+			orphans = append(orphans, h)
+		}
+	}
+	worker := q.workers[s]
+	delete(q.workers, s)
+	f.mu.Unlock()
+	for _, h := range removed {
+		if h.result == nil && h.err == "" {
+			f.releaseHeld(h, "its connection closed before it was completed or given back")
 			continue
 		}
-		if err := a.h.lease.Extend(); err != nil {
-			f.log.Warn("lease extension failed", "job", a.q.job, "item", a.h.lease.Item.ID, "err", err)
+		f.settle(ctx, q, h)
+	}
+	for _, h := range orphans {
+		f.releaseHeld(h, "its connection closed")
+	}
+	if worker {
+		if err := q.client.WithdrawReplica(ctx, q.job, s.id); err != nil && ctx.Err() == nil {
+			f.log.Warn("worker presence not withdrawn; it ages out", "job", q.job, "worker", s.id, "err", err)
 		}
 	}
 }
 
-func (f *Front) releaseHeld(q *queue, h *held, why string) {
-	f.released.Add(1)
-	f.log.Info("item returned to the queue", "job", q.job, "item", h.lease.Item.ID, "reason", why)
-	if err := h.lease.Release(); err != nil {
-		f.log.Warn("release failed; the item returns when its lease runs out", "job", q.job, "item", h.lease.Item.ID, "err", err)
+// errNoJob is a key that names no job's queue on an open bus.
+var errNoJob = errors.New("no job")
+
+var errNoAuth = errors.New("NOAUTH Authentication required.")
+
+// bind ties s to the job whose queue k names, on its first use of a queue.
+// It returns errNoJob on an open bus when k names no existing job, and
+// errNoAuth on a secured one when k is not a job's token.
+func (f *Front) bind(ctx context.Context, s *session, k string) error {
+	if s.q != nil {
+		return nil
 	}
+	name := queueName(k)
+	job, token := name, ""
+	if j, ok := jobOfToken(name); ok {
+		job, token = j, name
+	} else if f.cfg.Secured {
+		return errNoAuth
+	}
+	if !schemas.ValidToken(job) {
+		return errNoJob
+	}
+	return f.attach(ctx, s, job, token, []string{name})
 }
 
-// closeSession returns the items leased on a closed connection that have no
-// lease key (with one, they stay leased until it expires, as in rediswq),
-// and lets go of its queues.
-func (f *Front) closeSession(s *session) {
-	s.closed.Store(true)
-	type orphan struct {
-		q *queue
-		h *held
-	}
-	var orphans []orphan
-	f.mu.Lock()
-	for _, q := range s.queues {
-		q.users--
-		for _, h := range slices.Clone(q.held) {
-			if h.by == s && h.ttl.IsZero() {
-				q.drop(h)
-				orphans = append(orphans, orphan{q, h})
-			}
-		}
-	}
-	f.mu.Unlock()
-	for _, o := range orphans {
-		f.releaseHeld(o.q, o.h, "its connection closed")
-	}
-}
-
-// queue returns the queue named name for s, opening it on first use.
-func (f *Front) queue(ctx context.Context, s *session, name string) (*queue, error) {
-	if q, ok := s.queues[name]; ok {
-		return q, nil
-	}
-	job, token, err := f.resolve(s, name)
-	if err != nil {
-		return nil, err
-	}
+// attach binds s to job's queue, opening it on first use.
+func (f *Front) attach(ctx context.Context, s *session, job, token string, names []string) error {
 	for {
 		f.mu.Lock()
-		if q, ok := f.queues[name]; ok {
+		if q, ok := f.queues[job]; ok {
 			q.users++
-			s.queues[name] = q
+			s.q, s.names = q, names
 			f.mu.Unlock()
-			return q, nil
+			return nil
 		}
 		f.mu.Unlock()
-		_, err, _ := f.opening.Do(name, func() (any, error) { return nil, f.open(ctx, name, job, token) })
-		if err != nil {
-			return nil, err
+		if _, err, _ := f.opening.Do(job, func() (any, error) { return nil, f.open(ctx, job, token) }); err != nil {
+			return err
 		}
 	}
 }
 
-// open connects name's queue and registers it, with no users yet.
-func (f *Front) open(ctx context.Context, name, job, token string) error {
+// open connects job's queue and registers it, with no users yet. It never
+// creates the job.
+func (f *Front) open(ctx context.Context, job, token string) error {
 	f.mu.Lock()
-	_, ok := f.queues[name]
+	_, ok := f.queues[job]
 	f.mu.Unlock()
 	if ok {
 		return nil
@@ -279,39 +393,37 @@ func (f *Front) open(ctx context.Context, name, job, token string) error {
 		return fmt.Errorf("connect to the bus for job %s: %w", job, err)
 	}
 	l, err := c.Leaser(ctx, job, bus.WithWorkerID("redis-front"))
-	if err != nil && !errors.Is(err, bus.ErrJobFinished) {
+	switch {
+	case errors.Is(err, bus.ErrJobNotFound):
+		release()
+		return errNoJob
+	case err != nil && !errors.Is(err, bus.ErrJobFinished):
 		release()
 		return err
 	}
 	f.mu.Lock()
-	f.queues[name] = &queue{name: name, job: job, client: c, leaser: l, release: release}
+	f.queues[job] = &queue{job: job, client: c, leaser: l, release: release, keys: newKeyspace(),
+		workers: map[*session]bool{}, recent: map[string]time.Time{}, reported: map[string]bool{}}
 	f.mu.Unlock()
 	f.log.Info("queue opened", "job", job)
 	return nil
 }
 
-// resolve names the job a queue is for and the token that opens it.
-func (f *Front) resolve(s *session, name string) (job, token string, err error) {
-	if job, ok := natsauth.TokenJob(name); ok {
-		return job, name, nil
-	}
-	if !schemas.ValidToken(name) {
-		return "", "", fmt.Errorf("%q is not a job's queue: name it by the job's id or token (REDIS_QUEUE)", name)
-	}
-	if !f.cfg.Secured {
-		return name, "", nil
-	}
-	if tj, ok := natsauth.TokenJob(s.token); ok && tj == name {
-		return name, s.token, nil
-	}
-	return "", "", errNoAuth
-}
-
-var errNoAuth = errors.New("NOAUTH authentication required: name the queue by the job's token (REDIS_QUEUE), or AUTH with it")
+// jobOfToken returns the job a job token is for.
+func jobOfToken(token string) (string, bool) { return natsauth.TokenJob(token) }
 
 // drop removes h from the queue's held items; Front.mu is held.
 func (q *queue) drop(h *held) {
 	q.held = slices.DeleteFunc(q.held, func(x *held) bool { return x == h })
+}
+
+// recentFor is how long a value leased here is remembered after it left:
+// a requeue of it in that time is not a new item.
+func (q *queue) recentFor() time.Duration {
+	if q.leaser == nil {
+		return time.Minute
+	}
+	return 2 * q.leaser.ItemTimeout()
 }
 
 // find returns the held item that matches, preferring those leased by s,
@@ -330,4 +442,15 @@ func (q *queue) find(s *session, match func(*held) bool) *held {
 		}
 	}
 	return other
+}
+
+// journal writes a line to q's job log, when the front has a journal.
+func (f *Front) journal(ctx context.Context, q *queue, line string) {
+	if f.cfg.Journal == nil {
+		return
+	}
+	l := &schemas.LogLine{Job: q.job, At: f.cfg.Clock.Now(), Source: "redis-front", Line: line}
+	if err := f.cfg.Journal(ctx, l); err != nil {
+		f.log.Warn("job log not written", "job", q.job, "err", err)
+	}
 }

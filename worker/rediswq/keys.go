@@ -3,49 +3,65 @@ package rediswq
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 )
 
-// kind is which of a queue's keys a Redis key is.
+// kind is which of a job's keys a Redis key is.
 type kind int
 
 const (
-	mainList       kind = iota // <q>: the items waiting
+	privateKey     kind = iota // any other key: the job's private keyspace
+	mainList                   // <q>: the items waiting
 	processingList             // <q>:processing: the items leased here
-	resultsList                // <q>:results: results of leased items
-	errorsList                 // <q>:errors: errors of leased items
+	resultsList                // <q>:results: the job's results
+	errorsList                 // <q>:errors: errors workers reported
 	leaseKey                   // <q>:leased_by_session:<sha224(item)>
 )
 
-// key is a parsed Redis key: the queue it belongs to, and which key of it.
-type key struct {
-	queue string
-	kind  kind
-	hash  string // leaseKey: the item's sha224, hex
-}
-
 const leasePrefix = ":leased_by_session:"
 
-// parseKey reads a key of the rediswq protocol. A queue is named by its job
-// (or its job's token, which contains colons but never one of the suffixes).
-func parseKey(s string) (key, error) {
-	if i := strings.LastIndex(s, leasePrefix); i > 0 {
-		h := s[i+len(leasePrefix):]
-		if len(h) != 2*sha256.Size224 {
-			return key{}, fmt.Errorf("lease key %q: want %s<sha224 of the item, hex>", s, leasePrefix)
+var suffixes = map[string]kind{"": mainList, ":processing": processingList, ":results": resultsList, ":errors": errorsList}
+
+// key is a Redis key as a connection bound to a job reads it.
+type key struct {
+	kind kind
+	// name is where the key is stored in the job's keyspace: keys of the
+	// queue are stored under the job's id, whichever name (id or token)
+	// the client used, so that all of a job's clients share them.
+	name string
+	hash string // leaseKey: what follows the prefix (an item's sha224, hex)
+}
+
+// classify reads k for a connection whose queue is called by names (its
+// job's token, and its id once the connection has authenticated).
+func classify(k, job string, names []string) key {
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(k, n)
+		if !ok {
+			continue
 		}
-		return key{queue: s[:i], kind: leaseKey, hash: strings.ToLower(h)}, nil
-	}
-	for suffix, k := range map[string]kind{":processing": processingList, ":results": resultsList, ":errors": errorsList} {
-		if q, ok := strings.CutSuffix(s, suffix); ok && q != "" {
-			return key{queue: q, kind: k}, nil
+		if kind, ok := suffixes[rest]; ok {
+			return key{kind: kind, name: job + rest}
+		}
+		if h, ok := strings.CutPrefix(rest, leasePrefix); ok {
+			return key{kind: leaseKey, name: job + rest, hash: strings.ToLower(h)}
 		}
 	}
-	if s == "" {
-		return key{}, fmt.Errorf("empty key")
+	return key{kind: privateKey, name: k}
+}
+
+// queueName returns the name of the queue a key belongs to when it is one
+// of a queue's keys: rediswq's suffixes stripped.
+func queueName(k string) string {
+	if i := strings.LastIndex(k, leasePrefix); i > 0 {
+		return k[:i]
 	}
-	return key{queue: s, kind: mainList}, nil
+	for suffix := range suffixes {
+		if q, ok := strings.CutSuffix(k, suffix); ok && suffix != "" && q != "" {
+			return q
+		}
+	}
+	return k
 }
 
 // itemHash is the hash rediswq names an item's lease key by.

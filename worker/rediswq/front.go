@@ -96,29 +96,29 @@ type held struct {
 	payload  string
 	hash     string
 	by       *session // the connection that leased it
-	keyed    bool      // its lease key was set and has not been deleted
-	result   *string   // pushed to <q>:results
-	err      string    // pushed to <q>:errors
-	removed  bool      // LREM'd from <q>:processing: completed unless given back next
+	keyed    bool     // its lease key was set and has not been deleted
+	result   *string  // pushed to <q>:results
+	err      string   // pushed to <q>:errors
+	removed  bool     // LREM'd from <q>:processing: completed unless given back next
 	extended time.Time
 }
 
 // session is one client connection, bound to the job of the first queue
 // it names (or of the token it authenticates with).
 type session struct {
-	num   int64  // CLIENT ID
-	id    string // its worker id in presence
+	num   int64    // CLIENT ID
+	id    string   // its worker id in presence
 	token string   // from AUTH
 	q     *queue   // nil until bound; guarded by Front.mu once set
 	names []string // what the bound queue is called on this connection
 	name  string   // CLIENT SETNAME
 	proto int      // the RESP version HELLO chose: 2 or 3
 
-	removed  []*held         // LREM'd items settled by the next command; guarded by Front.mu
-	putBack  map[string]int  // values RPUSHed to <q> while leased: the LREM that follows answers 1
+	removed  []*held          // LREM'd items settled by the next command; guarded by Front.mu
+	putBack  map[string]int   // values RPUSHed to <q> while leased: the LREM that follows answers 1
 	multi    []redcon.Command // commands queued after MULTI
 	inMulti  bool
-	multiErr bool // a command queued after MULTI was refused: EXEC aborts
+	multiErr bool      // a command queued after MULTI was refused: EXEC aborts
 	announce time.Time // guarded by Front.mu
 	closed   atomic.Bool
 }

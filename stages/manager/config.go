@@ -22,6 +22,11 @@ type Config struct {
 	// Interval is how often running jobs are checked for completion and
 	// finished ones for cleanup; 0 means 1s.
 	Interval time.Duration `json:"interval,omitempty"`
+	// CheckTimeout bounds one job's check (see Reconcile) and one sweep
+	// for stray items; 0 means 10s.
+	CheckTimeout time.Duration `json:"check_timeout,omitempty"`
+	// CheckConcurrency is how many jobs are checked at once; 0 means 8.
+	CheckConcurrency int `json:"check_concurrency,omitempty"`
 	// StraySweep is how often the work stream is checked for items
 	// published to jobs that do not accept them (see SweepStrays); a job's
 	// end triggers a check too. 0 means 2s.
@@ -94,6 +99,12 @@ func (c Config) Defaults() Config {
 	if c.Interval == 0 {
 		c.Interval = time.Second
 	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = 10 * time.Second
+	}
+	if c.CheckConcurrency == 0 {
+		c.CheckConcurrency = 8
+	}
 	if c.LocalExec == "" {
 		c.LocalExec = LocalExecAll
 	}
@@ -115,14 +126,15 @@ func (c Config) Defaults() Config {
 // Validate reports every invalid setting of a defaulted Config.
 func (c Config) Validate() (errs field.ErrorList) {
 	for name, v := range map[string]int64{"max_body_bytes": c.MaxBodyBytes, "max_workload_bytes": c.MaxWorkloadBytes,
-		"max_job_items": int64(c.MaxJobItems), "max_user_queued": int64(c.MaxUserQueued)} {
+		"max_job_items": int64(c.MaxJobItems), "max_user_queued": int64(c.MaxUserQueued),
+		"check_concurrency": int64(c.CheckConcurrency)} {
 		if v <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), v, "must be positive"))
 		}
 	}
 	for name, v := range map[string]time.Duration{"workload_timeout": c.WorkloadTimeout,
 		"request_timeout": c.RequestTimeout, "interval": c.Interval, "stray_sweep": c.StraySweep,
-		"stray_grace": c.StrayGrace} {
+		"stray_grace": c.StrayGrace, "check_timeout": c.CheckTimeout} {
 		if v <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), v.String(), "must be positive"))
 		}

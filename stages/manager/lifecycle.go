@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -279,10 +281,11 @@ func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kep
 
 // Run recovers the jobs' records from their events, serves submissions and
 // commands over NATS, keeps the ledger of streaming jobs' items, checks
-// jobs every Config.Interval and the work
-// stream for stray items every Config.StraySweep and when a job ends (see
-// SweepStrays), until ctx ends; cancellation, even during recovery,
-// returns nil.
+// jobs every Config.Interval (see Reconcile) and the work stream for stray
+// items every Config.StraySweep and when a job ends (see SweepStrays),
+// until ctx ends; cancellation, even during recovery, returns nil. Job
+// checks and sweeps run apart, so that neither waits for the other, and a
+// pass does not wait for a job still being checked since an earlier one.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := m.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -298,28 +301,48 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopNATS()
-	ledger := make(chan struct{})
-	go func() {
-		defer close(ledger)
-		m.keepLedger(ctx)
-	}()
-	defer func() { <-ledger }()
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	loops.Go(func() { m.keepLedger(ctx) })
+	loops.Go(func() { m.sweepStrays(ctx) })
+	defer m.checking.Wait() // the checks a pass started
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
-	sweep := m.clock.NewTicker(m.cfg.StraySweep)
-	defer sweep.Stop()
-	m.Reconcile(ctx)
-	m.SweepStrays(ctx)
+	var passing atomic.Bool // a pass is starting checks
+	pass := func() {
+		if !passing.CompareAndSwap(false, true) {
+			return // the last pass still waits for a free slot: this one would only queue behind it
+		}
+		loops.Go(func() {
+			defer passing.Store(false)
+			m.reconcile(ctx, false)
+		})
+	}
+	pass()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			m.Reconcile(ctx)
+			pass()
+		}
+	}
+}
+
+// sweepStrays sweeps the work stream for stray items every
+// Config.StraySweep and when a job ends, until ctx ends.
+func (m *Manager) sweepStrays(ctx context.Context) {
+	sweep := m.clock.NewTicker(m.cfg.StraySweep)
+	defer sweep.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
+		m.SweepStrays(sctx)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
 		case <-sweep.C():
-			m.SweepStrays(ctx)
 		case <-m.ended:
-			m.SweepStrays(ctx)
 		}
 	}
 }
@@ -354,27 +377,107 @@ func (m *Manager) Recover(ctx context.Context) error {
 
 // Reconcile checks every job once: running jobs for completion or a
 // drained stop, jobs interrupted while being created, and finished jobs
-// due for cleanup. Errors are logged; the next pass retries.
-func (m *Manager) Reconcile(ctx context.Context) {
-	m.reconciling.Lock()
-	defer m.reconciling.Unlock()
-	jobs, err := m.bus.Jobs(ctx)
+// due for cleanup. It returns once each check has ended, waiting first for
+// the check of a job that is being checked already. Errors are logged; the
+// next pass retries.
+func (m *Manager) Reconcile(ctx context.Context) { m.reconcile(ctx, true) }
+
+// reconcile starts a check of every job that needs one, at most
+// Config.CheckConcurrency at a time, each bounded by Config.CheckTimeout,
+// so that a job whose checks hang costs the others one slot at most. A job
+// being checked already is waited for with wait, skipped without it; with
+// wait, reconcile returns once its checks have ended.
+func (m *Manager) reconcile(ctx context.Context, wait bool) {
+	lctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
+	jobs, err := m.bus.Jobs(lctx)
+	cancel()
 	if err != nil {
-		m.log.Warn("job check failed", "err", err)
+		if ctx.Err() == nil {
+			m.log.Warn("job check failed", "err", err)
+		}
 		return
 	}
+	var started sync.WaitGroup
 	for _, rec := range jobs {
-		if err := m.reconcileJob(ctx, rec); err != nil && ctx.Err() == nil {
-			m.log.Warn("job check failed", "job", rec.ID, "err", err)
+		if !m.beginCheck(ctx, rec.ID, wait) {
+			continue
+		}
+		if !m.needsCheck(rec) {
+			m.endCheck(rec.ID)
+			continue
+		}
+		select {
+		case m.slots <- struct{}{}:
+		case <-ctx.Done():
+			m.endCheck(rec.ID)
+			return
+		}
+		started.Add(1)
+		m.checking.Go(func() {
+			defer started.Done()
+			defer func() { <-m.slots }()
+			defer m.endCheck(rec.ID)
+			cctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
+			defer cancel()
+			if err := m.reconcileJob(cctx, rec); err != nil && ctx.Err() == nil {
+				m.log.Warn("job check failed", "job", rec.ID, "err", err)
+			}
+		})
+	}
+	if wait {
+		started.Wait()
+	}
+}
+
+// beginCheck claims the check of job and reports whether it may run: not
+// while another check of job runs, for which it waits when wait is set.
+// Call endCheck when the check is over.
+func (m *Manager) beginCheck(ctx context.Context, job string, wait bool) bool {
+	for {
+		m.mu.Lock()
+		running, busy := m.inCheck[job]
+		if !busy {
+			m.inCheck[job] = make(chan struct{})
+			m.mu.Unlock()
+			return true
+		}
+		m.mu.Unlock()
+		if !wait {
+			return false
+		}
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return false
 		}
 	}
 }
 
-func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error {
-	if rec.State.Final() { // however it ended
+// endCheck releases the check of job that beginCheck claimed.
+func (m *Manager) endCheck(job string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	close(m.inCheck[job])
+	delete(m.inCheck, job)
+}
+
+// needsCheck reports whether rec's job has anything to check in this pass:
+// a job being created, a running job due (see due), a finished one not yet
+// cleaned up. A finished job's check state is forgotten, however it ended.
+func (m *Manager) needsCheck(rec *schemas.JobRecord) bool {
+	switch {
+	case rec.State == schemas.Ongoing:
+		return m.due(rec.ID)
+	case rec.State.Final():
 		m.forgetCheck(rec.ID)
 		m.forgetProgress(rec.ID)
+		return rec.CleanedAt.IsZero()
 	}
+	return true
+}
+
+// reconcileJob checks one job (see Reconcile) that needsCheck chose.
+func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error {
 	switch rec.State {
 	case schemas.Created:
 		m.mu.Lock()
@@ -389,9 +492,6 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		}
 		return nil
 	case schemas.Ongoing:
-		if !m.due(rec.ID) {
-			return nil
-		}
 		if rec.StopRequested && rec.Spec.Mode == schemas.Batch {
 			// Items a failed worker returned after the stop are dropped too.
 			if _, err := m.bus.DropQueued(ctx, rec.ID); err != nil {
@@ -402,10 +502,11 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		if err != nil {
 			return err
 		}
+		// Results for items the job never had count for nothing in ws:
+		// failing to set them aside delays their letters, not the job.
+		var setAside error
 		if ws.NeverQueued > 0 {
-			if err := m.setAsideNeverQueued(ctx, rec); err != nil {
-				return err
-			}
+			setAside = m.setAsideNeverQueued(ctx, rec)
 		}
 		ev := finished(rec, ws)
 		if ev == nil {
@@ -413,7 +514,7 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		}
 		if ev == nil {
 			m.checked(rec.ID, ws)
-			return nil
+			return setAside
 		}
 		m.forgetCheck(rec.ID)
 		ev.Job = rec.ID
@@ -425,9 +526,9 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 				m.learn(ctx, rec)
 			}
 		}
-		return err
+		return errors.Join(setAside, err)
 	}
-	if rec.CleanedAt.IsZero() && !m.clock.Now().Before(rec.FinishedAt.Add(rec.Spec.ResourcesLifetime.D())) {
+	if !m.clock.Now().Before(rec.FinishedAt.Add(rec.Spec.ResourcesLifetime.D())) {
 		// Items still queued were published after it ended: they go to its
 		// dead letters, not unseen with a purge; so do results for items
 		// it never had.

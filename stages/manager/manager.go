@@ -41,12 +41,14 @@ type Manager struct {
 	authn      auth.Authenticator
 	httpClient *http.Client
 
-	// mu guards submitting (the jobs this process is creating), progress
-	// and checks.
+	// mu guards submitting (the jobs this process is creating), progress,
+	// checks and inCheck.
 	mu         sync.Mutex
 	submitting map[string]bool
 
-	reconciling sync.Mutex // one reconcile pass at a time
+	inCheck  map[string]chan struct{} // by job, closed when its check ends; guarded by mu
+	slots    chan struct{}            // one per job check running, Config.CheckConcurrency at most
+	checking sync.WaitGroup           // the job checks running
 
 	metrics *strayMetrics
 	ended   chan struct{} // a job ended: sweep for stray items soon
@@ -91,7 +93,8 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
 		httpClient: http.DefaultClient, submitting: map[string]bool{},
 		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{},
-		progress: map[string]progressMark{}, checks: map[string]jobCheck{}}
+		progress: map[string]progressMark{}, checks: map[string]jobCheck{},
+		inCheck: map[string]chan struct{}{}, slots: make(chan struct{}, cfg.CheckConcurrency)}
 	for _, opt := range opts {
 		opt(m)
 	}

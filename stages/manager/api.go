@@ -53,10 +53,7 @@ func NewAPI(m *Manager) *API {
 func (a *API) Register(mux *http.ServeMux) {
 	a.register(mux, "")
 	a.asperathos.register(mux, AsperathosPrefix)
-	mux.HandleFunc("OPTIONS "+AsperathosPrefix+"/", func(w http.ResponseWriter, _ *http.Request) { // CORS preflight
-		a.asperathos.cors(w)
-		w.WriteHeader(http.StatusNoContent)
-	})
+	mux.HandleFunc("OPTIONS "+AsperathosPrefix+"/", a.asperathos.preflight)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, a.OpenAPI())
 	})
@@ -119,7 +116,11 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		err = apiError(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", mbe.Limit)
 	}
 	e := asAPIError(err)
-	if e.Code >= 500 {
+	var body any = e
+	if ie := (installError{}); errors.As(err, &ie) {
+		body = ie
+	}
+	if e.Code >= 500 && e.Code != http.StatusNotImplemented { // a route Pace does not implement is no failure
 		a.m.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if e.Code == http.StatusUnauthorized {
@@ -128,7 +129,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, e.Code, e)
+	writeJSON(w, e.Code, body)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -236,8 +237,20 @@ func (a *API) command(fn func(context.Context, auth.User, string) (*schemas.JobR
 	}
 }
 
+// job is Manager.Job for a read. In the compatibility mode, an unknown
+// job of a caller without credentials, on an API that needs them, is a
+// 401 (Asperathos' answer to failed authentication), not a 400: the
+// credentials may be what is missing. Whether the job exists stays untold.
+func (a *API) job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+	rec, err := a.m.Job(ctx, u, id)
+	if err != nil && a.compat && u.IsAnonymous() && !a.m.cfg.Open && asAPIError(err).Code == http.StatusNotFound {
+		return nil, apiError(http.StatusUnauthorized, "job %s not found for a caller without credentials: send a bearer token", id)
+	}
+	return rec, err
+}
+
 func (a *API) report(r *http.Request, u auth.User) (Detailed, *Summary, error) {
-	rec, err := a.m.Job(r.Context(), u, jobID(r))
+	rec, err := a.job(r.Context(), u, jobID(r))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,12 +290,15 @@ func (a *API) logs(r *http.Request, u auth.User) (any, error) {
 			return nil, invalidAs("request", field.ErrorList{field.Invalid(field.NewPath("follow"), q, "must be true or false")})
 		}
 	}
-	rec, err := a.m.Job(ctx, u, jobID(r))
+	rec, err := a.job(ctx, u, jobID(r))
 	if err != nil {
 		return nil, err
 	}
 	if !follow {
 		lines, err := collectLogs(a.m, ctx, rec.ID)
+		if a.compat {
+			return asperathosLog(lines), err
+		}
 		if lines == nil {
 			lines = []*schemas.LogLine{}
 		}

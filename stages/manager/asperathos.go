@@ -248,7 +248,7 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 		Replicas:   schemas.Replicas{Min: *c.MinRep, Max: *c.MaxRep, Initial: *pi.InitSize},
 		Controller: schemas.ControllerSpec{Name: strategy, Params: params},
 		Actuator:   schemas.ActuatorSpec{Cluster: pi.ClusterName},
-		Labels:     map[string]string{"asperathos/monitor_plugin": pi.MonitorPlugin},
+		Labels:     map[string]string{labelMonitorPlugin: pi.MonitorPlugin},
 	}
 	if spec.Replicas.Initial > spec.Replicas.Max {
 		spec.Replicas.Max = spec.Replicas.Initial // Asperathos starts init_size pods whatever max_rep says
@@ -299,6 +299,9 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 	}
 	return spec, warnings, nil
 }
+
+// labelMonitorPlugin keeps the monitor plugin an Asperathos job named.
+const labelMonitorPlugin = "asperathos/monitor_plugin"
 
 // labelClusterInfo keeps the URL a kubejobs_cost job's prices come from.
 const labelClusterInfo = "asperathos/cluster_info_url"

@@ -69,10 +69,14 @@ func TestEveryRouteIsClassifiedByItsRoute(t *testing.T) {
 			t.Errorf("followed log %s resolved as %+v, want long-running", u, ri)
 		}
 	}
-	for _, u := range []string{"/visualizing/job-1", "/healthz"} { // Asperathos' routes alone
-		r := httptest.NewRequest("GET", manager.AsperathosPrefix+u, nil)
-		if c := digest.Classify(apfhttp.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), resolve(r))); c.PriorityLevel.Name != "pace-reads" {
-			t.Errorf("GET %s by alice: level %s, want pace-reads", r.URL.Path, c.PriorityLevel.Name)
+	for _, s := range []struct{ method, path, want string }{ // Asperathos' routes alone
+		{"GET", "/visualizing/job-1", "pace-reads"}, {"GET", "/healthz", "pace-reads"}, {"GET", "/key", "pace-reads"},
+		{"GET", "/scaling", "pace-reads"}, {"POST", "/scaling/job-1", "pace-submissions"},
+		{"PUT", "/monitoring/job-1/stop", "pace-submissions"}, {"POST", "/visualizing/job-1", "pace-submissions"},
+	} {
+		r := httptest.NewRequest(s.method, manager.AsperathosPrefix+s.path, nil)
+		if c := digest.Classify(apfhttp.Attributes(r.WithContext(auth.WithUser(r.Context(), alice)), resolve(r))); c.PriorityLevel.Name != s.want {
+			t.Errorf("%s %s by alice: level %s, want %s", s.method, r.URL.Path, c.PriorityLevel.Name, s.want)
 		}
 	}
 }

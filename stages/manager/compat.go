@@ -7,12 +7,15 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -23,50 +26,163 @@ import (
 const AsperathosPrefix = "/asperathos"
 
 // The compatibility mode differs from Pace's API in these answers
-// (docs/api.md lists them, and the differences that remain):
-//   - an unknown job is 400, not 404, and its errors are {} (200);
+// (docs/api.md lists them, and docs/asperathos.md the differences that
+// remain):
+//   - an unknown job is 400, not 404, and its errors are {} (200); a
+//     caller without credentials on an API that needs them gets 401;
 //   - errors are the list of the job's failed items as Asperathos' Redis
 //     list rendered them (b'…' strings), {} when there are none;
+//   - the log is {"execution", "stderr", "stdout"}, plugins are listed in
+//     Asperathos' rows and a refused plugin is "Error installing plugin";
 //   - activating a cluster says "success";
 //   - the job list carries each job's report fields;
-//   - GET /visualizing/{id} answers {"url": …}, GET /healthz "OK";
+//   - the monitor's, controller's and visualizer's own routes are served
+//     (components.go), GET /healthz answers "OK", GET /key an empty key;
 //   - answers carry CORS headers (Config.AsperathosCORS);
 //   - submissions are read leniently (relax, asperathosSpec).
 
 // asperathosExtras are the routes only the compatibility mode serves: the
-// visualizer's and the health check of Asperathos' services.
+// health check and key of Asperathos' manager, and the routes of its
+// other services (components).
 func (a *API) asperathosExtras() []route {
-	return []route{
-		{method: "GET", path: "/visualizing/{id}", summary: "URL of the job's dashboard, as Asperathos' visualizer answered", ok: http.StatusOK,
-			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := a.m.Job(r.Context(), u, jobID(r))
-				if err != nil {
-					return nil, err
-				}
-				return map[string]string{"url": a.m.visualizerURL(rec)}, nil
-			}},
+	return append([]route{
 		{method: "GET", path: "/healthz", summary: "Health, as Asperathos answered it", ok: http.StatusOK,
 			handle: func(*http.Request, auth.User) (any, error) { return "OK", nil }},
-	}
+		{method: "GET", path: "/key", summary: "The manager's SSH public key: Pace has none", ok: http.StatusOK,
+			handle: func(*http.Request, auth.User) (any, error) {
+				return map[string]string{"key": "", "message": noKey}, nil
+			}},
+	}, a.components()...)
 }
 
+// noKey says why GET /key answers an empty key.
+const noKey = "Pace has no SSH key: it reaches clusters with kubeconfigs (POST /submissions/cluster), never over SSH"
+
+// CORS of the Asperathos routes: the methods they serve, and the answer
+// headers a script in a browser may read (Asperathos exposed
+// Authorization; Pace adds what it answers with).
+var (
+	corsMethods = []string{"GET", "POST", "PUT", "DELETE", "OPTIONS"}
+	corsExposed = strings.Join([]string{"Authorization", "Retry-After", "WWW-Authenticate",
+		apfhttp.HeaderFlowSchemaUID, apfhttp.HeaderPriorityLevelUID}, ", ")
+)
+
 // cors sets the CORS headers of an Asperathos route's answer, as
-// Asperathos' flask_cors did: any origin by default.
-func (a *API) cors(w http.ResponseWriter) {
+// Asperathos' flask_cors did: any origin by default. It reports whether
+// CORS is on.
+func (a *API) cors(w http.ResponseWriter) bool {
 	origin := a.m.cfg.AsperathosCORS
 	switch origin {
 	case "none":
-		return
+		return false
 	case "":
 		origin = "*"
 	}
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
-	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+	h.Set("Access-Control-Expose-Headers", corsExposed)
 	if origin != "*" {
 		h.Add("Vary", "Origin")
 	}
+	return true
+}
+
+// preflight answers a CORS preflight of an Asperathos route: the method
+// asked for when the routes serve it (else every method they serve), and
+// the headers asked for, as flask_cors reflected them.
+func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
+	if a.cors(w) {
+		h := w.Header()
+		methods := strings.Join(corsMethods, ", ")
+		if m := r.Header.Get("Access-Control-Request-Method"); slices.Contains(corsMethods, m) {
+			methods = m
+		}
+		h.Set("Access-Control-Allow-Methods", methods)
+		headers := r.Header.Get("Access-Control-Request-Headers")
+		if headers == "" {
+			headers = "Authorization, Content-Type"
+		}
+		h.Set("Access-Control-Allow-Headers", headers)
+		h.Add("Vary", "Access-Control-Request-Method")
+		h.Add("Vary", "Access-Control-Request-Headers")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// asperathosLog is a job's log in the shape of Asperathos' GET
+// /submissions/{id}/log, three texts of one line per log line, each
+// starting with its time (RFC 3339): execution is what Pace wrote about the
+// job (its events, warnings, dropped output: sources "manager" and
+// "pace"); stdout is what its workers wrote, "<worker>: <line>"; stderr is
+// empty, as a worker's two streams arrive merged, in stdout.
+func asperathosLog(lines []*schemas.LogLine) map[string]string {
+	var execution, stdout strings.Builder
+	for _, l := range lines {
+		at := l.At.UTC().Format(time.RFC3339Nano)
+		switch l.Source {
+		case "manager", "pace":
+			fmt.Fprintf(&execution, "%s %s\n", at, l.Line)
+		default:
+			fmt.Fprintf(&stdout, "%s %s: %s\n", at, l.Source, l.Line)
+		}
+	}
+	return map[string]string{"execution": execution.String(), "stdout": stdout.String(), "stderr": ""}
+}
+
+// asperathosPlugin is a row of Asperathos' GET /plugins: a plugin's name,
+// how it was installed (source: Pace's are "builtin" or "external"), from
+// where (plugin_source, as registered), its module (for Pace, the stage
+// that runs it) and the Asperathos component it belongs to.
+type asperathosPlugin struct {
+	Name         string `json:"name"`
+	Source       string `json:"source"`
+	PluginSource string `json:"plugin_source"`
+	Module       string `json:"module"`
+	Component    string `json:"component"`
+}
+
+// asperathosServed are the Asperathos plugins a submission may name, as
+// Asperathos seeded them, with the stage of Pace that does their work.
+var asperathosServed = []asperathosPlugin{
+	{Name: "kubejobs", Component: "manager", Module: "stages/manager"},
+	{Name: "kubejobs", Component: "controller", Module: "stages/controller"},
+	{Name: "kubejobs", Component: "monitor", Module: "stages/collector"},
+	{Name: "kubejobs_cost", Component: "monitor", Module: "stages/collector"},
+	{Name: "k8s-grafana", Component: "visualizer", Module: "stages/visualizer"},
+}
+
+// asperathosPlugins lists plugins as Asperathos' GET /plugins did: the
+// Asperathos plugins Pace serves, then Pace's own (ps), each under the
+// stage that runs it (none for an external controller).
+func asperathosPlugins(ps []Plugin) []asperathosPlugin {
+	out := make([]asperathosPlugin, 0, len(asperathosServed)+len(ps))
+	for _, p := range asperathosServed {
+		p.Source = "builtin"
+		out = append(out, p)
+	}
+	for _, p := range ps {
+		row := asperathosPlugin{Name: p.Name, Source: p.Source, PluginSource: p.PluginSource, Component: p.Component}
+		if p.Source == "builtin" { // an external controller is a program of its own
+			row.Module = "stages/" + p.Component
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// installError is a refused POST /plugins in the compatibility mode:
+// Asperathos' {"message": "Error installing plugin"} beside Pace's error
+// envelope, which says why.
+type installError struct{ *schemas.APIError }
+
+func (e installError) Unwrap() error { return e.APIError }
+
+// MarshalJSON writes the envelope with Asperathos' message.
+func (e installError) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Message string `json:"message"`
+		*schemas.APIError
+	}{"Error installing plugin", e.APIError})
 }
 
 // asperathosErrors renders a job's dead letters as Asperathos' GET

@@ -90,11 +90,11 @@ func TestAsperathosRoutesReadWhatAsperathosAccepted(t *testing.T) {
 		s.Deadline.After.D() != 90*time.Second || len(s.Worker.Command) != 0 {
 		t.Errorf("spec = replicas %+v, lifetime %s, deadline %s, command %q", s.Replicas, s.ResourcesLifetime.D(), s.Deadline.After.D(), s.Worker.Command)
 	}
-	var lines []schemas.LogLine
-	e.do("GET", asp("/submissions/"+out.JobID+"/log"), "alice-token", "").json(t, &lines)
+	var log struct{ Execution, Stdout, Stderr string } // Asperathos' log: Pace's own lines are its execution
+	e.do("GET", asp("/submissions/"+out.JobID+"/log"), "alice-token", "").json(t, &log)
 	var warnings []string
-	for _, l := range lines {
-		if w, ok := strings.CutPrefix(l.Line, "warning: "); ok {
+	for l := range strings.Lines(log.Execution) {
+		if _, w, ok := strings.Cut(l, " warning: "); ok {
 			warnings = append(warnings, w)
 		}
 	}

@@ -34,6 +34,8 @@ type Plugin struct {
 	Name      string `json:"name"`
 	Component string `json:"component"`
 	Source    string `json:"source"` // "builtin" or "external"
+	// PluginSource is where an external plugin comes from, as registered.
+	PluginSource string `json:"plugin_source,omitempty"`
 	// Description says what an external plugin does (from its registration).
 	Description string `json:"description,omitempty"`
 }
@@ -118,7 +120,7 @@ func (m *Manager) RegisterPlugin(ctx context.Context, u auth.User, r pluginReque
 	if err != nil {
 		return nil, err
 	}
-	p := Plugin{Name: r.PluginName, Component: r.Component, Source: "external", Description: r.Description}
+	p := Plugin{Name: r.PluginName, Component: r.Component, Source: "external", PluginSource: r.PluginSource, Description: r.Description}
 	data, _ := json.Marshal(p)
 	if _, err := kv.Put(ctx, p.Name, data); err != nil {
 		return nil, fmt.Errorf("register plugin %s: %w", p.Name, err)

@@ -57,7 +57,7 @@ func (a *API) table() []route {
 			}},
 		{method: "GET", path: "/submissions/{id}", summary: "Show a job (Asperathos view plus Pace's fields)", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := m.Job(r.Context(), u, jobID(r))
+				rec, err := a.job(r.Context(), u, jobID(r))
 				if err != nil {
 					return nil, err
 				}
@@ -87,7 +87,7 @@ func (a *API) table() []route {
 			}},
 		{method: "GET", path: "/submissions/{id}/errors", summary: "Dead-lettered items of a job", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := m.Job(r.Context(), u, jobID(r))
+				rec, err := a.job(r.Context(), u, jobID(r))
 				if a.compat && err != nil && asAPIError(err).Code == http.StatusNotFound {
 					return map[string]any{}, nil
 				}
@@ -107,7 +107,7 @@ func (a *API) table() []route {
 			handle: a.logs},
 		{method: "GET", path: "/submissions/{id}/visualizer", summary: "URL of the job's dashboard", ok: http.StatusOK,
 			handle: func(r *http.Request, u auth.User) (any, error) {
-				rec, err := m.Job(r.Context(), u, jobID(r))
+				rec, err := a.job(r.Context(), u, jobID(r))
 				if err != nil {
 					return nil, err
 				}
@@ -198,15 +198,24 @@ func (a *API) table() []route {
 				return map[string]string{"cluster_name": name, "certificate_name": cert, "status": "success"}, err
 			}},
 		{method: "GET", path: "/plugins", summary: "List built-in plugins and registered external controllers", ok: http.StatusOK,
-			handle: func(r *http.Request, _ auth.User) (any, error) { return m.Plugins(r.Context()) }},
+			handle: func(r *http.Request, _ auth.User) (any, error) {
+				ps, err := m.Plugins(r.Context())
+				if a.compat {
+					return asperathosPlugins(ps), err
+				}
+				return ps, err
+			}},
 		{method: "POST", path: "/plugins", summary: "Register an external controller by name (admins; no code is installed)", ok: http.StatusOK, body: true,
 			handle: func(r *http.Request, u auth.User) (any, error) {
 				var req pluginRequest
 				u, err := a.decode(r, u, &req)
-				if err != nil {
-					return nil, err
+				if err == nil {
+					_, err = m.RegisterPlugin(r.Context(), u, req)
 				}
-				if _, err := m.RegisterPlugin(r.Context(), u, req); err != nil {
+				switch {
+				case err != nil && a.compat && asAPIError(err).Code == http.StatusBadRequest:
+					return nil, installError{asAPIError(err)} // Asperathos' answer, and why
+				case err != nil:
 					return nil, err
 				}
 				return map[string]string{"message": "Plugin registered successfully"}, nil

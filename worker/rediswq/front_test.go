@@ -48,8 +48,14 @@ func job(t *testing.T, c *bus.Client, id string, spec schemas.JobSpec, items ...
 // worker starts worker.py against the front at addr.
 func worker(t *testing.T, addr, queue string, env ...string) *exec.Cmd {
 	t.Helper()
+	return start(t, []string{rediswqtest.Python(t), rediswqtest.Worker()}, addr, queue, env...)
+}
+
+// start starts a worker program against the front at addr.
+func start(t *testing.T, argv []string, addr, queue string, env ...string) *exec.Cmd {
+	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(rediswqtest.Python(t), rediswqtest.Worker())
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), append([]string{"REDIS_HOST=" + host, "REDIS_PORT=" + port, "REDIS_QUEUE=" + queue}, env...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

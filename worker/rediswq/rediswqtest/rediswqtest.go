@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -151,4 +153,35 @@ func (c *Conn) read() (string, error) {
 		return "nil", nil
 	}
 	return "", fmt.Errorf("unknown reply %q", line)
+}
+
+var goWorker struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// GoWorker builds examples/asperathos/goredis-worker, a worker on the
+// go-redis client (its own module), once per test binary, and returns the
+// binary's path.
+func GoWorker(t testing.TB) string {
+	t.Helper()
+	goWorker.once.Do(func() {
+		dir, err := os.MkdirTemp("", "goredis-worker")
+		if err != nil {
+			goWorker.err = err
+			return
+		}
+		goWorker.path = filepath.Join(dir, "goredis-worker")
+		cmd := exec.Command("go", "build", "-o", goWorker.path, ".")
+		cmd.Dir = filepath.Join(filepath.Dir(Worker()), "..", "goredis-worker")
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			goWorker.err = fmt.Errorf("build the go-redis worker: %v\n%s", err, out)
+		}
+	})
+	if goWorker.err != nil {
+		t.Fatal(goWorker.err)
+	}
+	return goWorker.path
 }

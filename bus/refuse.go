@@ -43,11 +43,14 @@ func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
 // It is how items published to a job that does not accept them leave the
 // work stream.
 //
-// A work item that already has a result is not refused but deleted: it is
-// an item processed while its acknowledgement was lost (a server killed
-// mid-ack), or one the ledger has yet to take in, left on the stream when
-// its job ended; its letter would stand for work that was done. It is
-// entered in the ledger first, so that its result counts.
+// A work item whose id already has a result stored before it was
+// queued reuses that id: it is refused too, its last error naming the
+// result, for an item is processed once. One whose result was stored after
+// it is not refused but deleted: it is an item processed while its
+// acknowledgement was lost (a server killed mid-ack), or one the ledger
+// has yet to take in, left on the stream when its job ended; its letter
+// would stand for work that was done. Either is entered in the ledger
+// first, so that its result counts.
 //
 // Each letter keeps the message byte for byte (Raw, Header, Subject; a
 // body too large for its letter goes to the dead-letter object store),
@@ -81,20 +84,25 @@ func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, wh
 			return moved, nil
 		}
 		seq = raw.Sequence + 1
-		done, err := c.processed(ctx, job, raw)
+		result, err := c.processed(ctx, job, raw)
 		if err != nil {
 			return moved, err
 		}
-		if done {
+		letterWhy := why
+		if result != nil {
 			if err := c.enterProcessed(ctx, job, raw); err != nil {
 				return moved, err
 			}
-			if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return moved, fmt.Errorf("remove processed item %d of %s: %w", raw.Sequence, subject, err)
+			if !result.Time.Before(raw.Time) {
+				if err := st.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+					return moved, fmt.Errorf("remove processed item %d of %s: %w", raw.Sequence, subject, err)
+				}
+				continue
 			}
-			continue
+			letterWhy = fmt.Sprintf("item %s already has a result (results stream sequence %d, stored %s): an item id is processed once",
+				resultItem(result.Subject), result.Sequence, result.Time.UTC().Format(time.RFC3339Nano))
 		}
-		d := RefusedLetter(job, raw.Subject, raw.Data, raw.Header, why, c.clk.Now())
+		d := RefusedLetter(job, raw.Subject, raw.Data, raw.Header, letterWhy, c.clk.Now())
 		d.Sequence = raw.Sequence
 		key := fmt.Sprintf("refused/%s/%d", name, raw.Sequence)
 		_, err = c.publishLetter(MessageContext(ctx, raw.Header), c.prefix.Dead(job), d, key)
@@ -126,14 +134,25 @@ func (c *Client) enterProcessed(ctx context.Context, job string, raw *jetstream.
 	return nil
 }
 
-// processed reports whether raw, a message of job's work subject, is a
-// work item that has a result.
-func (c *Client) processed(ctx context.Context, job string, raw *jetstream.RawStreamMsg) (bool, error) {
+// processed returns the result of raw, a message of job's work subject,
+// when it is a work item that has one, and nil otherwise.
+func (c *Client) processed(ctx context.Context, job string, raw *jetstream.RawStreamMsg) (*jetstream.RawStreamMsg, error) {
 	it, err := Decode[schemas.WorkItem](raw.Data, raw.Header)
 	if err != nil {
-		return false, nil //nolint:nilerr // not an item: refused as it is
+		return nil, nil //nolint:nilerr,nilnil // not an item: refused as it is
 	}
-	return c.hasResult(ctx, job, it.ID)
+	st, err := c.Stream(ctx, resultsFamily)
+	if err != nil {
+		return nil, err
+	}
+	result, err := st.GetLastMsgForSubject(ctx, c.prefix.Results(job, it.ID))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, nil //nolint:nilnil // no result
+	case err != nil:
+		return nil, fmt.Errorf("result of %s/%s: %w", job, it.ID, err)
+	}
+	return result, nil
 }
 
 // RefusedLetter returns the dead letter of a message published on subject

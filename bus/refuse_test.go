@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,39 +81,51 @@ func TestRefuseWork(t *testing.T) {
 	}
 }
 
-// An item that already has a result is one processed whose acknowledgement
-// was lost, or that the ledger has yet to take in: RefuseWork enters it in
-// the ledger and deletes it without a letter, and refuses the others.
+// An item whose result was stored after it is one processed whose
+// acknowledgement was lost, or that the ledger has yet to take in:
+// RefuseWork enters it in the ledger and deletes it without a letter. An
+// item queued after its id's result reuses the id: it is refused with a
+// letter naming the result, as are the other items.
 func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	const subject = "pace.work.done"
-	for _, id := range []string{"a", "b"} {
-		body := fmt.Sprintf(`{"id":%q,"job":"done","payload":"p"}`, id)
+	queue := func(id, payload string) {
+		body := fmt.Sprintf(`{"id":%q,"job":"done","payload":%q}`, id, payload)
 		if _, err := c.JetStream().PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte(body)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	queue("a", "p")
+	queue("b", "p")
 	if err := c.PublishResult(ctx, &schemas.Result{ItemID: "a", Job: "done", Output: "ok"}); err != nil {
 		t.Fatal(err)
 	}
+	queue("a", "again")
 
 	n, err := c.RefuseWork(ctx, subject, ^uint64(0), "job completed")
-	if err != nil || n != 1 {
-		t.Fatalf("RefuseWork = %d, %v; want 1 moved (b), a deleted", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("RefuseWork = %d, %v; want 2 moved (b, a again), the processed a deleted", n, err)
 	}
 	if q, err := c.QueuedWork(ctx); err != nil || q.Subjects[subject] != 0 {
 		t.Errorf("queued = %v (%v), want the subject emptied", q.Subjects, err)
 	}
-	var ids []string
+	letters := map[string]*bus.StoredLetter{}
 	for l, err := range c.Letters(ctx, bus.DeadItems, "done", false) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, l.ItemID)
+		letters[l.ItemID] = l
 	}
-	if len(ids) != 1 || ids[0] != "b" {
-		t.Errorf("letters for items %v, want only b's", ids)
+	if len(letters) != 2 || letters["b"] == nil || letters["a"] == nil {
+		t.Fatalf("letters for items %v, want b's and the second a's", letters)
+	}
+	if a := letters["a"]; a.Payload != "again" || a.Reason != schemas.RefusedItem ||
+		!strings.Contains(a.LastError, "item a already has a result") {
+		t.Errorf("letter of the reused id a: %+v, want refused, its payload, naming the result", a.DeadLetter)
+	}
+	if b := letters["b"]; b.LastError != "job completed" {
+		t.Errorf("letter of b: last error %q, want the job's refusal", b.LastError)
 	}
 	st, err := c.JetStream().Stream(ctx, "PACE_LEDGER")
 	if err != nil {

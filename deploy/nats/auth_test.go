@@ -69,6 +69,12 @@ func authServer(t *testing.T) *authBus {
 // service from its first answer.
 func (b *authBus) callout(t *testing.T) {
 	t.Helper()
+	b.calloutWith(t, manager.Config{})
+}
+
+// calloutWith is callout with the manager's settings cfg.
+func (b *authBus) calloutWith(t *testing.T, cfg manager.Config) {
+	t.Helper()
 	tokens, err := auth.ParseTokens(strings.NewReader(tokenFile))
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +82,7 @@ func (b *authBus) callout(t *testing.T) {
 	mc := connect(t, context.Background(), b.url, "manager")
 	bustest.Run(t, natsauth.New(mc, b.issuer, tokens, b.jobs, nil).Run)
 	// The manager answers pace.control.read: tenants read through consumers it makes.
-	m, err := manager.New(mc, manager.Config{}, manager.WithUsers(tokens), manager.WithAuthenticator(tokens))
+	m, err := manager.New(mc, cfg, manager.WithUsers(tokens), manager.WithAuthenticator(tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +140,16 @@ func connect(t *testing.T, ctx context.Context, url, user string) *bus.Client {
 	return connectAs(t, ctx, url, stage(user))
 }
 
-// connectAs connects with l with the SDK.
+// connectAs connects with l with the SDK. A stage user's connection fails
+// the test when the server refuses it anything: a stage's calls need no
+// right its user of auth.conf lacks.
 func connectAs(t *testing.T, ctx context.Context, url string, l login) *bus.Client {
 	t.Helper()
-	c, err := bus.Connect(ctx, url, bus.WithName("test-"+l.name), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
+	var h slog.Handler = slog.NewTextHandler(t.Output(), nil)
+	if l.token == "" {
+		h = &refusedRights{Handler: h, t: t, who: l.name}
+	}
+	c, err := bus.Connect(ctx, url, bus.WithName("test-"+l.name), bus.WithLogger(slog.New(h)),
 		l.bus(), bus.WithConnectTimeout(time.Minute))
 	if err != nil {
 		t.Fatalf("connect as %s: %v", l.name, err)
@@ -219,4 +231,30 @@ func checkAllowedSubscriptions(t *testing.T, url string, l login, subjects ...st
 		t.Errorf("%s: %s", l.name, got)
 	case <-time.After(200 * time.Millisecond): // violations arrive before the flush's PONG
 	}
+}
+
+// refusedRights is a slog handler failing its test on each permission
+// violation the SDK logs: a call of a stage its user has no right to.
+type refusedRights struct {
+	slog.Handler
+	t   *testing.T
+	who string
+}
+
+func (h *refusedRights) Handle(ctx context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, nats.ErrPermissionViolation) {
+			h.t.Errorf("%s lacks a right its calls need: %v", h.who, err)
+		}
+		return true
+	})
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *refusedRights) WithAttrs(as []slog.Attr) slog.Handler {
+	return &refusedRights{Handler: h.Handler.WithAttrs(as), t: h.t, who: h.who}
+}
+
+func (h *refusedRights) WithGroup(name string) slog.Handler {
+	return &refusedRights{Handler: h.Handler.WithGroup(name), t: h.t, who: h.who}
 }

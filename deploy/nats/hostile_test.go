@@ -1,0 +1,263 @@
+package nats_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/manager"
+)
+
+// hostileCheck is how often the manager checks jobs in the hostile-tenant
+// tests: often, so that a job's time to completion is mostly its own work
+// and a delay caused by another job stands out against it.
+const hostileCheck = 100 * time.Millisecond
+
+// TestForgedResultsStallNoJob plays alice as a hostile tenant with nats.go
+// alone, holding her job's token (as her item command would, reading its
+// worker's PACE_TOKEN): while bob's 3-item jobs run, she publishes results
+// for item ids her job never queued, one every 50 ms. The manager, as
+// pace-manager of auth.conf, sets each aside once (one never_queued letter
+// saying why, the result deleted) without a refusal from the server; bob's
+// jobs take no longer than in a quiet baseline measured in the same test
+// (a ratio of medians, not a wall-clock bound); alice's job then completes on its
+// real items, and no letter is written twice.
+func TestForgedResultsStallNoJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	b := authServer(t)
+	watcher := connect(t, ctx, b.url, "manager")
+	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	b.calloutWith(t, manager.Config{Interval: hostileCheck, StraySweep: hostileCheck})
+	alice := connectAs(t, ctx, b.url, tokenLogin("alice", aliceToken))
+	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
+
+	const runs = 5
+	quiet := make([]time.Duration, runs)
+	for i := range quiet {
+		quiet[i] = b.runJob(t, ctx, bob, watcher)
+	}
+
+	aliceJob := b.submit(t, ctx, alice, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
+	attacker := b.attacker(t, b.jobs.Mint(aliceJob))
+	var (
+		mu     sync.Mutex
+		forged []string
+	)
+	attack, stop := context.WithCancel(ctx)
+	attacked := make(chan struct{})
+	go func() {
+		defer close(attacked)
+		for i := 0; attack.Err() == nil; i++ {
+			id := fmt.Sprintf("forged%d", i)
+			body := fmt.Sprintf(`{"job":%q,"item_id":%q,"output":"forged","finished_at":"2026-01-02T03:04:05Z"}`, aliceJob, id)
+			if _, err := attacker.Publish(attack, schemas.DefaultPrefix.Results(aliceJob, id), []byte(body)); err != nil {
+				if attack.Err() == nil {
+					t.Errorf("forged result %s: %v", id, err)
+				}
+				return
+			}
+			mu.Lock()
+			forged = append(forged, id)
+			mu.Unlock()
+			select {
+			case <-attack.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	loud := make([]time.Duration, runs)
+	for i := range loud {
+		loud[i] = b.runJob(t, ctx, bob, watcher)
+	}
+	stop()
+	<-attacked
+
+	q, l := median(quiet), median(loud)
+	t.Logf("bob's 3-item job: %v quiet, %v while alice forged %d results (median of %d; ratio %.2f)",
+		q, l, len(forged), runs, float64(l)/float64(q))
+	// A job stalled behind another's check waits that check's timeout
+	// (10 s), a hundred times the quiet figure; sharing two cores with the
+	// attacker and the set-asides costs a few times it.
+	if l > 10*q {
+		t.Errorf("bob's jobs took %v while alice forged results, against %v quiet: over 10 times as long", loud, quiet)
+	}
+
+	b.work(t, ctx, aliceJob)
+	waitState(t, ctx, watcher, aliceJob, schemas.Completed)
+	letters := func() map[string]int {
+		byItem := map[string]int{}
+		for l, err := range watcher.Letters(ctx, bus.DeadItems, aliceJob, false) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Reason != schemas.NeverQueued || !strings.Contains(l.LastError, "has no item") {
+				t.Errorf("letter %+v, want never_queued saying the job has no such item", l.DeadLetter)
+			}
+			byItem[l.ItemID]++
+		}
+		return byItem
+	}
+	bustest.Eventually(t, 2*time.Minute, "a letter for each forged result", func() bool {
+		return len(letters()) == len(forged)
+	})
+	// Passes after the job's end set nothing aside again.
+	time.Sleep(10 * hostileCheck)
+	got := letters()
+	for _, id := range forged {
+		if got[id] != 1 {
+			t.Errorf("forged result %s has %d letters, want 1", id, got[id])
+		}
+	}
+	if rec, err := watcher.Status(ctx, aliceJob); err != nil || !strings.Contains(rec.Reason, "all 3 items") {
+		t.Errorf("alice's job: %+v (%v), want completed on its 3 items", rec, err)
+	}
+	if n, err := watcher.ResultCount(ctx, aliceJob); err != nil || n != 3 {
+		t.Errorf("alice's job holds %d results (%v), want its 3 real ones", n, err)
+	}
+}
+
+// TestLateItemsAreRefusedAtOnce pushes, as bob, an item to his completed
+// job and an item reusing the id of one of its results: each is set aside
+// with a refused letter saying why, the first as soon as the next stray
+// sweep (the figure is logged: the goal is under 5 s with the default 2 s
+// sweep).
+func TestLateItemsAreRefusedAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b := authServer(t)
+	watcher := connect(t, ctx, b.url, "manager")
+	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	b.callout(t) // the default settings: a sweep every 2 s
+	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
+	job := b.submit(t, ctx, bob, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
+	b.work(t, ctx, job)
+	waitState(t, ctx, watcher, job, schemas.Completed)
+
+	pusher := b.attacker(t, bobToken) // nats.go alone: the SDK would not push to a finished job
+	start := time.Now()
+	for _, id := range []string{"late", schemas.WorkloadItemID(1)} {
+		body := fmt.Sprintf(`{"id":%q,"job":%q,"payload":"x"}`, id, job)
+		if _, err := pusher.Publish(ctx, schemas.DefaultPrefix.Work(job), []byte(body)); err != nil {
+			t.Fatalf("push %s: %v", id, err)
+		}
+	}
+	var took time.Duration
+	want := map[string]string{"late": "job completed", schemas.WorkloadItemID(1): "already has a result"}
+	bustest.Eventually(t, 2*time.Minute, "both items refused", func() bool {
+		got := map[string]string{}
+		for l, err := range watcher.Letters(ctx, bus.DeadItems, job, false) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Reason == schemas.RefusedItem {
+				got[l.ItemID] = l.LastError
+			}
+		}
+		if got["late"] != "" && took == 0 {
+			took = time.Since(start)
+		}
+		for id, why := range want {
+			if !strings.Contains(got[id], why) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("an item pushed to a completed job was refused after %v", took)
+	if n, err := watcher.ResultCount(ctx, job); err != nil || n != 3 {
+		t.Errorf("the job holds %d results (%v), want its 3", n, err)
+	}
+}
+
+// submit submits doc as c's user and returns the job's id.
+func (b *authBus) submit(t *testing.T, ctx context.Context, c *bus.Client, doc string) string {
+	t.Helper()
+	job, err := c.Submit(ctx, []byte(doc))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return job
+}
+
+// work runs a worker of job, with its job token, until the test ends.
+func (b *authBus) work(t *testing.T, ctx context.Context, job string) {
+	t.Helper()
+	c := connectAs(t, ctx, b.url, tokenLogin("worker of "+job, b.jobs.Mint(job)))
+	w, err := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) {
+		return strings.ToUpper(it.Payload), nil
+	}, bus.WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, w.Run)
+}
+
+// runJob submits a 3-item job as c's user, works it, and returns how long
+// it took from submission to completion, as the watcher saw.
+func (b *authBus) runJob(t *testing.T, ctx context.Context, c, watcher *bus.Client) time.Duration {
+	t.Helper()
+	start := time.Now()
+	job := b.submit(t, ctx, c, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
+	b.work(t, ctx, job)
+	waitState(t, ctx, watcher, job, schemas.Completed)
+	return time.Since(start)
+}
+
+// attacker is a connection of nats.go alone with token (a tenant's, or a
+// job's, as a worker's item command could read it).
+func (b *authBus) attacker(t *testing.T, token string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(b.url, nats.Token(token), nats.CustomInboxPrefix(bus.InboxPrefix(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// waitState waits for job to reach state, polling its record often.
+func waitState(t *testing.T, ctx context.Context, c *bus.Client, job string, state schemas.JobState) {
+	t.Helper()
+	var last schemas.JobState
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	limit := time.After(2 * time.Minute)
+	for {
+		rec, err := c.Status(ctx, job)
+		if err == nil {
+			if last = rec.State; last == state {
+				return
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-limit:
+			t.Fatalf("job %s is %s, want %s", job, last, state)
+		}
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

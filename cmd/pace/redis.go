@@ -38,7 +38,9 @@ func (w *wiring) redisAddr() string {
 // workers (docs/asperathos.md), and tells local workers where: REDIS_HOST,
 // REDIS_PORT and REDIS_QUEUE, which is their job's id on an open bus, and
 // its token when workers get job tokens, with which the front then logs in
-// for the job. c serves every queue on an open bus.
+// for the job. c serves every queue on an open bus, and writes the front's
+// lines to the jobs' logs (the errors workers push, commands it does not
+// serve).
 func (w *wiring) wireRedis(c *bus.Client) {
 	ln, mint, open := w.redisLn, w.f.control.jobToken, w.jobClient
 	if mint == nil || open == nil {
@@ -57,6 +59,6 @@ func (w *wiring) wireRedis(c *bus.Client) {
 		}
 		return append(env, "REDIS_HOST="+host, "REDIS_PORT="+port, "REDIS_QUEUE="+queue)
 	}
-	front := rediswq.New(rediswq.Config{Open: open, Secured: mint != nil, Log: w.log})
+	front := rediswq.New(rediswq.Config{Open: open, Secured: mint != nil, Journal: c.PublishLog, Log: w.log})
 	w.loops = append(w.loops, func(ctx context.Context) error { return front.Serve(ctx, ln) })
 }

@@ -113,20 +113,24 @@ func (a *API) preflight(w http.ResponseWriter, r *http.Request) {
 // /submissions/{id}/log, three texts of one line per log line, each
 // starting with its time (RFC 3339): execution is what Pace wrote about the
 // job (its events, warnings, dropped output: sources "manager" and
-// "pace"); stdout is what its workers wrote, "<worker>: <line>"; stderr is
-// empty, as a worker's two streams arrive merged, in stdout.
+// "pace"); stdout is what its workers wrote, "<worker>: <line>" (a
+// worker's two streams arrive merged); stderr is what the Redis front
+// recorded: the errors its workers pushed to <q>:errors, commands it does
+// not serve (source "redis-front").
 func asperathosLog(lines []*schemas.LogLine) map[string]string {
-	var execution, stdout strings.Builder
+	var execution, stdout, stderr strings.Builder
 	for _, l := range lines {
 		at := l.At.UTC().Format(time.RFC3339Nano)
 		switch l.Source {
 		case "manager", "pace":
 			fmt.Fprintf(&execution, "%s %s\n", at, l.Line)
+		case "redis-front":
+			fmt.Fprintf(&stderr, "%s %s\n", at, l.Line)
 		default:
 			fmt.Fprintf(&stdout, "%s %s: %s\n", at, l.Source, l.Line)
 		}
 	}
-	return map[string]string{"execution": execution.String(), "stdout": stdout.String(), "stderr": ""}
+	return map[string]string{"execution": execution.String(), "stdout": stdout.String(), "stderr": stderr.String()}
 }
 
 // asperathosPlugin is a row of Asperathos' GET /plugins: a plugin's name,

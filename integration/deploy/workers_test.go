@@ -172,16 +172,18 @@ func submitKubeJob(t *testing.T, manager *stageProc, items []string, worker map[
 }
 
 // runRedisWorkerJob submits a job for Kubernetes whose worker is the
-// Asperathos-style Redis worker of examples/asperathos, and runs the
-// command of the Job the gate made, with the pod's environment: the
-// Redis front's address (the Service's name, which only the cluster
-// resolves, replaced by the gate's local port) and the job's token as the
-// queue's name. The gate's front logs in to the TLS NATS servers with that
-// token; every item gets its result.
+// Asperathos-style Redis worker of examples/asperathos (redis-py, the
+// published rediswq library), and runs the command of the Job the gate
+// made, with the pod's environment: the Redis front's address (the
+// Service's name, which only the cluster resolves, replaced by the gate's
+// local port) and the job's token as the queue's name. Beside it runs the
+// go-redis worker, giving every item back once. The gate's front logs in
+// to the TLS NATS servers with that token; every item gets one result.
 func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 	t.Helper()
 	python, worker := rediswqtest.Python(t), rediswqtest.Worker()
-	id, job := submitKubeJob(t, manager, []string{"p", "q", "r"},
+	items := []string{"p", "q", "r", "s", "t", "u", "v", "w"}
+	id, job := submitKubeJob(t, manager, items,
 		map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}})
 	c := job.Spec.Template.Spec.Containers[0]
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}
@@ -200,11 +202,21 @@ func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 			env = append(env, e.Name+"="+e.Value)
 		}
 	}
+	goredis := exec.Command(rediswqtest.GoWorker(t))
+	goredis.Env = append(env, "GIVE_BACK=1", "CONCURRENCY=2", "WORK_SECONDS=0.1")
+	var goOut strings.Builder
+	goredis.Stdout, goredis.Stderr = &goOut, &goOut
+	if err := goredis.Start(); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the Redis worker: %v\n%s\ngate:\n%s", err, out, gate.logTail())
+	}
+	if err := goredis.Wait(); err != nil {
+		t.Fatalf("the go-redis worker: %v\n%s\ngate:\n%s", err, goOut.String(), gate.logTail())
 	}
 	var status struct {
 		Status  schemas.JobState `json:"status"`
@@ -214,8 +226,8 @@ func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 		manager.api(t, http.MethodGet, "/submissions/"+id, nil, &status)
 		return status.Status.Final()
 	})
-	if status.Status != schemas.Completed || status.ItemsOK != 3 {
-		t.Errorf("job %s with %d items ok, want completed with 3; the worker said:\n%s", status.Status, status.ItemsOK, out)
+	if status.Status != schemas.Completed || status.ItemsOK != len(items) {
+		t.Errorf("job %s with %d items ok, want completed with %d; the workers said:\n%s\n%s", status.Status, status.ItemsOK, len(items), out, goOut.String())
 	}
 }
 

@@ -28,6 +28,9 @@ type Client struct {
 	clk    clock.WithTicker
 	token  string // sent to the manager with each call, if set
 	denied *refusals
+	// readers reads the consumers a read opens: through the caller's
+	// ReaderAPIPrefix with a token, else js.
+	readers jetstream.JetStream
 
 	malformed *malformedEvents // job events that could not be decoded
 
@@ -183,7 +186,14 @@ func newClient(nc *nats.Conn, o *options, malformed *malformedEvents, denied *re
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	js = sizedPublisher{JetStream: js, nc: nc}
-	return &Client{nc: nc, js: js, prefix: o.prefix, log: o.log, clk: o.clock, malformed: malformed, denied: denied, token: o.token}, nil
+	readers := js
+	if o.token != "" {
+		if readers, err = jetstream.NewWithAPIPrefix(nc, ReaderAPIPrefix(o.prefix, CallerID(o.token))); err != nil {
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
+	}
+	return &Client{nc: nc, js: js, readers: readers, prefix: o.prefix, log: o.log, clk: o.clock, malformed: malformed,
+		denied: denied, token: o.token}, nil
 }
 
 // sizedPublisher names the sizes when a publish is refused for exceeding

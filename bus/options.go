@@ -167,14 +167,23 @@ func WithTokenAuth(token string) Option {
 }
 
 // InboxPrefix is the inbox prefix of a connection authenticated with token:
-// "_INBOX." and the first 16 hex digits of the token's SHA-256. A token's
-// holder may subscribe there and nowhere else on _INBOX, so callers sharing
-// the server cannot read each other's replies; clients in other languages
-// set it themselves (nats CLI --inbox-prefix, nats.js inboxPrefix).
-func InboxPrefix(token string) string {
+// "_INBOX." and its CallerID. A token's holder may subscribe there and
+// nowhere else on _INBOX, so callers sharing the server cannot read each
+// other's replies; clients in other languages set it themselves (nats CLI
+// --inbox-prefix, nats.js inboxPrefix).
+func InboxPrefix(token string) string { return CallerInbox(CallerID(token)) }
+
+// CallerID names the holder of token on the bus: the first 16 hex digits of
+// the token's SHA-256. The server's authorization service grants each
+// caller rights under its id (its inboxes, its readers' API prefix), and
+// the manager names the readers it makes for a caller after it (ReaderName).
+func CallerID(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return "_INBOX." + hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:8])
 }
+
+// CallerInbox is the inbox prefix of the caller whose CallerID is caller.
+func CallerInbox(caller string) string { return "_INBOX." + caller }
 
 // WithTLS verifies the server with the CA file and, when certFile and keyFile
 // are set, presents a client certificate. Empty caFile uses the system roots.

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,10 +57,57 @@ type ReadRequest struct {
 }
 
 // ReadReply names the consumer made for a ReadRequest: a pull consumer
-// without acknowledgements, deleted after ReaderIdle without a fetch.
+// without acknowledgements, deleted after ReaderIdle without a fetch. Its
+// asker fetches from it, reads its info and deletes it through the
+// JetStream API prefix APIPrefix (see ReaderAPIPrefix), not $JS.API.
 type ReadReply struct {
-	Stream   string `json:"stream"`
-	Consumer string `json:"consumer"`
+	Stream    string `json:"stream"`
+	Consumer  string `json:"consumer"`
+	APIPrefix string `json:"api_prefix"`
+}
+
+// ReaderAPIPrefix is the JetStream API prefix through which the caller
+// whose CallerID is caller reads the consumers the manager makes for it:
+// <prefix>.reader.<caller>. No caller may use $JS.API on those consumers;
+// each may publish under its own reader prefix only, and the manager passes
+// a request on to $JS.API only for a consumer named for the caller of its
+// subject (ReaderTarget). A NATS permission cannot match part of a token,
+// so the consumer's name alone could not bind it to its asker; the caller's
+// token in the subject, which the server checks, does.
+func ReaderAPIPrefix(p schemas.Prefix, caller string) string {
+	return string(p) + ".reader." + caller
+}
+
+// ReaderName returns a new name for a consumer read by caller: its
+// CallerID, "-", and 130 random bits, which no one can guess.
+func ReaderName(caller string) string { return caller + "-" + rand.Text() }
+
+// ReaderTarget returns the $JS.API subject that a reader's request on
+// subject (under a ReaderAPIPrefix) is passed on to: CONSUMER.INFO,
+// CONSUMER.DELETE or CONSUMER.MSG.NEXT of a consumer whose name is one of
+// ReaderName(caller), caller being the id in subject. Any other request is
+// not passed on (false).
+func ReaderTarget(p schemas.Prefix, subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, string(p)+".reader.")
+	if !ok {
+		return "", false
+	}
+	caller, api, ok := strings.Cut(rest, ".")
+	if !ok || !schemas.ValidToken(caller) {
+		return "", false
+	}
+	tokens := strings.Split(api, ".")
+	switch {
+	case len(tokens) == 4 && tokens[0] == "CONSUMER" && (tokens[1] == "INFO" || tokens[1] == "DELETE"):
+	case len(tokens) == 5 && tokens[0] == "CONSUMER" && tokens[1] == "MSG" && tokens[2] == "NEXT":
+	default:
+		return "", false
+	}
+	name := tokens[len(tokens)-1]
+	if !strings.HasPrefix(name, caller+"-") || !schemas.ValidToken(name) {
+		return "", false
+	}
+	return jetstream.DefaultAPIPrefix + api, true
 }
 
 // ReadConfig validates r and returns the consumer to create, and the job
@@ -181,5 +229,5 @@ func (c *Client) readerConsumer(ctx context.Context, family schemas.Stream, filt
 	if err != nil {
 		return nil, err
 	}
-	return c.js.Consumer(ctx, reply.Stream, reply.Consumer)
+	return c.readers.Consumer(ctx, reply.Stream, reply.Consumer)
 }

@@ -50,3 +50,31 @@ func TestReadConfigKeepsAReaderToOneJob(t *testing.T) {
 		}
 	}
 }
+
+func TestReaderTargetPassesOnACallersOwnReadersOnly(t *testing.T) {
+	p := schemas.DefaultPrefix
+	alice, bob := bus.CallerID("alice-token"), bus.CallerID("bob-token")
+	mine, bobs := bus.ReaderName(alice), bus.ReaderName(bob)
+	if mine == bus.ReaderName(alice) || !strings.HasPrefix(mine, alice+"-") {
+		t.Errorf("ReaderName(%s) = %s: want it and a part that differs each time", alice, mine)
+	}
+	api := bus.ReaderAPIPrefix(p, alice) + ".CONSUMER."
+	for subject, want := range map[string]string{
+		api + "MSG.NEXT.PACE_RESULTS." + mine:                     "$JS.API.CONSUMER.MSG.NEXT.PACE_RESULTS." + mine,
+		api + "INFO.PACE_RESULTS." + mine:                         "$JS.API.CONSUMER.INFO.PACE_RESULTS." + mine,
+		api + "DELETE.PACE_LOGS." + mine:                          "$JS.API.CONSUMER.DELETE.PACE_LOGS." + mine,
+		api + "MSG.NEXT.PACE_RESULTS." + bobs:                     "", // another's reader
+		api + "INFO.PACE_DECISIONS.pace-actuator":                 "", // a stage's consumer
+		api + "INFO.PACE_RESULTS." + alice:                        "", // the id alone
+		api + "CREATE.PACE_RESULTS." + mine:                       "", // only reading
+		api + "MSG.NEXT.PACE_RESULTS." + mine + ".x":              "",
+		"$JS.API.CONSUMER.INFO.PACE_RESULTS." + mine:              "",
+		"pace.reader..CONSUMER.INFO.PACE_RESULTS.-x":              "",
+		bus.ReaderAPIPrefix(p, bob) + ".STREAM.INFO.PACE_RESULTS": "",
+	} {
+		got, ok := bus.ReaderTarget(p, subject)
+		if got != want || ok != (want != "") {
+			t.Errorf("ReaderTarget(%s) = %q, %v; want %q", subject, got, ok, want)
+		}
+	}
+}

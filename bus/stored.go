@@ -239,7 +239,7 @@ func (c *Client) dropReader(cons jetstream.Consumer) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := c.js.DeleteConsumer(ctx, info.Stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := c.readers.DeleteConsumer(ctx, info.Stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		c.log.Debug("reader consumer not deleted; it expires by itself", "consumer", info.Name, "err", err)
 	}
 }

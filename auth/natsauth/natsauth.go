@@ -18,8 +18,10 @@
 //
 // Every caller may subscribe only under its inbox prefix (bus.InboxPrefix of
 // its token), so callers sharing the server cannot read each other's
-// replies. Nobody but Pace's stages may write a bucket, publish job events,
-// infrastructure requests or another job's subjects.
+// replies, and may reach only the readers the manager made for it (through
+// its bus.ReaderAPIPrefix), so none can fetch from, inspect or delete
+// another's. Nobody but Pace's stages may write a bucket, publish job
+// events, infrastructure requests or another job's subjects.
 package natsauth
 
 import (
@@ -189,16 +191,16 @@ func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
 	if token == "" {
 		return "", jwt.Permissions{}, fmt.Errorf("no token: connect with a Pace token (--token, PACE_TOKEN)")
 	}
-	p, inbox := s.c.Prefix(), bus.InboxPrefix(token)
+	p, caller := s.c.Prefix(), bus.CallerID(token)
 	if job, ok := s.jobs.Job(token); ok {
-		return "worker:" + job, Worker(p, inbox, job), nil
+		return "worker:" + job, Worker(p, caller, job), nil
 	}
 	if s.users != nil {
 		if u, ok := s.users.Lookup(token); ok {
 			if u.IsAdmin() {
-				return u.Name, Admin(p, inbox), nil
+				return u.Name, Admin(p, caller), nil
 			}
-			return u.Name, Tenant(p, inbox, s.jobsOf(u.Name)), nil
+			return u.Name, Tenant(p, caller, s.jobsOf(u.Name)), nil
 		}
 	}
 	return "", jwt.Permissions{}, fmt.Errorf("invalid token")

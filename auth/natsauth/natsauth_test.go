@@ -69,6 +69,7 @@ func (r *raw) reader(t *testing.T, token, stream, filter string) (jetstream.Cons
 	}
 	var answer struct {
 		Stream, Consumer string
+		APIPrefix        string `json:"api_prefix"`
 		Code             int    `json:"error_code"`
 		Message          string `json:"error_message"`
 	}
@@ -78,7 +79,7 @@ func (r *raw) reader(t *testing.T, token, stream, filter string) (jetstream.Cons
 	if answer.Code != 0 {
 		return nil, fmt.Errorf("%d %s", answer.Code, answer.Message)
 	}
-	js, err := jetstream.New(r.nc)
+	js, err := jetstream.NewWithAPIPrefix(r.nc, answer.APIPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +242,91 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 		if !alice.violation(t, subject) {
 			t.Errorf("alice may subscribe to %s", subject)
 		}
+	}
+}
+
+// TestAReaderIsItsAskersAlone plays alice as a hostile tenant with nats.go
+// alone, who knows the name of the consumer the manager made for bob to
+// read his results: she can neither fetch from it, nor inspect or delete
+// it, whether on $JS.API, through bob's reader prefix or through her own;
+// bob cannot have the manager send his reader's messages anywhere but an
+// inbox; and bob then reads his result through it.
+func TestAReaderIsItsAskersAlone(t *testing.T) {
+	e := start(t)
+	ctx := testCtx(t)
+	bob, alice := e.mustConnect(t, "bob-token"), e.mustConnect(t, "alice-token")
+	bobJS, err := jetstream.New(bob.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bobJS.Publish(ctx, "pace.results.b1.i1", []byte(`{"item_id":"i1","job":"b1","result":"B"}`)); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := bob.reader(t, "bob-token", "PACE_RESULTS", "pace.results.b1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := reader.CachedInfo().Name
+	if !strings.HasPrefix(name, bus.CallerID("bob-token")+"-") || len(name) < 40 {
+		t.Errorf("bob's reader is named %q, want his caller id and a random part", name)
+	}
+
+	// On $JS.API and through bob's reader prefix: refused by the server.
+	bobs := bus.ReaderAPIPrefix(schemas.DefaultPrefix, bus.CallerID("bob-token"))
+	for _, api := range []string{"$JS.API", bobs} {
+		for _, op := range []string{"MSG.NEXT", "INFO", "DELETE"} {
+			if subject := api + ".CONSUMER." + op + ".PACE_RESULTS." + name; !alice.refused(t, subject) {
+				t.Errorf("alice may publish to %s", subject)
+			}
+		}
+	}
+	// Through her own: the manager answers as if it did not exist.
+	aliceJS, err := jetstream.NewWithAPIPrefix(alice.nc, bus.ReaderAPIPrefix(schemas.DefaultPrefix, bus.CallerID("alice-token")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, stream := range map[string]string{name: "PACE_RESULTS", "pace-actuator": "PACE_DECISIONS"} {
+		if _, err := aliceJS.Consumer(ctx, stream, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Errorf("alice's info of %s: %v, want consumer not found", name, err)
+		}
+		if err := aliceJS.DeleteConsumer(ctx, stream, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Errorf("alice's delete of %s: %v, want consumer not found", name, err)
+		}
+	}
+	inbox := alice.nc.NewInbox()
+	got, err := alice.nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := bus.ReaderAPIPrefix(schemas.DefaultPrefix, bus.CallerID("alice-token")) + ".CONSUMER.MSG.NEXT.PACE_RESULTS." + name
+	if err := alice.nc.PublishRequest(own, inbox, []byte(`{"batch":10,"expires":1000000000}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The answer a fetch from a consumer that does not exist gets.
+	if msg, err := got.NextMsg(10 * time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("alice's fetch from bob's reader: %v %v, want no responders", msg, err)
+	}
+
+	// Bob may not have his reader's messages published outside an inbox:
+	// into a stream, the manager would store them as his job's results.
+	next := bobs + ".CONSUMER.MSG.NEXT.PACE_RESULTS." + name
+	if err := bob.nc.PublishRequest(next, "pace.results.b1.copied", []byte(`{"batch":1,"no_wait":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bob's reader is whole: it gives him his result, first.
+	if msg, err := reader.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil || msg.Subject() != "pace.results.b1.i1" {
+		t.Errorf("bob's result: %v %v", msg, err)
+	}
+	st, err := e.admin.JetStream().Stream(ctx, "PACE_RESULTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetLastMsgForSubject(ctx, "pace.results.b1.copied"); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a reader's message copied into PACE_RESULTS: %v", err)
 	}
 }
 

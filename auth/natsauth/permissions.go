@@ -7,42 +7,35 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// stageConsumers are the durable consumers Pace's stages read the streams
-// of bus.JobStreams with (their default names): a caller who could fetch from one
-// would take its stage's messages (and read every job's), one who could
-// update or delete it would stop its stage. The collector's counting
-// consumers have unguessable names instead (per job, so they cannot be
-// listed here).
-var stageConsumers = map[schemas.Stream][]string{
-	schemas.StreamMetrics:   {"processor", "controller", "sink-influx", "sink-prom"},
-	schemas.StreamDecisions: {"pace-actuator"},
-	schemas.StreamJobs:      {"pace-actuator-events"},
-}
-
-// common are the rights of every caller: account and stream state (which
-// opening a stream or bucket reads), and replies under its own inbox.
-func common(p schemas.Prefix, inbox string) jwt.Permissions {
+// common are the rights of every caller, whose bus.CallerID is caller:
+// account and stream state (which opening a stream or bucket reads),
+// replies under its own inbox, and reading through the consumers the
+// manager makes for it (pace.control.read).
+//
+// Those consumers are reached through the caller's own
+// bus.ReaderAPIPrefix, never $JS.API: the manager passes a request on only
+// for a consumer named for the caller in the subject, which the server
+// lets no one else publish to. (A permission on $JS.API could not do it:
+// the consumer's name is one token, and NATS wildcards match whole tokens
+// only.) So no caller may fetch from, inspect or delete another's reader,
+// or any stage's consumer, even knowing its name. No caller may create a
+// consumer either: its deliver subject, which permissions cannot see, would
+// let it have the server copy its messages into any stream.
+func common(p schemas.Prefix, caller string) jwt.Permissions {
 	var perms jwt.Permissions
 	perms.Pub.Allow.Add("$JS.API.INFO", "$JS.API.STREAM.INFO.*")
-	perms.Sub.Allow.Add(inbox + ".>")
-	for family, names := range stageConsumers {
-		for _, name := range names {
-			api := "$JS.API.CONSUMER.*." + p.Stream(family) + "." + name // info, delete
-			perms.Pub.Deny.Add(api, api+".>", "$JS.API.CONSUMER.MSG.NEXT."+p.Stream(family)+"."+name)
-		}
-	}
-	// Reading through a consumer the manager made for the caller
-	// (pace.control.read): its name is random, and no caller may list
-	// consumers, so a name is known only to whoever asked for it. No caller
-	// may create a consumer: its deliver subject, which permissions cannot
-	// see, would let it have the server copy its messages into any stream.
+	perms.Sub.Allow.Add(bus.CallerInbox(caller) + ".>")
 	for _, s := range bus.JobStreams {
-		s := p.Stream(s.Family)
-		perms.Pub.Allow.Add("$JS.API.CONSUMER.MSG.NEXT."+s+".*", "$JS.API.CONSUMER.INFO."+s+".*",
-			"$JS.API.CONSUMER.DELETE."+s+".*")
+		readers(&perms, p, caller, p.Stream(s.Family))
 	}
 	perms.Pub.Allow.Add(p.Control("read"))
 	return perms
+}
+
+// readers lets caller fetch from, inspect and delete its readers of stream.
+func readers(perms *jwt.Permissions, p schemas.Prefix, caller, stream string) {
+	api := bus.ReaderAPIPrefix(p, caller) + ".CONSUMER."
+	perms.Pub.Allow.Add(api+"MSG.NEXT."+stream+".*", api+"INFO."+stream+".*", api+"DELETE."+stream+".*")
 }
 
 // kvStream is the stream of the jobs bucket.
@@ -72,11 +65,11 @@ func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 	)
 }
 
-// Tenant returns the permissions of a user owning jobs: submit and control
-// jobs (the manager checks each request's owner), push items to, process,
-// and read each of the jobs.
-func Tenant(p schemas.Prefix, inbox string, jobs []string) jwt.Permissions {
-	perms := common(p, inbox)
+// Tenant returns the permissions of a user owning jobs, whose token's
+// bus.CallerID is caller: submit and control jobs (the manager checks each
+// request's owner), push items to, process, and read each of the jobs.
+func Tenant(p schemas.Prefix, caller string, jobs []string) jwt.Permissions {
+	perms := common(p, caller)
 	perms.Pub.Allow.Add(p.Submit(), p.Control("stop"), p.Control("terminate"), p.Control("declare")) // not fail: the stages
 	for _, job := range jobs {
 		perms.Pub.Allow.Add(p.Work(job))
@@ -86,22 +79,22 @@ func Tenant(p schemas.Prefix, inbox string, jobs []string) jwt.Permissions {
 	return perms
 }
 
-// Worker returns the permissions of job's workers: process its items and
-// read its record, nothing of another job.
-func Worker(p schemas.Prefix, inbox, job string) jwt.Permissions {
-	perms := common(p, inbox)
+// Worker returns the permissions of job's workers, whose job token's
+// bus.CallerID is caller: process its items and read its record, nothing
+// of another job.
+func Worker(p schemas.Prefix, caller, job string) jwt.Permissions {
+	perms := common(p, caller)
 	readJob(&perms, p, job)
 	workJob(&perms, p, job)
 	return perms
 }
 
-// Admin returns the permissions of pace:admins: a tenant of every job, who
-// may also read the admission events and list streams.
-func Admin(p schemas.Prefix, inbox string) jwt.Permissions {
-	perms := Tenant(p, inbox, []string{"*"})
-	perms.Pub.Allow.Add("$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES",
-		"$JS.API.CONSUMER.MSG.NEXT."+p.Stream(schemas.StreamAdmission)+".*",
-		"$JS.API.CONSUMER.INFO."+p.Stream(schemas.StreamAdmission)+".*",
-		"$JS.API.CONSUMER.DELETE."+p.Stream(schemas.StreamAdmission)+".*")
+// Admin returns the permissions of pace:admins, whose token's
+// bus.CallerID is caller: a tenant of every job, who may also read the
+// admission events and list streams.
+func Admin(p schemas.Prefix, caller string) jwt.Permissions {
+	perms := Tenant(p, caller, []string{"*"})
+	perms.Pub.Allow.Add("$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES")
+	readers(&perms, p, caller, p.Stream(schemas.StreamAdmission))
 	return perms
 }

@@ -69,7 +69,8 @@ var stageRights = map[string]StageRights{
 			"$JS.API.STREAM.MSG.DELETE.PACE_WORK_MIGRATION", "$JS.ACK.PACE_ADVISORIES.>", "$JS.ACK.PACE_WORK.ledger.>",
 			"$JS.FC.>",
 		},
-		Subscribe: []string{"pace.submit", "pace.control.*", "pace.flowcontrol.dump", "$SYS.REQ.USER.AUTH", "pace.metrics.*.progress", "_INBOX.>"},
+		Subscribe: []string{"pace.submit", "pace.control.*", "pace.reader.>", "pace.flowcontrol.dump", "$SYS.REQ.USER.AUTH",
+			"pace.metrics.*.progress", "_INBOX.>"},
 		Responses: true,
 	},
 	"pace-collector": {

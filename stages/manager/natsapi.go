@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,9 +23,9 @@ import (
 // serveNATS answers submissions on pace.submit and commands on
 // pace.control.stop, pace.control.terminate, pace.control.declare (see
 // Declare), pace.control.read (see Read) and pace.control.fail (see Fail),
-// with the same code path
-// and errors as the HTTP API. The returned func unsubscribes and waits for
-// running handlers.
+// with the same code path and errors as the HTTP API, and passes on the
+// requests of the readers Read makes (see passRead). The returned func
+// unsubscribes and waits for running handlers.
 func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 	nc := m.bus.Conn()
 	p := m.bus.Prefix()
@@ -78,7 +78,7 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 			return m.command(ctx, u, msg.Data, m.Declare)
 		},
 		p.Control("read"): func(ctx context.Context, u auth.User, msg *nats.Msg) (any, error) {
-			return m.Read(ctx, u, msg.Data)
+			return m.Read(ctx, u, callerID(msg), msg.Data)
 		},
 		p.Control("fail"): func(ctx context.Context, _ auth.User, msg *nats.Msg) (any, error) {
 			rec, err := m.Fail(ctx, msg.Data)
@@ -97,6 +97,15 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 		}
 		subs = append(subs, sub)
 	}
+	// Readers' JetStream requests, passed on to $JS.API (see passRead).
+	reads, err := nc.QueueSubscribe(bus.ReaderAPIPrefix(p, "*")+".>", queue, m.passRead)
+	if err != nil {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+		return nil, err
+	}
+	subs = append(subs, reads)
 	// A job whose progress moved is checked at the next pass (see due).
 	progress, err := nc.Subscribe(p.Metrics("*", schemas.ProgressMetrics), func(msg *nats.Msg) {
 		if pr, err := bus.Decode[schemas.Progress](msg.Data, msg.Header); err == nil {
@@ -140,6 +149,46 @@ func (m *Manager) command(ctx context.Context, u auth.User, data []byte,
 	return bus.SubmitReply{JobID: rec.ID, State: string(rec.State)}, nil
 }
 
+// passRead passes a reader's JetStream request (on its caller's
+// bus.ReaderAPIPrefix, which the server lets only that caller publish to)
+// on to $JS.API, for a consumer Read named for that caller: the server
+// answers the caller directly, at the request's reply subject. A request
+// for another's consumer is answered as if it did not exist; one whose
+// reply subject is not an inbox is dropped, so that no caller can have the
+// server publish its messages into a stream.
+func (m *Manager) passRead(msg *nats.Msg) {
+	if !strings.HasPrefix(msg.Reply, "_INBOX.") {
+		m.log.Debug("reader request without an inbox dropped", "subject", msg.Subject, "reply", msg.Reply)
+		return
+	}
+	target, ok := bus.ReaderTarget(m.bus.Prefix(), msg.Subject)
+	if ok {
+		fwd := &nats.Msg{Subject: target, Reply: msg.Reply, Header: msg.Header, Data: msg.Data}
+		if err := m.bus.Conn().PublishMsg(fwd); err != nil {
+			m.log.Warn("reader request lost", "subject", msg.Subject, "err", err)
+		}
+		return
+	}
+	m.log.Debug("reader request refused", "subject", msg.Subject)
+	refusal := nats.NewMsg(msg.Reply)
+	if strings.Contains(msg.Subject, ".CONSUMER.MSG.NEXT.") {
+		// What a fetch from a consumer that does not exist gets.
+		refusal.Header.Set("Status", "503")
+	} else {
+		refusal.Data = []byte(`{"error":{"code":404,"err_code":10014,"description":"consumer not found"}}`)
+	}
+	if err := m.bus.Conn().PublishMsg(refusal); err != nil {
+		m.log.Warn("reader refusal lost", "subject", msg.Subject, "err", err)
+	}
+}
+
+// callerID is the bus.CallerID of a NATS request's sender, from the token
+// of its Authorization header (bus.WithTokenAuth sends the connection's).
+func callerID(msg *nats.Msg) string {
+	token, _ := strings.CutPrefix(msg.Header.Get("Authorization"), "Bearer ")
+	return bus.CallerID(token)
+}
+
 // natsUser authenticates a NATS request like an HTTP one, from its
 // Authorization header.
 func (m *Manager) natsUser(msg *nats.Msg) (auth.User, error) {
@@ -162,8 +211,10 @@ func (m *Manager) natsUser(msg *nats.Msg) (auth.User, error) {
 // bus that authenticates, tenants and workers cannot create consumers (see
 // bus.ReadRequest). The consumer is a pull consumer without
 // acknowledgements and deliver subject, deleted once unread for
-// bus.ReaderIdle.
-func (m *Manager) Read(ctx context.Context, u auth.User, data []byte) (*bus.ReadReply, error) {
+// bus.ReaderIdle. Its name, bus.ReaderName(caller), binds it to caller, the
+// bus.CallerID of the asker's token: only that caller reaches it, through
+// its bus.ReaderAPIPrefix (see passRead).
+func (m *Manager) Read(ctx context.Context, u auth.User, caller string, data []byte) (*bus.ReadReply, error) {
 	if m.refusesAnonymous(u) {
 		return nil, apiError(http.StatusUnauthorized, "reading a job needs credentials")
 	}
@@ -185,9 +236,9 @@ func (m *Manager) Read(ctx context.Context, u auth.User, data []byte) (*bus.Read
 			return nil, err
 		}
 	}
-	cfg.Name = nuid.Next()
+	cfg.Name = bus.ReaderName(caller)
 	if _, err := m.bus.JetStream().CreateConsumer(ctx, req.Stream, cfg); err != nil {
 		return nil, fmt.Errorf("reader of %s on %s: %w", req.FilterSubject, req.Stream, err)
 	}
-	return &bus.ReadReply{Stream: req.Stream, Consumer: cfg.Name}, nil
+	return &bus.ReadReply{Stream: req.Stream, Consumer: cfg.Name, APIPrefix: bus.ReaderAPIPrefix(m.bus.Prefix(), caller)}, nil
 }

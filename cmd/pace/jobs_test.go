@@ -363,6 +363,54 @@ func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
 	j.u.stop(t)
 }
 
+// TestGoRedisWorkerRunsOnPaceUp: a worker on go-redis, following the
+// published rediswq library's commands (examples/asperathos/goredis-worker)
+// with two goroutines sharing its connection pool and every item given
+// back once, runs as the cmd of an Asperathos payload on a secured pace up:
+// every item gets one result, its connections are counted as the job's
+// replicas in the progress samples, and the front creates no job.
+func TestGoRedisWorkerRunsOnPaceUp(t *testing.T) {
+	worker := rediswqtest.GoWorker(t)
+	var workload strings.Builder
+	for i := range 24 {
+		fmt.Fprintf(&workload, "item-%02d\n", i)
+	}
+	payload := kubejobs(t, []string{worker}, serveText(t, "", workload.String()), 2, func(info map[string]any) {
+		info["env_vars"] = map[string]any{"GIVE_BACK": "1", "CONCURRENCY": "2", "WORK_SECONDS": "0.5"}
+	})
+	j := startJobAPI(t)
+	id := j.submitDoc(t, payload)
+	j.u.logOnFailure(t)
+	bustest.Eventually(t, 2*time.Minute, "the job to finish", func() bool {
+		return final(j.status(t, id)["status"].(string))
+	})
+	if v := j.status(t, id); v["status"] != "completed" || v["done"] != 24.0 {
+		t.Fatalf("view = %v, want completed with 24 done", v)
+	}
+	out := j.u.pace(t, "", "results", id)
+	if got := strings.Fields(out); len(got) != 24 || !strings.Contains(out, "ITEM-23") {
+		t.Fatalf("results = %s", out)
+	}
+	var report map[string]map[string]any
+	rep, errOut, code := j.run(t, "report", id, "--detailed", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(rep), &report) != nil {
+		t.Fatalf("report = %d %s %s", code, rep, errOut)
+	}
+	counted := false
+	for _, s := range report {
+		counted = counted || s["replicas"].(float64) >= 1
+	}
+	if !counted {
+		t.Errorf("no sample of the detailed report counts the Redis workers: %v", report)
+	}
+	list, _, _ := j.run(t, "jobs", "-o", "json")
+	var jobs map[string]any
+	if err := json.Unmarshal([]byte(list), &jobs); err != nil || len(jobs) != 1 {
+		t.Errorf("jobs = %s (%v), want only %s: the front created jobs", list, err, id)
+	}
+	j.u.stop(t)
+}
+
 // TestAsperathosClientFlowRunsUnchanged: an Asperathos client's flow
 // (examples/asperathos/client_flow.py: submit, poll, visualizer URL, stop,
 // report, errors, delete, with raise-on-error HTTP calls) passes against the

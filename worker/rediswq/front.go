@@ -92,15 +92,17 @@ type queue struct {
 
 // held is a leased item and what its worker said of it so far.
 type held struct {
-	lease    *bus.Lease
-	payload  string
-	hash     string
-	by       *session // the connection that leased it
-	keyed    bool     // its lease key was set and has not been deleted
-	result   *string  // pushed to <q>:results
-	err      string   // pushed to <q>:errors
-	removed  bool     // LREM'd from <q>:processing: completed unless given back next
-	extended time.Time
+	lease   *bus.Lease
+	payload string
+	hash    string
+	by      *session // the connection that leased it
+	keyed   bool     // its lease key was set and has not been deleted
+	result  *string  // pushed to <q>:results
+	err     string   // pushed to <q>:errors
+	removed bool     // LREM'd from <q>:processing: completed unless given back next
+	// removedBy is the connection that removed it, which settles it.
+	removedBy *session
+	extended  time.Time
 }
 
 // session is one client connection, bound to the job of the first queue
@@ -310,6 +312,9 @@ func (f *Front) closeSession(ctx context.Context, s *session) {
 	q.users--
 	removed := s.removed
 	s.removed = nil
+	for _, h := range removed {
+		q.drop(h)
+	}
 	var orphans []*held
 	for _, h := range slices.Clone(q.held) {
 		if h.by == s && !h.keyed && !h.removed {

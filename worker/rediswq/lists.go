@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -325,10 +326,11 @@ func (f *Front) lindex(c *call) error {
 }
 
 // lrem removes a value from a list. From <q>:processing, it removes a
-// leased item: the item is completed (with the result its worker pushed
-// to <q>:results, or empty; failed when it pushed only an error) when the
-// connection sends its next command, unless that command gives the item
-// back (RPUSH <q> of it), the other way rediswq's workers end an item.
+// leased item. An item its worker pushed a result or an error for is
+// completed with that result (or failed with that error) at once. One
+// without either is completed with an empty result when the connection
+// sends its next command, unless that command gives the item back (RPUSH
+// <q> of it), the other way rediswq's workers end an item.
 func (f *Front) lrem(c *call) error {
 	k, q, err := f.resolve(c, 0)
 	if err != nil {
@@ -371,13 +373,20 @@ func (f *Front) lrem(c *call) error {
 		return nil
 	}
 	h := q.find(c.s, func(h *held) bool { return h.payload == v && !h.removed })
-	if h == nil {
+	switch {
+	case h == nil:
 		c.conn.WriteInt(0)
-		return nil
+	case h.result != nil || h.err != "":
+		q.drop(h)
+		f.mu.Unlock()
+		f.settle(c.ctx, q, h)
+		f.mu.Lock()
+		c.conn.WriteInt(1)
+	default:
+		h.removed, h.removedBy = true, c.s
+		c.s.removed = append(c.s.removed, h)
+		c.conn.WriteInt(1)
 	}
-	h.removed = true
-	c.s.removed = append(c.s.removed, h)
-	c.conn.WriteInt(1)
 	return nil
 }
 
@@ -532,9 +541,12 @@ func (f *Front) pushMain(c *call, q *queue, values []string) error {
 	var fresh []schemas.WorkItem
 	f.mu.Lock()
 	for _, v := range values {
-		if i := indexOf(c.s.removed, v); i >= 0 {
-			h := c.s.removed[i]
-			c.s.removed = append(c.s.removed[:i], c.s.removed[i+1:]...)
+		// An item removed from the processing list and not settled yet,
+		// by this connection or, for clients that share a pool of
+		// connections, by another.
+		if h := q.find(c.s, func(h *held) bool { return h.payload == v && h.removed }); h != nil {
+			r := h.removedBy
+			r.removed = slices.DeleteFunc(r.removed, func(x *held) bool { return x == h })
 			q.drop(h)
 			back = append(back, h)
 			continue
@@ -566,15 +578,6 @@ func (f *Front) pushMain(c *call, q *queue, values []string) error {
 		return fmt.Errorf("ERR %d new items not queued on job %s: %w", len(fresh), q.job, err)
 	}
 	return nil
-}
-
-func indexOf(hs []*held, payload string) int {
-	for i, h := range hs {
-		if h.payload == payload {
-			return i
-		}
-	}
-	return -1
 }
 
 // pop is RPOP and LPOP, on private lists: a job's items are leased with

@@ -7,7 +7,9 @@
 //
 // Each item is upper-cased after WORK_SECONDS of "work"; items starting
 // with "bad" fail (an error pushed to <queue>:errors). CONCURRENCY
-// goroutines share one client, and so its pool of connections. With
+// goroutines share one client, each on a connection of its own (Client.Conn):
+// rediswq pairs a pushed result with the item by the connection that
+// leased it, as a single-threaded rediswq worker has one. With
 // GIVE_BACK=1 every item is given back once (LREM, RPUSH, DEL) before it
 // is done.
 //
@@ -35,7 +37,7 @@ import (
 
 // queue is a Redis list used as a work queue with leases, as rediswq uses it.
 type queue struct {
-	db                    *redis.Client
+	db                    redis.Cmdable
 	main, processing, pfx string
 	session               string
 	leaseFor              time.Duration
@@ -97,8 +99,8 @@ func main() {
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	name := env("REDIS_QUEUE", "job")
+	rdb := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(env("REDIS_HOST", "localhost"), env("REDIS_PORT", "6379"))})
 	q := &queue{
-		db:         redis.NewClient(&redis.Options{Addr: net.JoinHostPort(env("REDIS_HOST", "localhost"), env("REDIS_PORT", "6379"))}),
 		main:       name,
 		processing: name + ":processing",
 		pfx:        name + ":leased_by_session:",
@@ -117,6 +119,10 @@ func main() {
 	errc := make(chan error, workers)
 	for range max(1, workers) {
 		wg.Go(func() {
+			conn := rdb.Conn()
+			defer conn.Close()
+			q := *q
+			q.db = conn
 			for {
 				empty, err := q.empty(ctx)
 				if err != nil {

@@ -2,6 +2,8 @@ package nats_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -181,6 +183,114 @@ func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 	t.Logf("an item pushed to a completed job was refused after %v", took)
 	if n, err := watcher.ResultCount(ctx, job); err != nil || n != 3 {
 		t.Errorf("the job holds %d results (%v), want its 3", n, err)
+	}
+}
+
+// TestAReaderIsItsAskersAlone plays alice as a hostile tenant with nats.go
+// alone, knowing the name of the consumer the manager (as auth.conf's
+// pace-manager) made for bob to read his job's results: the server refuses
+// her fetch, info and delete of it on $JS.API and through bob's reader
+// prefix; through her own, the manager answers as if it did not exist.
+// Bob then reads every result through it, and with the SDK his results
+// and his job's log.
+func TestAReaderIsItsAskersAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b := authServer(t)
+	watcher := connect(t, ctx, b.url, "manager")
+	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	b.callout(t)
+	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
+	job := b.submit(t, ctx, bob, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
+	b.work(t, ctx, job)
+	waitState(t, ctx, watcher, job, schemas.Completed)
+
+	bobNC, err := nats.Connect(b.url, tokenLogin("bob", bobToken).nats()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bobNC.Close()
+	req := nats.NewMsg(schemas.DefaultPrefix.Control("read"))
+	req.Header.Set("Authorization", "Bearer "+bobToken)
+	req.Data = fmt.Appendf(nil, `{"stream":"PACE_RESULTS","filter_subject":%q}`, schemas.DefaultPrefix.JobResults(job))
+	resp, err := bobNC.RequestMsgWithContext(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read bus.ReadReply
+	if err := json.Unmarshal(resp.Data, &read); err != nil || read.Consumer == "" {
+		t.Fatalf("bob's reader: %s (%v)", resp.Data, err)
+	}
+
+	for _, api := range []string{"$JS.API", read.APIPrefix} {
+		var pub []string
+		for _, op := range []string{"MSG.NEXT", "INFO", "DELETE"} {
+			pub = append(pub, api+".CONSUMER."+op+".PACE_RESULTS."+read.Consumer)
+		}
+		checkDenied(t, b.url, tokenLogin("alice", aliceToken), pub, nil)
+	}
+	aliceNC, err := nats.Connect(b.url, tokenLogin("alice", aliceToken).nats()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aliceNC.Close()
+	own := bus.ReaderAPIPrefix(schemas.DefaultPrefix, bus.CallerID(aliceToken))
+	aliceJS, err := jetstream.NewWithAPIPrefix(aliceNC, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aliceJS.Consumer(ctx, read.Stream, read.Consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("alice's info of bob's reader: %v, want consumer not found", err)
+	}
+	if err := aliceJS.DeleteConsumer(ctx, read.Stream, read.Consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("alice's delete of bob's reader: %v, want consumer not found", err)
+	}
+	inbox := aliceNC.NewInbox()
+	fetched, err := aliceNC.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := aliceNC.PublishRequest(own+".CONSUMER.MSG.NEXT."+read.Stream+"."+read.Consumer, inbox,
+		[]byte(`{"batch":10,"expires":1000000000}`)); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := fetched.NextMsg(30 * time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("alice's fetch from bob's reader: %v %v, want no responders", msg, err)
+	}
+
+	bobJS, err := jetstream.NewWithAPIPrefix(bobNC, read.APIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := bobJS.Consumer(ctx, read.Stream, read.Consumer)
+	if err != nil {
+		t.Fatalf("bob's reader after alice's attempts: %v", err)
+	}
+	batch, err := reader.FetchNoWait(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	if n != 3 {
+		t.Errorf("bob read %d results through his reader (%v), want his 3", n, batch.Error())
+	}
+	if got, err := bob.StoredResults(ctx, job); err != nil || len(got) != 3 {
+		t.Errorf("bob's results with the SDK: %d (%v), want 3", len(got), err)
+	}
+	lines := 0
+	for _, err := range bob.Logs(ctx, job, false) {
+		if err != nil {
+			t.Fatalf("bob's log: %v", err)
+		}
+		lines++
+	}
+	if lines == 0 {
+		t.Error("bob's job has no log lines")
 	}
 }
 

@@ -219,6 +219,12 @@ type WorkerSpec struct {
 	// ExecItem (the default: a process per item), ExecLines or ExecJSON (a
 	// process per concurrency slot, fed an item per line).
 	ExecMode string `json:"exec_mode,omitempty" jsonschema:"enum=item,enum=lines,enum=json"`
+	// Protocol is how the workers take their items: ProtocolNATS (the
+	// default: the bus, with the job's token in PACE_TOKEN) or ProtocolRedis
+	// (the Redis front, with REDIS_HOST, REDIS_PORT and REDIS_QUEUE, which
+	// is then their credential). Workers get the variables of their
+	// protocol only. Asperathos payloads speak Redis.
+	Protocol string `json:"protocol,omitempty" jsonschema:"enum=nats,enum=redis"`
 	// Env is extra environment for the workers.
 	Env map[string]string `json:"env,omitempty"`
 	// Resources are container limits and requests, e.g. {"cpu": "500m"}.
@@ -248,6 +254,16 @@ type WorkerSecurity struct {
 	HostDevices []string `json:"host_devices,omitempty"`
 }
 
+// Protocols of WorkerSpec.Protocol; empty means ProtocolNATS.
+const (
+	ProtocolNATS  = "nats"
+	ProtocolRedis = "redis"
+)
+
+// SpeaksRedis reports whether the workers take their items from the Redis
+// front.
+func (w WorkerSpec) SpeaksRedis() bool { return w.Protocol == ProtocolRedis }
+
 // Exec modes of WorkerSpec.ExecMode; empty means ExecItem.
 const (
 	ExecItem  = "item"
@@ -258,7 +274,7 @@ const (
 // IsZero reports whether w sets nothing: empty lists and maps count as
 // absent, so they are left out of JSON as omitempty leaves out its fields.
 func (w WorkerSpec) IsZero() bool {
-	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && w.ExecMode == "" && len(w.Env) == 0 && w.Resources == nil &&
+	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && w.ExecMode == "" && w.Protocol == "" && len(w.Env) == 0 && w.Resources == nil &&
 		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0 && w.Security == nil
 }
 
@@ -445,6 +461,12 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.NotSupported(p.Child("worker", "exec_mode"), em, []string{ExecItem, ExecLines, ExecJSON}))
 	case em != "" && s.Worker.Exec == "":
 		errs = append(errs, field.Forbidden(p.Child("worker", "exec_mode"), "applies to worker.exec only"))
+	}
+	switch pr := s.Worker.Protocol; {
+	case pr != "" && pr != ProtocolNATS && pr != ProtocolRedis:
+		errs = append(errs, field.NotSupported(p.Child("worker", "protocol"), pr, []string{ProtocolNATS, ProtocolRedis}))
+	case pr == ProtocolRedis && s.Worker.Exec != "":
+		errs = append(errs, field.Forbidden(p.Child("worker", "protocol"), "worker.exec runs 'pace worker', which takes its items from the bus: redis applies to worker.command"))
 	}
 	if sec := s.Worker.Security; sec != nil {
 		sp := p.Child("worker", "security")

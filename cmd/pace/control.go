@@ -122,11 +122,12 @@ func (f *controlFlags) validate(natsURL string) error {
 
 // localRuntime returns a local process runtime whose workers connect to
 // natsURL with the extra environment env, and jobEnv's for their job (nil:
-// none), whose output lines go to output and whose exits to exited.
-func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv func(job string) []string,
+// none) or, for Redis workers, redisEnv's, whose output lines go to output
+// and whose exits to exited.
+func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv, redisEnv func(job string) []string,
 	output func(job, worker, line string), exited func(job, worker string, err error), log *slog.Logger) (*local.Runtime, error) {
 	return local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv,
-		Output: output, Exited: exited}, local.WithLogger(log))
+		RedisEnv: redisEnv, Output: output, Exited: exited}, local.WithLogger(log))
 }
 
 // kubernetesRuntime connects to the cluster of the kubeconfig (or the one

@@ -35,10 +35,10 @@ func (w *wiring) redisAddr() string {
 }
 
 // wireRedis serves the jobs' queues over the Redis protocol, for Asperathos
-// workers (docs/asperathos.md), and tells local workers where: REDIS_HOST,
-// REDIS_PORT and REDIS_QUEUE, which is their job's id on an open bus, and
-// its token when workers get job tokens, with which the front then logs in
-// for the job. c serves every queue on an open bus, and writes the front's
+// workers (docs/asperathos.md), and tells the local workers of jobs that
+// speak it (worker.protocol redis) where: REDIS_HOST, REDIS_PORT and
+// REDIS_QUEUE, which is their job's id on an open bus, and its token when
+// workers get job tokens, with which the front then logs in for the job. c serves every queue on an open bus, and writes the front's
 // lines to the jobs' logs (the errors workers push, commands it does not
 // serve).
 func (w *wiring) wireRedis(c *bus.Client) {
@@ -47,17 +47,12 @@ func (w *wiring) wireRedis(c *bus.Client) {
 		mint, open = nil, rediswq.SharedClient(c)
 	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	jobEnv := w.jobEnv
-	w.jobEnv = func(job string) []string {
-		var env []string
-		if jobEnv != nil {
-			env = jobEnv(job)
-		}
+	w.redisEnv = func(job string) []string {
 		queue := job
 		if mint != nil {
 			queue = mint(job)
 		}
-		return append(env, "REDIS_HOST="+host, "REDIS_PORT="+port, "REDIS_QUEUE="+queue)
+		return []string{"REDIS_HOST=" + host, "REDIS_PORT=" + port, "REDIS_QUEUE=" + queue}
 	}
 	front := rediswq.New(rediswq.Config{Open: open, Secured: mint != nil, Journal: c.PublishLog, Log: w.log})
 	w.loops = append(w.loops, func(ctx context.Context) error { return front.Serve(ctx, ln) })

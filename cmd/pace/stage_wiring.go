@@ -96,6 +96,9 @@ type wiring struct {
 	// jobEnv is the extra environment of one job's local workers: their
 	// NATS token when the bus authenticates (nil: none).
 	jobEnv func(job string) []string
+	// redisEnv is the environment of one job's local Redis workers: where
+	// the Redis front is and their queue (nil: no front).
+	redisEnv func(job string) []string
 	// jobClient connects as a job's worker with its token, for the Redis
 	// front, when workers get job tokens; nil otherwise.
 	jobClient rediswq.Opener
@@ -429,7 +432,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 		}
 		if cf.actuator == "local" {
 			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))
-			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, output.Line, crashes.Exited, w.log)
+			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv, output.Line, crashes.Exited, w.log)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -184,7 +184,7 @@ func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 	python, worker := rediswqtest.Python(t), rediswqtest.Worker()
 	items := []string{"p", "q", "r", "s", "t", "u", "v", "w"}
 	id, job := submitKubeJob(t, manager, items,
-		map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}})
+		map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}, "protocol": "redis"})
 	c := job.Spec.Template.Spec.Containers[0]
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}
 	for _, e := range c.Env {

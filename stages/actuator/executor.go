@@ -31,7 +31,7 @@ type localRuntime struct{ rt *local.Runtime }
 func (l localRuntime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
 	w := rec.Spec.Worker
 	return l.rt.Scale(ctx, local.Worker{Job: rec.ID, Exec: w.Exec, ExecMode: w.ExecMode, Command: w.Command, Env: w.Env,
-		Metered: rec.Spec.Cost != nil}, replicas)
+		Metered: rec.Spec.Cost != nil, Redis: w.SpeaksRedis()}, replicas)
 }
 
 func (l localRuntime) Terminate(_ context.Context, rec *schemas.JobRecord) error {

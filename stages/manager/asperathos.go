@@ -241,7 +241,7 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 		Mode:     schemas.Batch,
 		Deadline: schemas.Deadline{After: schemas.Duration(time.Duration(*pi.MonitorInfo.ExpectedTime) * time.Second)},
 		Workload: schemas.Workload{URL: pi.RedisWorkload},
-		Worker: schemas.WorkerSpec{Image: pi.Img, Command: pi.Cmd, Env: map[string]string{},
+		Worker: schemas.WorkerSpec{Image: pi.Img, Command: pi.Cmd, Protocol: schemas.ProtocolRedis, Env: map[string]string{},
 			ImagePullSecrets: pi.Secrets,
 			// Asperathos' pods ran as their image's user, on its own filesystem.
 			Security: &schemas.WorkerSecurity{ImageUser: true, WritableRoot: true}},

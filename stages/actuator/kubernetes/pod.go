@@ -38,10 +38,11 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 		// The worker's id is its pod's name: the presence it announces is
 		// the one the pod watch keeps for the running pod.
 		{Name: "PACE_WORKER_ID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
-	if r.cfg.JobToken != nil {
+	// Workers get the credential of the protocol they speak only.
+	if r.cfg.JobToken != nil && !w.SpeaksRedis() {
 		env = append(env, corev1.EnvVar{Name: "PACE_TOKEN", Value: r.cfg.JobToken(rec.ID)})
 	}
-	if host, port, err := net.SplitHostPort(r.cfg.RedisAddr); err == nil {
+	if host, port, err := net.SplitHostPort(r.cfg.RedisAddr); err == nil && w.SpeaksRedis() {
 		queue := rec.ID
 		if r.cfg.JobToken != nil {
 			queue = r.cfg.JobToken(rec.ID)

@@ -42,41 +42,49 @@ func TestWorkerPodCredentials(t *testing.T) {
 		cfg     Config
 		env     []corev1.EnvVar
 		volumes []string // mounted besides /tmp, as name:key,key
+		redis   bool     // worker.protocol redis
 	}{
-		{"no secret", Config{NATSURL: url}, nil, nil},
+		{"no secret", Config{NATSURL: url}, nil, nil, false},
 		{"the job's token (pace up --token-file)", Config{NATSURL: url, JobToken: func(job string) string { return "job:" + job + ":mac" }},
-			[]corev1.EnvVar{{Name: "PACE_TOKEN", Value: "job:render:mac"}}, nil},
+			[]corev1.EnvVar{{Name: "PACE_TOKEN", Value: "job:render:mac"}}, nil, false},
 		{"the job's token and the CA (deploy/kubernetes)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats",
 			WorkerSecretKeys: []string{"ca.crt"}, JobToken: func(job string) string { return "job:" + job + ":mac" }}, []corev1.EnvVar{
 			{Name: "PACE_TOKEN", Value: "job:render:mac"},
 			{Name: "PACE_NATS_CA", Value: "/etc/pace/nats/ca.crt"},
-		}, []string{"nats-credentials:ca.crt"}},
-		{"the Redis front and the job's token: the token names the queue", Config{NATSURL: url, RedisAddr: "pace-redis.pace.svc:6379",
+		}, []string{"nats-credentials:ca.crt"}, false},
+		{"a Redis worker: the token names the queue, and is in no other variable", Config{NATSURL: url, RedisAddr: "pace-redis.pace.svc:6379",
 			JobToken: func(job string) string { return "job:" + job + ":mac" }}, []corev1.EnvVar{
-			{Name: "PACE_TOKEN", Value: "job:render:mac"},
 			{Name: "REDIS_HOST", Value: "pace-redis.pace.svc"}, {Name: "REDIS_PORT", Value: "6379"},
 			{Name: "REDIS_QUEUE", Value: "job:render:mac"},
-		}, nil},
-		{"the Redis front on an open bus: the job's id names the queue", Config{NATSURL: url, RedisAddr: "10.0.0.5:6379"},
-			[]corev1.EnvVar{{Name: "REDIS_HOST", Value: "10.0.0.5"}, {Name: "REDIS_PORT", Value: "6379"}, {Name: "REDIS_QUEUE", Value: "render"}}, nil},
+		}, nil, true},
+		{"a NATS worker beside a Redis front gets no Redis variables", Config{NATSURL: url, RedisAddr: "pace-redis.pace.svc:6379",
+			JobToken: func(job string) string { return "job:" + job + ":mac" }}, []corev1.EnvVar{
+			{Name: "PACE_TOKEN", Value: "job:render:mac"},
+		}, nil, false},
+		{"a Redis worker on an open bus: the job's id names the queue", Config{NATSURL: url, RedisAddr: "10.0.0.5:6379"},
+			[]corev1.EnvVar{{Name: "REDIS_HOST", Value: "10.0.0.5"}, {Name: "REDIS_PORT", Value: "6379"}, {Name: "REDIS_QUEUE", Value: "render"}}, nil, true},
 		{"password and CA (the default keys)", Config{NATSURL: url, WorkerSecret: "pace-worker-nats"}, []corev1.EnvVar{
 			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
 			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},
 			{Name: "PACE_NATS_CA", Value: "/etc/pace/nats/ca.crt"},
-		}, []string{"nats-credentials:ca.crt"}},
+		}, []string{"nats-credentials:ca.crt"}, false},
 		{"creds and client certificate, keys in any order", Config{NATSURL: url, WorkerSecret: "pace-worker-nats",
 			WorkerSecretKeys: []string{"tls.key", "creds", "tls.crt"}}, []corev1.EnvVar{
 			{Name: "PACE_NATS_CREDS", Value: "/etc/pace/nats/creds"},
 			{Name: "PACE_NATS_CERT", Value: "/etc/pace/nats/tls.crt"},
 			{Name: "PACE_NATS_KEY", Value: "/etc/pace/nats/tls.key"},
-		}, []string{"nats-credentials:creds,tls.crt,tls.key"}},
+		}, []string{"nats-credentials:creds,tls.crt,tls.key"}, false},
 		{"user and password only: no volume", Config{NATSURL: url, WorkerSecret: "pace-worker-nats",
 			WorkerSecretKeys: []string{"user", "password"}}, []corev1.EnvVar{
 			{Name: "PACE_NATS_USER", ValueFrom: secretRef("user")},
 			{Name: "PACE_NATS_PASSWORD", ValueFrom: secretRef("password")},
-		}, nil},
+		}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			spec := spec
+			if tc.redis {
+				spec.Protocol = schemas.ProtocolRedis
+			}
 			job, err := mustRuntime(t, tc.cfg).job(record(spec), 2)
 			if err != nil {
 				t.Fatal(err)

@@ -41,9 +41,14 @@ type Config struct {
 	// output or error (without the newline; at most 4 KiB of it), besides
 	// Pace's own standard error, which gets them as written.
 	Output func(job, replica, line string) `json:"-"`
-	// JobEnv, when set, is extra environment for the replicas of one job,
-	// e.g. their job's token (PACE_TOKEN) on a bus that authenticates.
+	// JobEnv, when set, is extra environment for the replicas of one job
+	// that take their items from the bus, e.g. their job's token
+	// (PACE_TOKEN) on a bus that authenticates.
 	JobEnv func(job string) []string `json:"-"`
+	// RedisEnv, when set, is the environment of the replicas of one job
+	// that take their items from the Redis front (Worker.Redis): where it
+	// is and the job's queue, their only credential. They get no JobEnv.
+	RedisEnv func(job string) []string `json:"-"`
 	// Exited, when set, is told of each replica that exited on its own (or
 	// could not start) and is about to be restarted, with the reason.
 	Exited func(job, replica string, err error) `json:"-"`
@@ -78,6 +83,9 @@ type Worker struct {
 	Env map[string]string
 	// Metered jobs have their use measured (Measure): jobs with a cost.
 	Metered bool
+	// Redis workers take their items from the Redis front: they get
+	// Config.RedisEnv instead of Config.JobEnv.
+	Redis bool
 }
 
 func (w Worker) validate() error {
@@ -258,7 +266,10 @@ func (r *Runtime) command(w Worker, id string) *exec.Cmd {
 	}
 	cmd.Env = append(inheritedEnv(), r.cfg.Env...)
 	cmd.Env = append(cmd.Env, "PACE_NATS_URL="+r.cfg.NATSURL, "PACE_JOB="+w.Job, "PACE_WORKER_ID="+id)
-	if r.cfg.JobEnv != nil {
+	switch {
+	case w.Redis && r.cfg.RedisEnv != nil:
+		cmd.Env = append(cmd.Env, r.cfg.RedisEnv(w.Job)...)
+	case !w.Redis && r.cfg.JobEnv != nil:
 		cmd.Env = append(cmd.Env, r.cfg.JobEnv(w.Job)...)
 	}
 	for k, v := range w.Env {

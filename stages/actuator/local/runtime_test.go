@@ -295,3 +295,35 @@ func TestExecWorkerArguments(t *testing.T) {
 		}
 	}
 }
+
+// A replica gets the credential of the protocol it speaks only: the bus's
+// token (JobEnv) or the Redis front's variables (RedisEnv), never both.
+func TestReplicasGetTheirProtocolsCredentialsOnly(t *testing.T) {
+	dir := t.TempDir()
+	r := startRuntime(t, local.Config{NATSURL: "nats://127.0.0.1:1", Grace: time.Second,
+		JobEnv:   func(job string) []string { return []string{"PACE_TOKEN=token-of-" + job} },
+		RedisEnv: func(job string) []string { return []string{"REDIS_QUEUE=token-of-" + job} }})
+	dump := `env > "$DIR/$PACE_JOB.tmp" && mv "$DIR/$PACE_JOB.tmp" "$DIR/$PACE_JOB"; while :; do sleep 0.05; done`
+	for _, w := range []local.Worker{
+		{Job: "native", Command: []string{"sh", "-c", dump}, Env: map[string]string{"DIR": dir}},
+		{Job: "asperathos", Command: []string{"sh", "-c", dump}, Env: map[string]string{"DIR": dir}, Redis: true},
+	} {
+		if _, err := r.Scale(context.Background(), w, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for job, want := range map[string]struct{ has, lacks string }{
+		"native":     {"PACE_TOKEN=token-of-native", "REDIS_QUEUE="},
+		"asperathos": {"REDIS_QUEUE=token-of-asperathos", "PACE_TOKEN="},
+	} {
+		var env string
+		eventually(t, job+"'s environment", func() bool {
+			b, err := os.ReadFile(filepath.Join(dir, job))
+			env = string(b)
+			return err == nil
+		})
+		if !strings.Contains(env, want.has) || strings.Contains(env, want.lacks) {
+			t.Errorf("%s's replica: environment\n%s\nwant %s and no %s…", job, env, want.has, want.lacks)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,6 +46,10 @@ type pluginInfo struct {
 	K8sResourcesControl           *k8sResourceControl `json:"k8s_resources_control"`
 	Secrets                       []string            `json:"secrets"`
 	ClusterName                   string              `json:"cluster_name"`
+	// WorkerProtocol is Pace's own: how cmd takes its items, "redis" (the
+	// default: Asperathos' workers read their job's Redis) or "nats" (a cmd
+	// that runs 'pace worker'). Workers get that protocol's credential only.
+	WorkerProtocol string `json:"worker_protocol"`
 }
 
 type controlParameters struct {
@@ -153,6 +158,7 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 	if pi.RedisWorkload == "" {
 		errs = append(errs, field.Required(root.Child("redis_workload"), "URL of the workload, one item per line"))
 	}
+	oneOf(root.Child("worker_protocol"), pi.WorkerProtocol, []string{schemas.ProtocolRedis, schemas.ProtocolNATS}, false)
 	oneOf(root.Child("control_plugin"), pi.ControlPlugin, asperathosControlPlugins, true)
 	oneOf(root.Child("monitor_plugin"), pi.MonitorPlugin, asperathosMonitorPlugins, true)
 	if pi.EnableVisualizer != nil && *pi.EnableVisualizer {
@@ -241,7 +247,7 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 		Mode:     schemas.Batch,
 		Deadline: schemas.Deadline{After: schemas.Duration(time.Duration(*pi.MonitorInfo.ExpectedTime) * time.Second)},
 		Workload: schemas.Workload{URL: pi.RedisWorkload},
-		Worker: schemas.WorkerSpec{Image: pi.Img, Command: pi.Cmd, Protocol: schemas.ProtocolRedis, Env: map[string]string{},
+		Worker: schemas.WorkerSpec{Image: pi.Img, Command: pi.Cmd, Protocol: cmp.Or(pi.WorkerProtocol, schemas.ProtocolRedis), Env: map[string]string{},
 			ImagePullSecrets: pi.Secrets,
 			// Asperathos' pods ran as their image's user, on its own filesystem.
 			Security: &schemas.WorkerSecurity{ImageUser: true, WritableRoot: true}},

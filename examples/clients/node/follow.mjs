@@ -6,7 +6,8 @@
 // pace.control.read ({stream, filter_subject, deliver_policy}), which checks
 // the filter is within a job the caller may read and answers with the name
 // of a pull consumer without acknowledgements, deleted after a minute
-// unread. The client reads it by name.
+// unread. The client reads it by name, through the JetStream API prefix of
+// the answer (its own, pace.reader.<id>): no caller may use $JS.API on it.
 //   node examples/clients/node/follow.mjs PACE_RESULTS "pace.results.$job.*" 3
 import { jetstream } from "@nats-io/jetstream";
 import { call, connectPace } from "./pace.mjs";
@@ -18,8 +19,8 @@ if (!count) {
 }
 const nc = await connectPace();
 try {
-  const js = jetstream(nc);
   const reader = await call(nc, "pace.control.read", JSON.stringify({ stream, filter_subject: subject }));
+  const js = jetstream(nc, { apiPrefix: reader.api_prefix });
   const consumer = await js.consumers.get(reader.stream, reader.consumer);
   const deadline = Date.now() + Number(seconds) * 1000;
   let got = 0;

@@ -70,7 +70,7 @@ func (f *Front) check(ctx context.Context, s *session, name string, args [][]byt
 		return unknownCommand(args)
 	}
 	if n := len(args) - 1; n < c.min || c.max >= 0 && n > c.max {
-		return fmt.Errorf("ERR wrong number of arguments for '%s' command", strings.ToLower(name))
+		return replyErrorf("ERR wrong number of arguments for '%s' command", strings.ToLower(name))
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func unknownCommand(args [][]byte) error {
 		}
 		fmt.Fprintf(&b, "'%s' ", string(a))
 	}
-	return errors.New(b.String())
+	return replyError(b.String())
 }
 
 func (f *Front) reportUnknown(ctx context.Context, s *session, name string) {
@@ -116,6 +116,14 @@ func (f *Front) run(ctx context.Context, conn redcon.Conn, s *session, name stri
 		conn.WriteError(redisError(err))
 	}
 }
+
+// replyError is an error reply worded exactly as Redis words it, its code
+// first, full stop included: clients match on it.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+func replyErrorf(format string, args ...any) error { return replyError(fmt.Sprintf(format, args...)) }
 
 // redisError is err as a Redis error reply: its first word is an error
 // code (ERR unless it starts with one), on one line.
@@ -222,10 +230,10 @@ func (f *Front) hello(c *call) error {
 	if len(c.args) > 0 {
 		v, err := strconv.Atoi(c.arg(0))
 		if err != nil {
-			return errors.New("ERR Protocol version is not an integer or out of range")
+			return replyError("ERR Protocol version is not an integer or out of range")
 		}
 		if v != 2 && v != 3 {
-			return errors.New("NOPROTO unsupported protocol version")
+			return replyError("NOPROTO unsupported protocol version")
 		}
 		proto = v
 	}
@@ -242,7 +250,7 @@ func (f *Front) hello(c *call) error {
 			setName = &n
 			i++
 		default:
-			return fmt.Errorf("ERR Syntax error in HELLO option '%s'", c.arg(i))
+			return replyErrorf("ERR Syntax error in HELLO option '%s'", c.arg(i))
 		}
 	}
 	if setName != nil {
@@ -286,15 +294,15 @@ func (f *Front) authenticate(ctx context.Context, s *session, token string) erro
 	job, isToken := jobOfToken(token)
 	switch {
 	case !isToken && f.cfg.Secured:
-		return errors.New("WRONGPASS invalid username-password pair or user is disabled.")
+		return replyError("WRONGPASS invalid username-password pair or user is disabled.")
 	case !isToken:
-		return errors.New("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return replyError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	}
 	f.unbind(s)
 	s.token = token
 	err := f.attach(ctx, s, job, token, []string{token, job})
 	if errors.Is(err, errNoJob) {
-		return errors.New("WRONGPASS invalid username-password pair or user is disabled.")
+		return replyError("WRONGPASS invalid username-password pair or user is disabled.")
 	}
 	return err
 }
@@ -313,10 +321,10 @@ func (f *Front) unbind(s *session) {
 func selectDB(_ *Front, c *call) error {
 	n, err := strconv.Atoi(c.arg(0))
 	if err != nil {
-		return errors.New("ERR value is not an integer or out of range")
+		return replyError("ERR value is not an integer or out of range")
 	}
 	if n != 0 {
-		return errors.New("ERR DB index is out of range")
+		return replyError("ERR DB index is out of range")
 	}
 	c.conn.WriteString("OK")
 	return nil
@@ -330,7 +338,7 @@ func (f *Front) client(c *call) error {
 	case sub == "SETNAME" && len(c.args) == 2:
 		n := c.arg(1)
 		if strings.IndexFunc(n, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
-			return errors.New("ERR Client names cannot contain spaces, newlines or special characters.")
+			return replyError("ERR Client names cannot contain spaces, newlines or special characters.")
 		}
 		c.s.name = n
 		c.conn.WriteString("OK")
@@ -344,15 +352,15 @@ func (f *Front) client(c *call) error {
 		c.conn.WriteInt64(c.s.num)
 	case sub == "SETINFO" && len(c.args) == 3:
 		if attr := strings.ToUpper(c.arg(1)); attr != "LIB-NAME" && attr != "LIB-VER" {
-			return fmt.Errorf("ERR Unrecognized option '%s'", c.arg(1))
+			return replyErrorf("ERR Unrecognized option '%s'", c.arg(1))
 		}
 		c.conn.WriteString("OK")
 	case sub == "INFO" && len(c.args) == 1:
 		c.conn.WriteBulkString(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d\n", c.s.num, c.conn.RemoteAddr(), c.s.name, c.s.proto))
 	case sub == "SETNAME" || sub == "GETNAME" || sub == "ID" || sub == "SETINFO" || sub == "INFO":
-		return fmt.Errorf("ERR wrong number of arguments for 'client|%s' command", strings.ToLower(sub))
+		return replyErrorf("ERR wrong number of arguments for 'client|%s' command", strings.ToLower(sub))
 	default:
-		return fmt.Errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", c.arg(0))
+		return replyErrorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", c.arg(0))
 	}
 	return nil
 }

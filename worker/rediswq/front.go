@@ -345,7 +345,7 @@ func (f *Front) closeSession(ctx context.Context, s *session) {
 // errNoJob is a key that names no job's queue on an open bus.
 var errNoJob = errors.New("no job")
 
-var errNoAuth = errors.New("NOAUTH Authentication required.")
+var errNoAuth = replyError("NOAUTH Authentication required.")
 
 // bind ties s to the job whose queue k names, on its first use of a queue.
 // It returns errNoJob on an open bus when k names no existing job, and

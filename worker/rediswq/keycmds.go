@@ -2,7 +2,6 @@ package rediswq
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -26,7 +25,7 @@ func (f *Front) resolve(c *call, i int) (key, *queue, error) {
 	return classify(c.arg(i), q.job, c.s.names), q, nil
 }
 
-var errUnbound = errors.New("ERR no job's queue is named on this connection yet: keys live in their job's keyspace, so name the job's queue (REDIS_QUEUE) first")
+var errUnbound = replyError("ERR no job's queue is named on this connection yet: keys live in their job's keyspace, so name the job's queue (REDIS_QUEUE) first")
 
 // space is the keyspace a call reads: the job's, or an empty one on an
 // unbound connection. Front.mu is held.
@@ -47,7 +46,7 @@ func writable(q *queue) (*keyspace, error) {
 
 // queueKey is the error for an operation a queue's own key does not take.
 func queueKey(k key, what string) error {
-	return fmt.Errorf("ERR %s is a list of job %s's queue, which %s: its items are the job's (docs/asperathos.md)", k.name, strings.SplitN(k.name, ":", 2)[0], what)
+	return replyErrorf("ERR %s is a list of job %s's queue, which %s: its items are the job's (docs/asperathos.md)", k.name, strings.SplitN(k.name, ":", 2)[0], what)
 }
 
 // stored reports whether k is kept in the job's keyspace.
@@ -167,7 +166,7 @@ func (f *Front) expire(c *call) error {
 		return queueKey(k, "never expires")
 	}
 	if len(c.args) == 3 {
-		return fmt.Errorf("ERR Unsupported option %s", c.arg(2))
+		return replyErrorf("ERR Unsupported option %s", c.arg(2))
 	}
 	n, err := strconv.ParseInt(c.arg(1), 10, 64)
 	if err != nil {
@@ -175,7 +174,7 @@ func (f *Front) expire(c *call) error {
 	}
 	d, ok := toDuration(n, c.name == "PEXPIRE")
 	if !ok {
-		return fmt.Errorf("ERR invalid expire time in '%s' command", strings.ToLower(c.name))
+		return replyErrorf("ERR invalid expire time in '%s' command", strings.ToLower(c.name))
 	}
 	f.mu.Lock()
 	set := space(q).expire(k.name, d, f.cfg.Clock.Now())
@@ -304,7 +303,7 @@ func (f *Front) set(c *call) error {
 		}
 		d, ok := toDuration(n, c.name == "PSETEX")
 		if !ok || d <= 0 {
-			return fmt.Errorf("ERR invalid expire time in '%s' command", strings.ToLower(c.name))
+			return replyErrorf("ERR invalid expire time in '%s' command", strings.ToLower(c.name))
 		}
 		opts.ttl, value = d, c.arg(2)
 	case "SETNX":
@@ -345,7 +344,7 @@ func (f *Front) set(c *call) error {
 // setFlags reads SET's options: NX, XX, GET, EX, PX, KEEPTTL.
 func setFlags(args [][]byte) (setOptions, error) {
 	var o setOptions
-	syntax := errors.New("ERR syntax error")
+	syntax := replyError("ERR syntax error")
 	for i := 0; i < len(args); i++ {
 		switch strings.ToUpper(string(args[i])) {
 		case "NX":
@@ -366,7 +365,7 @@ func setFlags(args [][]byte) (setOptions, error) {
 			}
 			d, ok := toDuration(n, strings.EqualFold(string(args[i]), "PX"))
 			if !ok || d <= 0 {
-				return o, errors.New("ERR invalid expire time in 'set' command")
+				return o, replyError("ERR invalid expire time in 'set' command")
 			}
 			o.ttl = d
 			i++
@@ -414,7 +413,7 @@ func (f *Front) incr(c *call) error {
 	}
 	if strings.HasPrefix(c.name, "DECR") {
 		if n == math.MinInt64 {
-			return errors.New("ERR decrement would overflow")
+			return replyError("ERR decrement would overflow")
 		}
 		n = -n
 	}

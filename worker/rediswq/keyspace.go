@@ -1,7 +1,6 @@
 package rediswq
 
 import (
-	"errors"
 	"strconv"
 	"time"
 )
@@ -14,9 +13,9 @@ const (
 )
 
 var (
-	errWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
-	errOOM       = errors.New("OOM command not allowed when used memory > 'maxmemory'.")
-	errNotInt    = errors.New("ERR value is not an integer or out of range")
+	errWrongType = replyError("WRONGTYPE Operation against a key holding the wrong kind of value")
+	errOOM       = replyError("OOM command not allowed when used memory > 'maxmemory'.")
+	errNotInt    = replyError("ERR value is not an integer or out of range")
 )
 
 // keyspace is a job's private keys: what Redis clients store beside the
@@ -185,7 +184,7 @@ func (ks *keyspace) incrBy(key string, n int64, now time.Time) (int64, error) {
 		cur, ne.expires = v, e.expires
 	}
 	if n > 0 && cur > (1<<63-1)-n || n < 0 && cur < (-1<<63)-n {
-		return 0, errors.New("ERR increment or decrement would overflow")
+		return 0, replyError("ERR increment or decrement would overflow")
 	}
 	cur += n
 	ne.str = strconv.FormatInt(cur, 10)

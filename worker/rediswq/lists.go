@@ -43,17 +43,17 @@ func (f *Front) popPush(c *call) error {
 		fromLeft, ok1 = side(c.arg(2))
 		toLeft, ok2 = side(c.arg(3))
 		if !ok1 || !ok2 {
-			return errors.New("ERR syntax error")
+			return replyError("ERR syntax error")
 		}
 	}
 	wait, forever := time.Duration(0), false
 	if n := len(c.args); c.name == "BRPOPLPUSH" || c.name == "BLMOVE" {
 		secs, err := strconv.ParseFloat(c.arg(n-1), 64)
 		if err != nil || math.IsInf(secs, 0) || math.IsNaN(secs) {
-			return errors.New("ERR timeout is not a float or out of range")
+			return replyError("ERR timeout is not a float or out of range")
 		}
 		if secs < 0 {
-			return errors.New("ERR timeout is negative")
+			return replyError("ERR timeout is negative")
 		}
 		if c.block {
 			wait, forever = time.Duration(secs*float64(time.Second)), secs == 0
@@ -65,7 +65,7 @@ func (f *Front) popPush(c *call) error {
 	case q == nil && src.kind == privateKey:
 		return f.waitUnbound(c, wait, forever)
 	case src.kind != mainList || dst.kind != processingList:
-		return fmt.Errorf("ERR items of a job's queue move from the queue to its processing list only: %s then %s:processing", c.arg(0), c.arg(0))
+		return replyErrorf("ERR items of a job's queue move from the queue to its processing list only: %s then %s:processing", c.arg(0), c.arg(0))
 	}
 	if q.leaser == nil { // a finished job: nothing to lease
 		c.conn.WriteNull()
@@ -593,7 +593,7 @@ func (f *Front) pop(c *call) error {
 	n, withCount := 1, len(c.args) == 2
 	if withCount {
 		if n, err = strconv.Atoi(c.arg(1)); err != nil || n < 0 {
-			return errors.New("ERR value is out of range, must be positive")
+			return replyError("ERR value is out of range, must be positive")
 		}
 	}
 	f.mu.Lock()

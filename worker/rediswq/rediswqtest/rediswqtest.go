@@ -177,7 +177,7 @@ func GoWorker(t testing.TB) string {
 		cmd.Dir = filepath.Join(filepath.Dir(Worker()), "..", "goredis-worker")
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			goWorker.err = fmt.Errorf("build the go-redis worker: %v\n%s", err, out)
+			goWorker.err = fmt.Errorf("build the go-redis worker: %w\n%s", err, out)
 		}
 	})
 	if goWorker.err != nil {

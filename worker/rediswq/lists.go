@@ -259,6 +259,17 @@ func (f *Front) values(c *call, q *queue, k key) ([]string, error) {
 	return nil, queueKey(k, "cannot be listed: its waiting items are in the job's stream")
 }
 
+// list reads a list: a private one, or one of the queue's own (values).
+func (f *Front) list(c *call, q *queue, k key) ([]string, error) {
+	if !stored(k) {
+		return f.values(c, q, k)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, err := space(q).list(k.name, f.cfg.Clock.Now())
+	return slices.Clone(l), err
+}
+
 func (f *Front) lrange(c *call) error {
 	k, q, err := f.resolve(c, 0)
 	if err != nil {
@@ -269,16 +280,8 @@ func (f *Front) lrange(c *call) error {
 	if err1 != nil || err2 != nil {
 		return errNotInt
 	}
-	var list []string
-	if stored(k) {
-		f.mu.Lock()
-		l, err := space(q).list(k.name, f.cfg.Clock.Now())
-		list = append(list, l...)
-		f.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	} else if list, err = f.values(c, q, k); err != nil {
+	list, err := f.list(c, q, k)
+	if err != nil {
 		return err
 	}
 	from, to, ok := slice(len(list), start, stop)
@@ -302,16 +305,8 @@ func (f *Front) lindex(c *call) error {
 	if err != nil {
 		return errNotInt
 	}
-	var list []string
-	if stored(k) {
-		f.mu.Lock()
-		l, err := space(q).list(k.name, f.cfg.Clock.Now())
-		list = append(list, l...)
-		f.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	} else if list, err = f.values(c, q, k); err != nil {
+	list, err := f.list(c, q, k)
+	if err != nil {
 		return err
 	}
 	if i < 0 {

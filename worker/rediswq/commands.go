@@ -298,24 +298,22 @@ func (f *Front) authenticate(ctx context.Context, s *session, token string) erro
 	case !isToken:
 		return replyError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	}
-	f.unbind(s)
+	f.mu.Lock()
+	same := s.q != nil && s.q.job == job
+	if same {
+		s.names = []string{token, job}
+	}
+	f.mu.Unlock()
 	s.token = token
+	if same {
+		return nil
+	}
+	f.detach(ctx, s)
 	err := f.attach(ctx, s, job, token, []string{token, job})
 	if errors.Is(err, errNoJob) {
 		return replyError("WRONGPASS invalid username-password pair or user is disabled.")
 	}
 	return err
-}
-
-// unbind lets go of the connection's queue, before it binds to another.
-func (f *Front) unbind(s *session) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s.q != nil {
-		s.q.users--
-		delete(s.q.workers, s)
-		s.q, s.names = nil, nil
-	}
 }
 
 func selectDB(_ *Front, c *call) error {

@@ -152,7 +152,11 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 			conn.SetContext(&session{num: n, id: fmt.Sprintf("redis-%s-%d", f.instance, n), proto: 2, putBack: map[string]int{}})
 			return true
 		},
-		func(conn redcon.Conn, _ error) { f.closeSession(ctx, conn.Context().(*session)) })
+		func(conn redcon.Conn, _ error) {
+			s := conn.Context().(*session)
+			s.closed.Store(true)
+			f.detach(ctx, s)
+		})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	f.log.Info("serving job queues over the Redis protocol", "addr", ln.Addr().String(), "secured", f.cfg.Secured)
@@ -211,13 +215,12 @@ func (f *Front) tick(ctx context.Context) {
 	f.mu.Lock()
 	f.ticks++
 	for job, q := range f.queues {
-		gone := map[string]bool{}
-		for _, k := range q.keys.expired(now) {
-			gone[k] = true
-		}
+		q.keys.expired(now)
 		for _, h := range slices.Clone(q.held) {
 			switch {
-			case h.keyed && !h.removed && gone[q.job+leasePrefix+h.hash]:
+			// A lease key gone otherwise than by DEL (which unkeys its
+			// item): expired, whether or not a read saw it first.
+			case h.keyed && !h.removed && !q.keys.exists(q.job+leasePrefix+h.hash, now):
 				q.drop(h)
 				expired = append(expired, h)
 			case now.Sub(h.extended) >= q.leaser.ItemTimeout()/3:
@@ -295,20 +298,21 @@ func (f *Front) releaseHeld(h *held, why string) {
 	}
 }
 
-// closeSession settles what a closed connection left: items it removed
-// from the processing list are completed when they have a result or an
-// error, and returned otherwise (a give-back cut short must not lose its
-// item); items it leased without a lease key return to the queue (with
-// one, they stay leased until it expires, as in rediswq). Its presence as
-// a worker ends.
-func (f *Front) closeSession(ctx context.Context, s *session) {
-	s.closed.Store(true)
+// detach unbinds a connection from its queue, settling what it leaves:
+// items it removed from the processing list are completed when they have
+// a result or an error, and returned otherwise (a give-back cut short must
+// not lose its item); items it leased without a lease key return to the
+// queue (with one, they stay leased until it expires, as in rediswq). Its
+// presence as a worker ends.
+func (f *Front) detach(ctx context.Context, s *session) {
 	f.mu.Lock()
 	q := s.q
 	if q == nil {
 		f.mu.Unlock()
 		return
 	}
+	s.q, s.names = nil, nil
+	clear(s.putBack)
 	q.users--
 	removed := s.removed
 	s.removed = nil
@@ -431,9 +435,21 @@ func (q *queue) recentFor() time.Duration {
 	return 2 * q.leaser.ItemTimeout()
 }
 
-// find returns the held item that matches, preferring those leased by s,
-// oldest first; Front.mu is held.
+// find returns the oldest held item that matches among those s leased.
+// A connection that never leased an item may be one of a pool whose
+// leases went through another: it gets the oldest of any connection's.
+// One that leased must not take another's item: its lease of that value
+// may have expired and gone to another worker. Front.mu is held.
 func (q *queue) find(s *session, match func(*held) bool) *held {
+	if h := q.any(s, match); h != nil && (h.by == s || !q.workers[s]) {
+		return h
+	}
+	return nil
+}
+
+// any returns the oldest held item that matches, preferring those s
+// leased; Front.mu is held.
+func (q *queue) any(s *session, match func(*held) bool) *held {
 	var other *held
 	for _, h := range q.held {
 		if !match(h) {

@@ -539,14 +539,14 @@ func (f *Front) pushMain(c *call, q *queue, values []string) error {
 		// An item removed from the processing list and not settled yet,
 		// by this connection or, for clients that share a pool of
 		// connections, by another.
-		if h := q.find(c.s, func(h *held) bool { return h.payload == v && h.removed }); h != nil {
+		if h := q.any(c.s, func(h *held) bool { return h.payload == v && h.removed }); h != nil {
 			r := h.removedBy
 			r.removed = slices.DeleteFunc(r.removed, func(x *held) bool { return x == h })
 			q.drop(h)
 			back = append(back, h)
 			continue
 		}
-		h := q.find(c.s, func(h *held) bool { return h.payload == v && !h.removed })
+		h := q.any(c.s, func(h *held) bool { return h.payload == v && !h.removed })
 		_, recent := q.recent[v]
 		switch {
 		case h != nil && h.by == c.s: // rediswq's requeue: RPUSH, then LREM

@@ -147,8 +147,12 @@ func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 	b.callout(t) // the default settings: a sweep every 2 s
 	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
 	job := b.submit(t, ctx, bob, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
-	b.work(t, ctx, job)
+	stop := b.work(t, ctx, job)
 	waitState(t, ctx, watcher, job, schemas.Completed)
+	// The job's worker stops, as the actuator stops a finished job's: one
+	// still fetching could take a pushed item before the manager removes
+	// the job's work consumer, and give it a result.
+	stop()
 
 	pusher := b.attacker(t, bobToken) // nats.go alone: the SDK would not push to a finished job
 	start := time.Now()
@@ -305,7 +309,7 @@ func (b *authBus) submit(t *testing.T, ctx context.Context, c *bus.Client, doc s
 }
 
 // work runs a worker of job, with its job token, until the test ends.
-func (b *authBus) work(t *testing.T, ctx context.Context, job string) {
+func (b *authBus) work(t *testing.T, ctx context.Context, job string) (stop func()) {
 	t.Helper()
 	c := connectAs(t, ctx, b.url, tokenLogin("worker of "+job, b.jobs.Mint(job)))
 	w, err := c.Worker(job, func(_ context.Context, it *schemas.WorkItem) (string, error) {
@@ -314,7 +318,20 @@ func (b *authBus) work(t *testing.T, ctx context.Context, job string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bustest.Run(t, w.Run)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker of %s: %v", job, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // runJob submits a 3-item job as c's user, works it, and returns how long

@@ -86,7 +86,8 @@ func (c *apiClient) request(ctx context.Context, method, path string, body []byt
 		apiErr = &schemas.APIError{Code: resp.StatusCode, Name: resp.Status, Message: strings.TrimSpace(string(data))}
 	}
 	if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge ||
-		resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode == http.StatusConflict {
+		resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode == http.StatusConflict ||
+		resp.StatusCode == http.StatusUnprocessableEntity {
 		return nil, rejected(apiErr)
 	}
 	return nil, apiErr

@@ -217,6 +217,16 @@ func TestJobCommandsAgainstPaceUp(t *testing.T) {
 	if code != exitRejected || got != "" || !strings.Contains(errOut, "spec.deadline") || !strings.Contains(errOut, "spec.replicas.min") {
 		t.Errorf("bad submit = %d %q %s", code, got, errOut)
 	}
+	// A deadline no worker count can meet, with deadline_policy reject: a
+	// refusal too (422), exit 3.
+	infeasible := filepath.Join(dir, "infeasible.json")
+	if err := os.WriteFile(infeasible, []byte(`{"deadline":"10s","deadline_policy":"reject","replicas":{"max":1},
+		"worker":{"exec":"cat"},"workload":{"items":["a","b","c"],"item_time":"1m"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, errOut, code := j.run(t, "submit", infeasible); code != exitRejected || got != "" || !strings.Contains(errOut, "422") {
+		t.Errorf("infeasible submit = %d %q %s, want exit %d with the 422", code, got, errOut, exitRejected)
+	}
 	// A job another user cannot see.
 	id2, _, _ := j.run(t, "submit", spec)
 	cmd = exec.Command(paceBin, "status", strings.TrimSpace(id2), "--api", j.u.httpURL, "--token", "bob-token")

@@ -37,11 +37,7 @@ const hostileCheck = 100 * time.Millisecond
 func TestForgedResultsStallNoJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b := authServer(t)
-	watcher := connect(t, ctx, b.url, "manager")
-	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
-		t.Fatal(err)
-	}
+	b, watcher := provisioned(t, ctx)
 	b.calloutWith(t, manager.Config{Interval: hostileCheck, StraySweep: hostileCheck})
 	alice := connectAs(t, ctx, b.url, tokenLogin("alice", aliceToken))
 	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
@@ -139,16 +135,10 @@ func TestForgedResultsStallNoJob(t *testing.T) {
 func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b := authServer(t)
-	watcher := connect(t, ctx, b.url, "manager")
-	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
-		t.Fatal(err)
-	}
+	b, watcher := provisioned(t, ctx)
 	b.callout(t) // the default settings: a sweep every 2 s
 	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
-	job := b.submit(t, ctx, bob, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
-	stop := b.work(t, ctx, job)
-	waitState(t, ctx, watcher, job, schemas.Completed)
+	job, stop := b.completeJob(t, ctx, bob, watcher)
 	// The job's worker stops, as the actuator stops a finished job's: one
 	// still fetching could take a pushed item before the manager removes
 	// the job's work consumer, and give it a result.
@@ -200,16 +190,10 @@ func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 func TestAReaderIsItsAskersAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b := authServer(t)
-	watcher := connect(t, ctx, b.url, "manager")
-	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
-		t.Fatal(err)
-	}
+	b, watcher := provisioned(t, ctx)
 	b.callout(t)
 	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
-	job := b.submit(t, ctx, bob, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
-	b.work(t, ctx, job)
-	waitState(t, ctx, watcher, job, schemas.Completed)
+	job, _ := b.completeJob(t, ctx, bob, watcher)
 
 	bobNC, err := nats.Connect(b.url, tokenLogin("bob", bobToken).nats()...)
 	if err != nil {
@@ -334,14 +318,34 @@ func (b *authBus) work(t *testing.T, ctx context.Context, job string) (stop func
 	return stop
 }
 
-// runJob submits a 3-item job as c's user, works it, and returns how long
-// it took from submission to completion, as the watcher saw.
+// provisioned starts an authenticated server and provisions the bus as
+// the manager's user, whose connection (the watcher) it returns.
+func provisioned(t *testing.T, ctx context.Context) (*authBus, *bus.Client) {
+	t.Helper()
+	b := authServer(t)
+	watcher := connect(t, ctx, b.url, "manager")
+	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	return b, watcher
+}
+
+// completeJob submits a 3-item job as c's user and works it until the
+// watcher sees it completed; stop stops its worker.
+func (b *authBus) completeJob(t *testing.T, ctx context.Context, c, watcher *bus.Client) (job string, stop func()) {
+	t.Helper()
+	job = b.submit(t, ctx, c, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
+	stop = b.work(t, ctx, job)
+	waitState(t, ctx, watcher, job, schemas.Completed)
+	return job, stop
+}
+
+// runJob completes a 3-item job as c's user and returns how long it took
+// from submission to completion, as the watcher saw.
 func (b *authBus) runJob(t *testing.T, ctx context.Context, c, watcher *bus.Client) time.Duration {
 	t.Helper()
 	start := time.Now()
-	job := b.submit(t, ctx, c, `{"deadline":"10m","workload":{"items":["a","b","c"]}}`)
-	b.work(t, ctx, job)
-	waitState(t, ctx, watcher, job, schemas.Completed)
+	b.completeJob(t, ctx, c, watcher)
 	return time.Since(start)
 }
 

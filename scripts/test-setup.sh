@@ -3,7 +3,8 @@
 # test starts so that no package's timeout contains a build: Chromium, jq,
 # python3 and Node.js for the browser and documentation tests, the NATS CLI
 # and nats.js for docs/clients.md's examples, kube-apiserver, etcd and
-# friends for the Kubernetes tests, InfluxDB 1.8 for the sinks. Each step
+# friends for the Kubernetes tests, containerd, runc and the CNI plugins
+# (Debian) and a kubelet for the real node's, InfluxDB 1.8 for the sinks. Each step
 # returns at once when its output is already there. The first run on a fresh
 # machine takes about 15 minutes (docs/development.md).
 set -euo pipefail
@@ -11,5 +12,6 @@ cd "$(dirname "$0")/.."
 step() { local t=$SECONDS; "$@" >/dev/null; echo "setup: $1 ok ($((SECONDS - t)) s)"; }
 step scripts/ensure-tools.sh
 step scripts/ensure-clients.sh
+step scripts/ensure-node-packages.sh
 step integration/kubetools/build.sh
 step scripts/ensure-influxd.sh

@@ -55,6 +55,10 @@ type Config struct {
 	// Clock times the replicas' restarts and grace periods; nil is the
 	// real clock.
 	Clock clock.WithTicker `json:"-"`
+	// Sandbox, when set, isolates each job's replicas from Pace and from
+	// other jobs (sandbox.go); New fails when this machine cannot. Without
+	// it replicas run as Pace's own user, which each job's log says.
+	Sandbox *Sandbox `json:"-"`
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +90,8 @@ type Worker struct {
 	// Redis workers take their items from the Redis front: they get
 	// Config.RedisEnv instead of Config.JobEnv.
 	Redis bool
+	// Limits bound the job's sandboxed replicas together.
+	Limits Limits
 }
 
 func (w Worker) validate() error {
@@ -129,6 +135,11 @@ func New(cfg Config, opts ...Option) (*Runtime, error) {
 	if cfg.Grace < 0 || cfg.MaxReplicas < 0 {
 		return nil, errors.New("local runtime: grace and max replicas must not be negative")
 	}
+	if cfg.Sandbox != nil {
+		if err := cfg.Sandbox.setup(cfg.Binary); err != nil {
+			return nil, err
+		}
+	}
 	r := &Runtime{cfg: cfg, log: slog.New(slog.DiscardHandler), jobs: map[string]*pool{}}
 	for _, opt := range opts {
 		opt(r)
@@ -137,11 +148,21 @@ func New(cfg Config, opts ...Option) (*Runtime, error) {
 	return r, nil
 }
 
+// Isolation reports how the runtime isolates replicas: "" without a
+// sandbox (Config.Sandbox).
+func (r *Runtime) Isolation() Isolation {
+	if r.cfg.Sandbox == nil {
+		return ""
+	}
+	return r.cfg.Sandbox.Isolation()
+}
+
 // pool is the replicas of one job, oldest first.
 type pool struct {
 	worker   Worker
 	replicas []*replica
-	next     int // sequence number of the next replica
+	next     int  // sequence number of the next replica
+	told     bool // the job's log was told its replicas run unsandboxed
 }
 
 // Scale sets the number of replicas of w.Job and returns it. New replicas
@@ -344,6 +365,7 @@ func (rep *replica) alive() bool {
 func (r *Runtime) supervise(rep *replica, w Worker) {
 	log := r.log.With("job", w.Job, "replica", rep.id)
 	backoff := time.Second
+	r.tellUnsandboxed(w.Job, rep.id)
 	for {
 		cmd := r.command(w, rep.id)
 		var out io.WriteCloser = nopCloser{os.Stderr}
@@ -353,7 +375,7 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 		}
 		cmd.Stdout, cmd.Stderr = out, out
 		started := r.cfg.Clock.Now()
-		if err := cmd.Start(); err != nil {
+		if err := r.start(cmd, w); err != nil {
 			log.Error("replica did not start", "err", err)
 			r.exited(w.Job, rep.id, fmt.Errorf("did not start: %w", err))
 		} else {
@@ -361,7 +383,7 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 			rep.proc = cmd.Process
 			rep.mu.Unlock()
 			exited := make(chan error, 1)
-			go func() { err := cmd.Wait(); _ = out.Close(); exited <- err }()
+			go func() { err := cmd.Wait(); _ = out.Close(); r.ended(w.Job); exited <- err }()
 			select {
 			case err := <-exited:
 				rep.mu.Lock()
@@ -394,6 +416,55 @@ func (r *Runtime) supervise(rep *replica, w Worker) {
 		case <-t.C():
 		}
 		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// start starts cmd, in its job's sandbox when the runtime has one. After
+// a nil error, ended must be called once the process has been waited for.
+func (r *Runtime) start(cmd *exec.Cmd, w Worker) error {
+	if r.cfg.Sandbox == nil {
+		return cmd.Start()
+	}
+	sb, err := r.cfg.Sandbox.prepare(cmd, r.cfg.Binary, w.Job, w.Limits)
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		sb.closeFiles()
+		r.ended(w.Job)
+		return err
+	}
+	if err := sb.started(cmd.Process); err != nil { // killed: its Wait says so
+		r.log.Error("replica not sandboxed, killed", "job", w.Job, "err", err)
+	}
+	return nil
+}
+
+// ended frees what a process of job held in its sandbox.
+func (r *Runtime) ended(job string) {
+	if r.cfg.Sandbox == nil {
+		return
+	}
+	if err := r.cfg.Sandbox.release(job); err != nil {
+		r.log.Warn("sandbox not removed", "job", job, "err", err)
+	}
+}
+
+// tellUnsandboxed writes once in a job's log that its replicas run as
+// Pace's own user, when the runtime has no sandbox.
+func (r *Runtime) tellUnsandboxed(job, replica string) {
+	if r.cfg.Sandbox != nil || r.cfg.Output == nil {
+		return
+	}
+	r.mu.Lock()
+	p := r.jobs[job]
+	tell := p != nil && !p.told
+	if tell {
+		p.told = true
+	}
+	r.mu.Unlock()
+	if tell {
+		r.cfg.Output(job, replica, "pace: this job's workers run unsandboxed, as Pace's own user: they can read what Pace can (--local-exec-unsandboxed)")
 	}
 }
 

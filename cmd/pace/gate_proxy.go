@@ -69,7 +69,9 @@ Retry-After. A request body is read whole before the request queues: one
 larger than --max-body is refused with 413, one not in within
 --body-timeout with 408. Watches hold their seat until
 the upstream starts responding; exec, attach, port-forward, proxy and log
-requests bypass the queues, as in kube-apiserver.
+requests bypass the queues, as in kube-apiserver. Upgrades (exec, attach,
+port-forward and proxy over SPDY/3.1 or WebSocket) reach the upstream over
+HTTP/1.1, everything else over HTTP/2 when the upstream speaks it.
 
 Seats: a list costs by the object count and average size of its resource,
 which the proxy learns from the cluster-wide JSON lists it relays (unknown
@@ -232,7 +234,7 @@ func warnIgnored(log *slog.Logger, d *policy.Digest) {
 }
 
 // transport returns the HTTP transport to the upstream, with its TLS settings.
-func (o *gateProxyOptions) transport(up *url.URL) (*http.Transport, error) {
+func (o *gateProxyOptions) transport(up *url.URL) (*upstreamTransport, error) {
 	if (o.upstreamCert == "") != (o.upstreamKey == "") {
 		return nil, usageError("--upstream-cert and --upstream-key go together: set both or neither")
 	}
@@ -254,7 +256,7 @@ func (o *gateProxyOptions) transport(up *url.URL) (*http.Transport, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return &http.Transport{
+	h2 := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            (&net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:        cfg,
@@ -264,7 +266,38 @@ func (o *gateProxyOptions) transport(up *url.URL) (*http.Transport, error) {
 		IdleConnTimeout:        upstreamIdleConnTimeout,
 		MaxIdleConnsPerHost:    100, // as many as requests the levels run at once, roughly
 		ForceAttemptHTTP2:      true,
-	}, nil
+	}
+	// Upgrades go over HTTP/1.1: ALPN offers only http/1.1, and no
+	// TLSNextProto entry lets the transport switch to HTTP/2.
+	h1 := h2.Clone()
+	h1.ForceAttemptHTTP2 = false
+	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	h1.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	h1.MaxIdleConnsPerHost = 0 // the default, 2: an upgraded connection is never reused
+	return &upstreamTransport{h2: h2, h1: h1}, nil
+}
+
+// upstreamTransport sends requests to the upstream over HTTP/2 when it
+// speaks it, except protocol upgrades: SPDY/3.1 and WebSocket (exec, attach,
+// port-forward, proxy) switch an HTTP/1.1 connection to another protocol,
+// which HTTP/2 cannot carry.
+type upstreamTransport struct {
+	h2, h1 *http.Transport
+}
+
+// RoundTrip implements http.RoundTripper. httputil.ReverseProxy keeps a
+// client's Upgrade header (and Connection: Upgrade) on the outgoing request.
+func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Upgrade") != "" {
+		return t.h1.RoundTrip(r)
+	}
+	return t.h2.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t *upstreamTransport) CloseIdleConnections() {
+	t.h2.CloseIdleConnections()
+	t.h1.CloseIdleConnections()
 }
 
 func (o *gateProxyOptions) run(ctx context.Context, a *app) error {

@@ -8,13 +8,17 @@ package kubetest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -113,6 +117,10 @@ func Start(binDir, dir string, apiserverFlags ...string) (cp *ControlPlane, err 
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--disable-admission-plugins=ServiceAccount",
 		"--kubelet-preferred-address-types=InternalIP", // kwok's node answers pods/log on loopback
+		// A real node's kubelet admits only clients with a certificate of
+		// its CA (StartRealNode): the apiserver, not the node's pods.
+		"--kubelet-client-certificate=" + filepath.Join(dir, "kubelet-client.crt"),
+		"--kubelet-client-key=" + filepath.Join(dir, "kubelet-client.key"),
 	}
 	if cp.apiserver, err = start(dir, "apiserver.log", filepath.Join(binDir, "kube-apiserver"), append(args, apiserverFlags...)...); err != nil {
 		return cp, err
@@ -150,7 +158,12 @@ func writeCredentials(dir string) error {
 	if err != nil {
 		return err
 	}
+	ca, client, clientKey, err := kubeletClientCert()
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
+		"kubelet-ca.crt": ca, "kubelet-client.crt": client, "kubelet-client.key": clientKey,
 		"sa.key":     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
 		"sa.pub":     pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
 		"tokens.csv": []byte(AdminToken + ",admin,admin-uid,\"system:masters\"\n" + UserToken + "," + User + ",alice-uid,\"dev\"\n"),
@@ -161,6 +174,40 @@ func writeCredentials(dir string) error {
 		}
 	}
 	return nil
+}
+
+// kubeletClientCert returns a CA and the apiserver's client certificate and
+// key for kubelets, PEM.
+func kubeletClientCert() (ca, cert, key []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pace-kubelet-client-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver", Organization: []string{"system:masters"}},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &clientKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(clientKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 func freePort() int {

@@ -22,25 +22,13 @@ import (
 // would (the apiserver proxies pods/log to kwok's server on loopback).
 // Stop stops them too.
 func (cp *ControlPlane) StartNodes(binDir string) error {
+	if err := cp.startControllers(binDir, "*,-nodeipam,-nodelifecycle"); err != nil {
+		return err
+	}
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
 		return err
 	}
-	auth := []string{"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1"}
-	kcm, err := start(cp.Dir, "kcm.log", filepath.Join(binDir, "kube-controller-manager"), append(auth,
-		"--secure-port="+strconv.Itoa(freePort()), "--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
-		"--root-ca-file="+filepath.Join(cp.Dir, "certs", "apiserver.crt"), "--use-service-account-credentials=false", "--controllers=*,-nodeipam,-nodelifecycle")...)
-	if err != nil {
-		return err
-	}
-	cp.extra = append(cp.extra, kcm)
-	sched, err := start(cp.Dir, "scheduler.log", filepath.Join(binDir, "kube-scheduler"),
-		append(auth, "--secure-port="+strconv.Itoa(freePort()))...)
-	if err != nil {
-		return err
-	}
-	cp.extra = append(cp.extra, sched)
 	cp.PodLog = filepath.Join(cp.Dir, "pods.log")
 	if err := os.WriteFile(cp.PodLog, nil, 0o600); err != nil {
 		return err
@@ -80,6 +68,31 @@ spec:
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("untaint fake node: %w", err)
 	}
+	return nil
+}
+
+// startControllers starts kube-controller-manager with controllers (its
+// --controllers) and kube-scheduler, without leader election.
+func (cp *ControlPlane) startControllers(binDir, controllers string) error {
+	kubeconfig, err := cp.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	auth := []string{"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1"}
+	kcm, err := start(cp.Dir, "kcm.log", filepath.Join(binDir, "kube-controller-manager"), append(auth,
+		"--secure-port="+strconv.Itoa(freePort()), "--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
+		"--root-ca-file="+filepath.Join(cp.Dir, "certs", "apiserver.crt"), "--use-service-account-credentials=false", "--controllers="+controllers)...)
+	if err != nil {
+		return err
+	}
+	cp.extra = append(cp.extra, kcm)
+	sched, err := start(cp.Dir, "scheduler.log", filepath.Join(binDir, "kube-scheduler"),
+		append(auth, "--secure-port="+strconv.Itoa(freePort()))...)
+	if err != nil {
+		return err
+	}
+	cp.extra = append(cp.extra, sched)
 	return nil
 }
 

@@ -1,0 +1,68 @@
+package kubetest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"github.com/pace-platform/pace/integration/kubetest/ociarchive"
+)
+
+// Worker images that ImportWorkerImages builds from this repository.
+const (
+	// PaceImage holds a static pace (/usr/local/bin/pace, the entrypoint)
+	// and a static busybox as /bin/sh and a few tools, for pace worker --exec.
+	PaceImage = "pace.local/pace:dev"
+	// RedisWorkerImage holds examples/asperathos/goredis-worker, an
+	// Asperathos-style worker on go-redis, as its entrypoint.
+	RedisWorkerImage = "pace.local/goredis-worker:dev"
+)
+
+// ImportWorkerImages builds a static pace (CGO_ENABLED=0) and the go-redis
+// worker from this repository into dir, imports PaceImage and
+// RedisWorkerImage into the node, and returns the pace binary's path (it
+// also runs on the host).
+func (n *Node) ImportWorkerImages(dir string) (string, error) {
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..")
+	paceBin, redisWorker := filepath.Join(dir, "pace"), filepath.Join(dir, "goredis-worker")
+	for _, b := range []struct{ dir, out, pkg string }{
+		{root, paceBin, "./cmd/pace"},
+		{filepath.Join(root, "examples", "asperathos", "goredis-worker"), redisWorker, "."},
+	} {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
+		cmd.Dir = b.dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build %s: %w\n%s", b.pkg, err, out)
+		}
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		return "", fmt.Errorf("busybox (Debian's busybox-static, scripts/ensure-node-packages.sh): %w", err)
+	}
+	var files []ociarchive.File
+	for dst, src := range map[string]string{"/usr/local/bin/pace": paceBin, "/bin/busybox": busybox} {
+		f, err := ociarchive.BinaryFile(dst, src)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, f)
+	}
+	var links []ociarchive.Link
+	for _, tool := range []string{"sh", "cat", "echo", "tr", "sleep", "touch", "id", "ls"} {
+		links = append(links, ociarchive.Link{Path: "/bin/" + tool, Target: "busybox"})
+	}
+	if err := n.Import(ociarchive.Image{Name: PaceImage, Files: files, Links: links,
+		Dirs: []string{"/tmp"}, Entrypoint: []string{"/usr/local/bin/pace"}}); err != nil {
+		return "", err
+	}
+	rw, err := ociarchive.BinaryFile("/usr/local/bin/goredis-worker", redisWorker)
+	if err != nil {
+		return "", err
+	}
+	return paceBin, n.Import(ociarchive.Image{Name: RedisWorkerImage, Files: []ociarchive.File{rw},
+		Dirs: []string{"/tmp"}, Entrypoint: []string{"/usr/local/bin/goredis-worker"}})
+}

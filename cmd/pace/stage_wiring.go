@@ -428,7 +428,9 @@ func wireGate(ctx context.Context, w *wiring) error {
 			clusters := kubeactuator.NewClusters(krt, c, cf.kubeConfig(w.natsURL), kubeactuator.WithLogger(w.log))
 			runtimes[schemas.KubernetesActuator] = clusters
 			meters = append(meters, clusters.Meter)
-			loops = append(loops, clusters.Watch(c, output, podCheckEvery, clock.RealClock{}).Run)
+			// A worker pod that fails is an exit, as a local worker's is.
+			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))
+			loops = append(loops, clusters.Watch(c, output, podCheckEvery, clock.RealClock{}).ReportExits(crashes.Exited).Run)
 		}
 		if cf.actuator == "local" {
 			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))

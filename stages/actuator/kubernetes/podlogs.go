@@ -75,7 +75,7 @@ func (l *podLogs) follow(ctx context.Context, rt *Runtime, job string, p *corev1
 	go func() {
 		defer l.wg.Done()
 		defer cancel()
-		err := l.read(ctx, rt, p.Namespace, p.Name, pl)
+		err := l.read(ctx, rt, p.Namespace, p.Name, pl, true)
 		if err != nil && ctx.Err() == nil {
 			rt.log.Debug("pod log stream ended", "job", job, "pod", p.Name, "err", err)
 		}
@@ -85,13 +85,32 @@ func (l *podLogs) follow(ctx context.Context, rt *Runtime, job string, p *corev1
 	}()
 }
 
-// read streams one pod's log until it ends.
-func (l *podLogs) read(ctx context.Context, rt *Runtime, ns, pod string, pl *podLog) error {
+// drain delivers what is left of the log of p, a pod whose worker has
+// exited, before it returns: the lines of a worker that failed at once,
+// never seen running, reach the job's log too.
+func (l *podLogs) drain(ctx context.Context, rt *Runtime, job string, p *corev1.Pod) {
+	key := p.Namespace + "/" + p.Name
+	l.mu.Lock()
+	pl := l.pods[key]
+	if pl == nil {
+		pl = &podLog{job: job, last: l.start}
+		l.pods[key] = pl
+	}
+	pl.seen = true
+	l.mu.Unlock()
+	if err := l.read(ctx, rt, p.Namespace, p.Name, pl, false); err != nil && ctx.Err() == nil {
+		rt.log.Debug("pod log not read", "job", job, "pod", p.Name, "err", err)
+	}
+}
+
+// read streams one pod's log until it ends (follow), or reads it as far as
+// it goes.
+func (l *podLogs) read(ctx context.Context, rt *Runtime, ns, pod string, pl *podLog, follow bool) error {
 	l.mu.Lock()
 	since := metav1.NewTime(pl.last)
 	l.mu.Unlock()
 	rc, err := rt.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: WorkerContainer,
-		Follow: true, Timestamps: true, SinceTime: &since}).Stream(ctx)
+		Follow: follow, Timestamps: true, SinceTime: &since}).Stream(ctx)
 	if err != nil {
 		return err
 	}

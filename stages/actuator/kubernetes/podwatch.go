@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,19 @@ type PodWatch struct {
 	every time.Duration
 	log   *slog.Logger
 	since map[string]time.Time // jobs found stuck, since when
+	// exited takes each pod whose worker failed (ReportExits); failed
+	// holds the pods already reported, by namespace/name.
+	exited func(job, replica string, cause error)
+	failed map[string]bool
+}
+
+// ReportExits makes the watch hand each pod whose worker failed (phase
+// Failed, not by a disruption) to exited once, after delivering its
+// container's log to the Output: actuator.Crashes.Exited applies the
+// before_first_result rule to it, as it does to local workers' exits.
+func (w *PodWatch) ReportExits(exited func(job, replica string, cause error)) *PodWatch {
+	w.exited = exited
+	return w
 }
 
 // Watch returns the runtime's pod watch, looking every `every` (at most the
@@ -70,7 +84,8 @@ func (c *Clusters) Watch(jobs Jobs, out Output, every time.Duration, clk clock.P
 
 func newPodWatch(on func(context.Context, *schemas.JobRecord) (*Runtime, error), jobs Jobs, out Output, every time.Duration,
 	clk clock.PassiveClock, log *slog.Logger) *PodWatch {
-	w := &PodWatch{on: on, jobs: jobs, out: out, clk: clk, every: every, log: log.With("rule", schemas.RulePods), since: map[string]time.Time{}}
+	w := &PodWatch{on: on, jobs: jobs, out: out, clk: clk, every: every, log: log.With("rule", schemas.RulePods),
+		since: map[string]time.Time{}, failed: map[string]bool{}}
 	if out != nil {
 		w.logs = newPodLogs(out, clk.Now())
 	}
@@ -113,12 +128,13 @@ func (w *PodWatch) Check(ctx context.Context) error {
 		return err
 	}
 	seen := map[string]bool{}
+	pods := map[string]bool{} // the failed pods still there
 	var errs []error
 	for _, rec := range recs {
 		if rec.State != schemas.Ongoing || rec.Spec.Actuator.Name != schemas.KubernetesActuator || rec.Spec.Actuator.Target != nil {
 			continue
 		}
-		cause, now, err := w.look(ctx, rec)
+		cause, now, err := w.look(ctx, rec, pods)
 		if err != nil {
 			errs = append(errs, err) // the other jobs are still checked
 			continue
@@ -161,16 +177,23 @@ func (w *PodWatch) Check(ctx context.Context) error {
 			delete(w.since, job)
 		}
 	}
+	if len(errs) == 0 {
+		for key := range w.failed {
+			if !pods[key] {
+				delete(w.failed, key)
+			}
+		}
+	}
 	if w.logs != nil {
 		w.logs.sweep()
 	}
 	return errors.Join(errs...)
 }
 
-// look announces rec's running pods and says why its workers cannot work,
-// "" when nothing says so; now marks a cause that needs no grace (the
-// Kubernetes Job has failed).
-func (w *PodWatch) look(ctx context.Context, rec *schemas.JobRecord) (cause string, now bool, err error) {
+// look announces rec's running pods, reports its failed ones (adding them to
+// failed), and says why its workers cannot work, "" when nothing says so;
+// now marks a cause that needs no grace (the Kubernetes Job has failed).
+func (w *PodWatch) look(ctx context.Context, rec *schemas.JobRecord, failed map[string]bool) (cause string, now bool, err error) {
 	rt, err := w.on(ctx, rec)
 	if err != nil {
 		return "", false, err
@@ -197,6 +220,18 @@ func (w *PodWatch) look(ctx context.Context, rec *schemas.JobRecord) (cause stri
 		if p.DeletionTimestamp != nil {
 			continue
 		}
+		if exit := workerExit(&p); exit != nil && w.exited != nil {
+			key := p.Namespace + "/" + p.Name
+			failed[key] = true
+			if !w.failed[key] {
+				w.failed[key] = true
+				if w.logs != nil {
+					w.logs.drain(ctx, rt, rec.ID, &p)
+				}
+				w.exited(rec.ID, p.Name, exit)
+			}
+			continue
+		}
 		if p.Status.Phase == corev1.PodRunning {
 			since := p.CreationTimestamp.Time
 			if p.Status.StartTime != nil {
@@ -219,6 +254,25 @@ func (w *PodWatch) look(ctx context.Context, rec *schemas.JobRecord) (cause stri
 		cause = ""
 	}
 	return cause, false, nil
+}
+
+// workerExit says how p's worker failed, nil when p has not failed or was
+// stopped by a disruption (preemption, eviction, a node going away).
+func workerExit(p *corev1.Pod) error {
+	if p.Status.Phase != corev1.PodFailed {
+		return nil
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if t := s.State.Terminated; s.Name == WorkerContainer && t != nil {
+			return fmt.Errorf("pod %s: container %s exited %d (%s)", p.Name, s.Name, t.ExitCode, cmp.Or(strings.TrimSpace(t.Message), t.Reason))
+		}
+	}
+	return fmt.Errorf("pod %s failed: %s", p.Name, cmp.Or(strings.TrimSpace(p.Status.Message), p.Status.Reason))
 }
 
 // podStuck says why p cannot work, "" when nothing says so.

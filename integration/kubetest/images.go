@@ -13,7 +13,8 @@ import (
 // Worker images that ImportWorkerImages builds from this repository.
 const (
 	// PaceImage holds a static pace (/usr/local/bin/pace, the entrypoint)
-	// and a static busybox as /bin/sh and a few tools, for pace worker --exec.
+	// and a static busybox as /bin/sh and a few tools, for pace worker
+	// --exec; /var/lib/pace is writable by any user where the root is.
 	PaceImage = "pace.local/pace:dev"
 	// RedisWorkerImage holds examples/asperathos/goredis-worker, an
 	// Asperathos-style worker on go-redis, as its entrypoint.
@@ -56,7 +57,7 @@ func (n *Node) ImportWorkerImages(dir string) (string, error) {
 		links = append(links, ociarchive.Link{Path: "/bin/" + tool, Target: "busybox"})
 	}
 	if err := n.Import(ociarchive.Image{Name: PaceImage, Files: files, Links: links,
-		Dirs: []string{"/tmp"}, Entrypoint: []string{"/usr/local/bin/pace"}}); err != nil {
+		Dirs: []string{"/tmp", "/var/lib/pace"}, Entrypoint: []string{"/usr/local/bin/pace"}}); err != nil {
 		return "", err
 	}
 	rw, err := ociarchive.BinaryFile("/usr/local/bin/goredis-worker", redisWorker)

@@ -50,8 +50,9 @@ type Image struct {
 	Cmd        []string
 	// Env defaults to a PATH holding /usr/local/bin, /usr/bin and /bin.
 	Env []string
-	// Dirs are empty directories to create (mount points such as /tmp);
-	// the parents of Files are created in any case.
+	// Dirs are empty directories writable by any user, sticky as /tmp is
+	// (mount points, or places a non-root worker may write); the parents
+	// of Files and Dirs are created in any case, root's, mode 0755.
 	Dirs  []string
 	Links []Link
 }
@@ -155,6 +156,7 @@ var epoch = time.Unix(0, 0)
 // first, owned by root.
 func layer(img Image) ([]byte, error) {
 	dirs := map[string]bool{}
+	open := map[string]bool{}
 	var addDir func(string)
 	addDir = func(d string) {
 		if d == "/" || d == "." || dirs[d] {
@@ -165,6 +167,7 @@ func layer(img Image) ([]byte, error) {
 	}
 	for _, d := range img.Dirs {
 		addDir(path.Clean(d))
+		open[path.Clean(d)] = true
 	}
 	for _, f := range img.Files {
 		if !path.IsAbs(f.Path) {
@@ -182,7 +185,7 @@ func layer(img Image) ([]byte, error) {
 	tw := tar.NewWriter(&buf)
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		mode := int64(0o755)
-		if d == "/tmp" {
+		if open[d] {
 			mode = 0o1777
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: mode, ModTime: epoch}); err != nil {

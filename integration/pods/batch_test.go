@@ -1,0 +1,83 @@
+package pods
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// items returns n item payloads, item-00 … .
+func items(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("item-%02d", i)
+	}
+	return out
+}
+
+// runningPods counts the running pods of a job in ns.
+func runningPods(t *testing.T, ns, job string) int {
+	t.Helper()
+	pods, err := admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "pace.dev/job=" + job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBatchJobRunsInPods: a native batch job with actuator kubernetes runs
+// as pods of the pace image, whose `pace worker` reaches pace up's NATS on
+// the bridge with its job's token: every item gets exactly one result, the
+// initial parallelism runs as that many containers, and the job completes.
+func TestBatchJobRunsInPods(t *testing.T) {
+	ns := namespace(t, "batch")
+	u := startUp(t)
+	work := items(30)
+	doc, _ := json.Marshal(map[string]any{"name": "upper", "mode": "batch", "deadline": "10m",
+		"workload": map[string]any{"items": work},
+		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", "sleep 0.2; tr a-z A-Z"}},
+		"replicas": map[string]any{"min": 1, "max": 3, "initial": 3},
+		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
+	id := u.submit(t, string(doc))
+	most := 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		most = max(most, runningPods(t, ns, id))
+		v := u.status(t, id)
+		if s := v["status"]; s != "created" && s != "ongoing" {
+			if s != "completed" {
+				t.Fatalf("job ended %v: %v\npods:\n%s", s, v["reason"], podSummary(t))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not done after 3 minutes: %v\npods:\n%s", v, podSummary(t))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if most != 3 {
+		t.Errorf("at most %d pods of the job ran at once, want its initial parallelism 3", most)
+	}
+	results := strings.Fields(u.pace(t, false, "results", id))
+	want := make([]string, len(work))
+	for i, w := range work {
+		want[i] = strings.ToUpper(w)
+	}
+	slices.Sort(results)
+	if !slices.Equal(results, want) {
+		t.Errorf("results:\n got %v\nwant %v", results, want)
+	}
+}

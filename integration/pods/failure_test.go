@@ -1,0 +1,49 @@
+package pods
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCrashingImageFailsTheJob: a worker image whose command exits 1 at
+// start fails its job, and the container's own output is in the job's log.
+func TestCrashingImageFailsTheJob(t *testing.T) {
+	ns := namespace(t, "crash")
+	u := startUp(t)
+	doc, _ := json.Marshal(map[string]any{"name": "crash", "mode": "batch", "deadline": "10m",
+		"workload": map[string]any{"items": items(3)},
+		"worker":   map[string]any{"image": paceImage, "command": []string{"sh", "-c", "echo worker-cannot-start >&2; exit 1"}},
+		"replicas": map[string]any{"min": 1, "max": 1, "initial": 1},
+		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
+	id := u.submit(t, string(doc))
+	v := u.waitFinal(t, id, 3*time.Minute)
+	if v["status"] != "failed" {
+		t.Fatalf("job ended %v (%v), want failed", v["status"], v["reason"])
+	}
+	logs := u.pace(t, true, "logs", id)
+	if !strings.Contains(logs, "worker-cannot-start") {
+		t.Errorf("the job's log lacks the container's output:\n%s", logs)
+	}
+}
+
+// TestMissingImageFailsTheJob: an image the node does not have (and no
+// registry serves) fails the job with a reason naming the image pull,
+// instead of leaving it waiting.
+func TestMissingImageFailsTheJob(t *testing.T) {
+	ns := namespace(t, "missing")
+	u := startUp(t)
+	doc, _ := json.Marshal(map[string]any{"name": "missing", "mode": "batch", "deadline": "10m",
+		"workload": map[string]any{"items": items(3)},
+		"worker":   map[string]any{"image": "pace.local/no-such-image:1", "command": []string{"pace", "worker"}},
+		"replicas": map[string]any{"min": 1, "max": 1, "initial": 1},
+		"failure":  map[string]any{"pods": "10s"},
+		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
+	id := u.submit(t, string(doc))
+	v := u.waitFinal(t, id, 3*time.Minute)
+	reason, _ := v["reason"].(string)
+	if v["status"] != "failed" || !strings.Contains(reason, "ImagePull") {
+		t.Fatalf("job ended %v (%q), want failed for the image pull", v["status"], reason)
+	}
+}

@@ -21,13 +21,16 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator/local"
+	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
 // paceBin is the pace binary built once for the end-to-end tests.
 var paceBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pace-bin")
+	local.RunSandboxInit()                       // pace stage gate runs in this process: its sandboxed workers start with this binary
+	dir, err := localtest.ProgramDir("pace-bin") // on the PATH of sandboxed workers too
 	if err != nil {
 		panic(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -33,12 +34,16 @@ type controlFlags struct {
 	// jobToken mints a job's worker token for its pods when the bus
 	// authenticates tenants (pace up --token-file); nil otherwise.
 	jobToken func(job string) string
+	// unsandboxed runs local workers as Pace's own user, without a
+	// sandbox (--local-exec-unsandboxed).
+	unsandboxed bool
 }
 
 func (f *controlFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.actuator, "actuator", "local", `runtime of the workers: "local" (processes on this machine) or "none" (no local workers; without --kubernetes, decisions only)`)
 	fs.DurationVar(&f.grace, "worker-grace", 30*time.Second, "time a local worker gets to finish its items when scaled down")
 	fs.IntVar(&f.replicas, "max-local-replicas", 64, "most local worker processes per job")
+	fs.BoolVar(&f.unsandboxed, "local-exec-unsandboxed", false, "run local workers as Pace's own user, able to read what Pace can, instead of sandboxed (a user per job, own PID and mount namespaces, Pace's files hidden; docs/security.md): for machines that allow no sandbox")
 	fs.BoolVar(&f.kubernetes, "kubernetes", false, "also run jobs whose actuator is kubernetes, as batch/v1 Jobs (kubeconfig by --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: the standard loading rules)")
 	fs.StringVar(&f.podNATSURL, "pod-nats-url", "", "NATS URL given to worker pods (default: the URL local workers get)")
@@ -123,11 +128,29 @@ func (f *controlFlags) validate(natsURL string) error {
 // localRuntime returns a local process runtime whose workers connect to
 // natsURL with the extra environment env, and jobEnv's for their job (nil:
 // none) or, for Redis workers, redisEnv's, whose output lines go to output
-// and whose exits to exited.
+// and whose exits to exited. Its workers are sandboxed, hidden from the
+// paths in hide (Pace's data and secret files), unless
+// --local-exec-unsandboxed; where no sandbox is possible it fails.
 func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv, redisEnv func(job string) []string,
-	output func(job, worker, line string), exited func(job, worker string, err error), log *slog.Logger) (*local.Runtime, error) {
-	return local.New(local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv,
-		RedisEnv: redisEnv, Output: output, Exited: exited}, local.WithLogger(log))
+	output func(job, worker, line string), exited func(job, worker string, err error), hide []string, log *slog.Logger) (*local.Runtime, error) {
+	cfg := local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv,
+		RedisEnv: redisEnv, Output: output, Exited: exited}
+	if !f.unsandboxed {
+		cfg.Sandbox = &local.Sandbox{Hide: hide}
+	}
+	rt, err := local.New(cfg, local.WithLogger(log))
+	if errors.Is(err, local.ErrNoSandbox) {
+		return nil, fmt.Errorf("%w\nlocal workers cannot be sandboxed on this machine: run them as Pace's own user with --local-exec-unsandboxed, or none with --actuator none", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.unsandboxed {
+		log.Warn("local workers run unsandboxed, as Pace's own user (--local-exec-unsandboxed): they can read what Pace can")
+	} else {
+		log.Info("local workers are sandboxed", "isolation", rt.Isolation())
+	}
+	return rt, nil
 }
 
 // kubernetesRuntime connects to the cluster of the kubeconfig (or the one

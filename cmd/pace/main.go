@@ -5,8 +5,11 @@ package main
 import (
 	"context"
 	"os"
+
+	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
 func main() {
+	local.RunSandboxInit() // a sandboxed local worker's first process is this binary
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

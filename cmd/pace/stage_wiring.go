@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/auth"
@@ -53,6 +55,18 @@ type stageFlags struct {
 	heartbeat time.Duration
 }
 
+// secretFiles are the files of the flags that hold secrets (tokens, keys,
+// kubeconfig), which sandboxed local workers must not reach.
+func (f *stageFlags) secretFiles() []string {
+	var files []string
+	for _, p := range []string{f.fc.tokenFile, f.tokens.jobTokenKey, f.tokens.calloutKey, f.http.tlsKey, f.control.kubeconfig, os.Getenv("KUBECONFIG"), clientcmd.RecommendedHomeFile} {
+		if p != "" {
+			files = append(files, p)
+		}
+	}
+	return files
+}
+
 // addHeartbeat registers --decision-heartbeat.
 func (f *stageFlags) addHeartbeat(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "decision-heartbeat", controller.DefaultHeartbeat,
@@ -93,6 +107,7 @@ type wiring struct {
 	startBudget time.Duration
 	natsURL     string   // the NATS URL local workers connect to
 	workerEnv   []string // extra environment of local workers
+	hide        []string // paths sandboxed local workers must not reach, besides the flags' secret files
 	// jobEnv is the extra environment of one job's local workers: their
 	// NATS token when the bus authenticates (nil: none).
 	jobEnv func(job string) []string
@@ -434,7 +449,8 @@ func wireGate(ctx context.Context, w *wiring) error {
 		}
 		if cf.actuator == "local" {
 			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))
-			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv, output.Line, crashes.Exited, w.log)
+			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv, output.Line, crashes.Exited,
+				append(w.f.secretFiles(), w.hide...), w.log)
 			if err != nil {
 				return nil, nil, err
 			}

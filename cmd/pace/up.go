@@ -142,6 +142,9 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(data, 0o700); err != nil { // only Pace's user reads its store and keys
+		return fmt.Errorf("--data: %w", err)
+	}
 	var ba *busAuth
 	cfg := bus.ServerConfig{DataDir: data, Listen: o.natsListen,
 		MaxMemory: int64(o.maxMemory), MaxStore: int64(o.maxStore), SyncAlways: o.syncAlways}
@@ -177,6 +180,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
 	w := newWiring(a, &o.f, c, a.log, ln, srv.ClientURL(), append(workerEnv(a, o.prefix), o.f.trace.workerEnv()...))
 	defer w.close()
+	w.hide = []string{data}
 	if ba != nil {
 		if err := ba.wire(w, srv, c, data, o); err != nil {
 			return err

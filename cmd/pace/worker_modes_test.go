@@ -90,7 +90,9 @@ func TestSubmittedJobInJSONMode(t *testing.T) {
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("jq is not installed")
 	}
-	u := startUp(t, t.TempDir())
+	// The workers note their processes in the test's directory: they run
+	// as Pace's own user (the sandbox has its tests in stages/actuator/local).
+	u := startUp(t, t.TempDir(), "--local-exec-unsandboxed")
 	dir := t.TempDir()
 	const n = 40
 	items := make([]string, n)

@@ -3,12 +3,14 @@ package actuator
 import (
 	"context"
 	"fmt"
-	"k8s.io/utils/clock"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
@@ -30,8 +32,36 @@ type localRuntime struct{ rt *local.Runtime }
 
 func (l localRuntime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
 	w := rec.Spec.Worker
+	limits, err := localLimits(w.Resources)
+	if err != nil {
+		return 0, err
+	}
 	return l.rt.Scale(ctx, local.Worker{Job: rec.ID, Exec: w.Exec, ExecMode: w.ExecMode, Command: w.Command, Env: w.Env,
-		Metered: rec.Spec.Cost != nil, Redis: w.SpeaksRedis()}, replicas)
+		Metered: rec.Spec.Cost != nil, Redis: w.SpeaksRedis(), Limits: limits}, replicas)
+}
+
+// localLimits are the cpu and memory of a job's worker.resources.limits,
+// which bound its local workers together when they are sandboxed.
+func localLimits(r *schemas.Resources) (local.Limits, error) {
+	var l local.Limits
+	if r == nil {
+		return l, nil
+	}
+	for name, dst := range map[string]func(resource.Quantity){
+		"cpu":    func(q resource.Quantity) { l.MilliCPU = q.MilliValue() },
+		"memory": func(q resource.Quantity) { l.MemoryBytes = q.Value() },
+	} {
+		v, ok := r.Limits[name]
+		if !ok {
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return l, fmt.Errorf("worker.resources.limits.%s: %q: %w", name, v, err)
+		}
+		dst(q)
+	}
+	return l, nil
 }
 
 func (l localRuntime) Terminate(_ context.Context, rec *schemas.JobRecord) error {

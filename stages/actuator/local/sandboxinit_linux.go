@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -72,6 +73,9 @@ func sandboxInit(specJSON string) int {
 	} else {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}
+	if !spec.ExecFD && !strings.Contains(spec.Args[0], "/") {
+		cmd.Path = lookPathAs(spec.Args[0], spec.Path, uid, gid) // as a shell of the job's user would
+	}
 	if !enterable(cmd.Dir, uid, gid) {
 		fmt.Fprintf(os.Stderr, "pace sandbox: the working directory %s is not reachable by the job's user: running in /tmp\n", cmd.Dir)
 		cmd.Dir = "/tmp"
@@ -79,7 +83,10 @@ func sandboxInit(specJSON string) int {
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	if err := cmd.Start(); err != nil {
-		return fail(err)
+		if strings.HasPrefix(cmd.Path, "/tmp/") {
+			err = fmt.Errorf("%w (a sandboxed worker has a private /tmp: put its program elsewhere)", err)
+		}
+		return fail(fmt.Errorf("did not start: %w", err))
 	}
 	go func() {
 		for sig := range signals {
@@ -148,18 +155,44 @@ func enterable(dir string, uid, gid int) bool {
 		if unix.Stat(p, &st) != nil {
 			return false
 		}
-		var bit uint32 = 0o001
-		switch {
-		case int(st.Uid) == uid:
-			bit = 0o100
-		case int(st.Gid) == gid:
-			bit = 0o010
-		}
-		if st.Mode&bit == 0 {
+		if st.Mode&permBit(st, uid, gid, 0o001) == 0 {
 			return false
 		}
 		if p == "/" {
 			return true
 		}
 	}
+}
+
+// lookPathAs finds name in $PATH as a process of uid and gid (without
+// capabilities) would: the first executable it may reach. Pace found
+// it at found as its own user, which is kept when the job's user finds
+// none, so that the error names it.
+func lookPathAs(name, found string, uid, gid int) string {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" || !enterable(dir, uid, gid) {
+			continue
+		}
+		var st unix.Stat_t
+		p := filepath.Join(dir, name)
+		if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		if st.Mode&permBit(st, uid, gid, 0o001) != 0 {
+			return p
+		}
+	}
+	return found
+}
+
+// permBit returns the bit of perm (0o001: execute, 0o004: read) that applies
+// to uid and gid in the mode of st: the owner's, the group's or others'.
+func permBit(st unix.Stat_t, uid, gid int, perm uint32) uint32 {
+	switch {
+	case int(st.Uid) == uid:
+		return perm << 6
+	case int(st.Gid) == gid:
+		return perm << 3
+	}
+	return perm
 }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
 // Worker is the path of examples/asperathos/rediswq-worker/worker.py.
@@ -167,7 +169,7 @@ var goWorker struct {
 func GoWorker(t testing.TB) string {
 	t.Helper()
 	goWorker.once.Do(func() {
-		dir, err := os.MkdirTemp("", "goredis-worker")
+		dir, err := localtest.ProgramDir("goredis-worker") // sandboxed workers run it too
 		if err != nil {
 			goWorker.err = err
 			return

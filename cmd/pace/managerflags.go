@@ -44,7 +44,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 // addAccess registers the flags of who may see and change which jobs.
 func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowAnonymous, "allow-anonymous", false, "with --token-file, let callers without a token submit and change their own (system:anonymous) jobs")
-	fs.StringVar(&f.localExec, "local-exec", manager.LocalExecAll, "whose jobs may run workers on this host, as Pace's own user: all, admins (pace:admins) or none")
+	fs.StringVar(&f.localExec, "local-exec", manager.LocalExecAll, "whose jobs may run workers on this host (sandboxed unless --local-exec-unsandboxed): all, admins (pace:admins) or none")
 }
 
 // validate refuses a bad --local-exec or quota before anything starts.

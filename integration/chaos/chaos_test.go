@@ -296,7 +296,7 @@ func (s *system) submit(ctx context.Context, payloads []string) string {
 	spec := map[string]any{
 		"name": "chaos", "mode": "batch", "deadline": "10m",
 		"workload": map[string]any{"items": payloads},
-		"worker": map[string]any{"command": []string{os.Args[0], "-test.run=^$"},
+		"worker": map[string]any{"command": []string{workerBin, "-test.run=^$"},
 			"env": map[string]string{envWorker: "1"}},
 		"replicas":   map[string]int{"min": 2, "max": 4, "initial": 3},
 		"controller": map[string]string{"name": "deadline"},

@@ -8,16 +8,21 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
 // bins are built once for every test of the run.
 var bins Binaries
+
+// workerBin is a copy of this test binary that sandboxed workers can run.
+var workerBin string
 
 // envWorker makes the test binary an SDK worker process (see sdkWorker).
 const envWorker = "PACE_CHAOS_WORKER"
@@ -30,12 +35,18 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "pace-chaos-bin-")
+	// The gates run the job's workers sandboxed, as their own users: the
+	// worker (this binary) must be where they reach it.
+	dir, err := localtest.ProgramDir("pace-chaos-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // a temporary directory
+	if workerBin, err = copyExecutable(os.Args[0], dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -80,4 +91,15 @@ func sdkWorker(id string) int {
 		return 1
 	}
 	return 0
+}
+
+// copyExecutable copies the executable src into dir and returns the copy's
+// path.
+func copyExecutable(src, dir string) (string, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	return dst, os.WriteFile(dst, b, 0o755)
 }

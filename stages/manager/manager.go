@@ -306,7 +306,7 @@ func (m *Manager) checkRuntime(spec *schemas.JobSpec, who caller) field.ErrorLis
 			"this Pace runs no workers on its host (--local-exec=none): submit the job for Kubernetes, or without a worker spec and run pace worker yourself"))
 	case m.cfg.LocalExec == LocalExecAdmins && !who.admin:
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "worker"),
-			"workers run on this host as Pace's own user, which only admins may ask for here (--local-exec=admins)"))
+			"workers run on this host, which only admins may ask for here (--local-exec=admins)"))
 	}
 	if limit == 0 {
 		return errs

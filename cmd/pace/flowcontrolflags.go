@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
@@ -27,7 +28,8 @@ type flowcontrolFlags struct {
 	// the rest of the authentication chain (auth.Chain), kube-apiserver's flags
 	clientCA                                                  string
 	authKubeconfig                                            string
-	reviewTTL                                                 time.Duration
+	reviewTTL, reviewNegativeTTL                              time.Duration
+	failures                                                  auth.FailureBudget
 	rhCA                                                      string
 	rhAllowedNames, rhUserHeaders, rhGroupHeaders, rhPrefixes []string
 
@@ -65,7 +67,13 @@ func (f *flowcontrolFlags) addTokens(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "token-file", "", `static tokens in kube's --token-auth-file CSV format: token,user,uid,"group1,group2" (none: everyone is system:anonymous)`)
 	fs.StringVar(&f.clientCA, "client-ca-file", "", "CA file (PEM) verifying client certificates: the common name is the user, the organizations the groups (needs --tls-cert)")
 	fs.StringVar(&f.authKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API verifies bearer tokens the token file does not know (service accounts, OIDC)")
-	fs.DurationVar(&f.reviewTTL, "authentication-token-webhook-cache-ttl", auth.DefaultTokenReviewTTL, "how long a TokenReview's answer is reused")
+	fs.DurationVar(&f.reviewTTL, "authentication-token-webhook-cache-ttl", auth.DefaultTokenReviewTTL, "how long a TokenReview's acceptance of a token is reused")
+	fs.DurationVar(&f.reviewNegativeTTL, "authentication-token-webhook-negative-cache-ttl", auth.DefaultTokenReviewNegativeTTL,
+		"how long a TokenReview's refusal of a token is reused (at most --authentication-token-webhook-cache-ttl)")
+	fs.Float64Var(&f.failures.PerSecond, "authentication-failure-rate", auth.DefaultFailureBudget.PerSecond,
+		"refused bearer tokens reviewed per second per client address, beyond the burst; more are answered 429 without a TokenReview")
+	fs.IntVar(&f.failures.Burst, "authentication-failure-burst", auth.DefaultFailureBudget.Burst,
+		"refused bearer tokens reviewed at once per client address (accepted tokens cost nothing)")
 	fs.StringVar(&f.rhCA, "requestheader-client-ca-file", "", "CA file (PEM) of front proxies: only a client certificate it verifies may name the caller in --requestheader-username-headers (needs --tls-cert)")
 	fs.StringSliceVar(&f.rhAllowedNames, "requestheader-allowed-names", nil, "common names a front proxy's certificate may have (empty: any the CA verifies)")
 	fs.StringSliceVar(&f.rhUserHeaders, "requestheader-username-headers", auth.DefaultUserHeaders, "headers naming the user, from a front proxy")
@@ -181,11 +189,19 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 		chain = append(chain, tf)
 	}
 	if f.authKubeconfig != "" {
-		kc, err := kubeClient("--authentication-kubeconfig", f.authKubeconfig)
+		if f.failures.PerSecond <= 0 || f.failures.Burst <= 0 {
+			return nil, usageError("--authentication-failure-rate %v and --authentication-failure-burst %d: both must be positive",
+				f.failures.PerSecond, f.failures.Burst)
+		}
+		// The reviews' own client and rate limit: not shared with the
+		// informers, and above client-go's default 5 per second, burst 10,
+		// which a handful of new users would exhaust.
+		kc, err := kubeClient("--authentication-kubeconfig", f.authKubeconfig, withRate(reviewQPS, reviewBurst))
 		if err != nil {
 			return nil, err
 		}
-		chain = append(chain, &auth.TokenReview{Reviews: kc.AuthenticationV1().TokenReviews(), TTL: f.reviewTTL})
+		chain = append(chain, &auth.TokenReview{Reviews: kc.AuthenticationV1().TokenReviews(), TTL: f.reviewTTL,
+			NegativeTTL: f.reviewNegativeTTL, Failures: f.failures})
 	}
 	switch len(chain) {
 	case 0:
@@ -216,12 +232,28 @@ func (f *flowcontrolFlags) gate(reg prometheus.Registerer) (*apf.Gate, error) {
 	return apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, cfg, objs, m)
 }
 
+// The TokenReview client's rate limit (kube-apiserver's delegated
+// authentication allows its client 200 per second, burst 400).
+const (
+	reviewQPS   = 100
+	reviewBurst = 200
+)
+
+// withRate sets a client's rate limit.
+func withRate(qps float32, burst int) func(*rest.Config) {
+	return func(c *rest.Config) { c.QPS, c.Burst = qps, burst }
+}
+
 // kubeClient is a clientset for the cluster of the kubeconfig file path,
-// given by flag; an unusable file is a usage error naming the flag.
-func kubeClient(flag, path string) (*kubernetes.Clientset, error) {
+// given by flag, tuned by opts; an unusable file is a usage error naming
+// the flag.
+func kubeClient(flag, path string, opts ...func(*rest.Config)) (*kubernetes.Clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, usageError("%s: %v", flag, err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

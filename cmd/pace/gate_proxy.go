@@ -87,7 +87,11 @@ front proxy's X-Remote-* headers, trusted only with a client certificate from
 --requestheader-client-ca-file; a client certificate verified by
 --client-ca-file (common name and organizations); a bearer token of
 --token-file, or one the cluster of --authentication-kubeconfig accepts
-(TokenReview, answers cached --authentication-token-webhook-cache-ttl).
+(TokenReview: one review per token however many requests carry it,
+acceptances cached --authentication-token-webhook-cache-ttl, refusals
+--authentication-token-webhook-negative-cache-ttl; refused tokens are
+charged to their client address, which gets 429 once it has spent
+--authentication-failure-burst, refilled at --authentication-failure-rate).
 X-Remote-* headers from anyone else are dropped, and a client's own
 Impersonate-* headers are refused (403). Without --impersonate the caller's
 Authorization header is passed on and the upstream authenticates the caller

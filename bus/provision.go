@@ -44,6 +44,12 @@ type Limits struct {
 	// LeaseTTL is how long a stage leader's lease lives without renewal
 	// (the leases bucket's TTL); zero means 10s.
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
+	// QueuedItemsPerJob bounds the items one job holds in the work stream
+	// (queued or running): the server refuses a push beyond it to its
+	// publisher, so that one job cannot fill the stream every job shares.
+	// Zero means 1,000,000 (the manager's largest submission); negative,
+	// no bound.
+	QueuedItemsPerJob int64 `json:"queued_items_per_job,omitempty"`
 }
 
 // defaultStoreBytes is the store the default bounds are shares of when
@@ -127,6 +133,9 @@ func (l Limits) withDefaults() Limits {
 	if l.LeaseTTL == 0 {
 		l.LeaseTTL = 10 * time.Second
 	}
+	if l.QueuedItemsPerJob == 0 {
+		l.QueuedItemsPerJob = 1_000_000
+	}
 	return l
 }
 
@@ -176,6 +185,9 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	// consumer and the manager's ledger consumer have both acknowledged it,
 	// so the manager sees every item ever queued (see KeepLedger).
 	work.Retention, work.Discard = jetstream.InterestPolicy, jetstream.DiscardNew
+	if l.QueuedItemsPerJob > 0 { // a job's subject full: its pushes are refused, others' not
+		work.MaxMsgsPerSubject, work.DiscardNewPerSubject = l.QueuedItemsPerJob, true
+	}
 	results := s(resultsFamily, "exactly one result per item", p+".results.*.*")
 	// One message per subject, a second refused by the server itself: one
 	// result per item holds for every client, not only for Pace's SDK.

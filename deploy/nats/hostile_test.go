@@ -180,6 +180,53 @@ func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 	}
 }
 
+// TestOneJobCannotFillTheWorkStream plays alice as a hostile tenant with
+// nats.go alone: she pushes to her streaming job, which no worker serves,
+// far more items than a job may hold. The server refuses those beyond the
+// bound to her, and only to her: bob's pushes, made after, are accepted
+// and his job gets every result.
+func TestOneJobCannotFillTheWorkStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const bound = 40
+	b, watcher := provisionedWith(t, ctx, bus.Limits{QueuedItemsPerJob: bound})
+	b.callout(t)
+	alice := connectAs(t, ctx, b.url, tokenLogin("alice", aliceToken))
+	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
+	aliceJob := b.submit(t, ctx, alice, `{"mode":"streaming"}`)
+	pusher := b.attacker(t, aliceToken)
+	accepted, refused := 0, 0
+	for i := range 3 * bound {
+		body := fmt.Sprintf(`{"id":"flood%d","job":%q,"payload":"x"}`, i, aliceJob)
+		_, err := pusher.Publish(ctx, schemas.DefaultPrefix.Work(aliceJob), []byte(body))
+		switch {
+		case err == nil:
+			accepted++
+		case strings.Contains(err.Error(), "maximum messages per subject"):
+			refused++
+		default:
+			t.Fatalf("push %d: %v", i, err)
+		}
+	}
+	if accepted != bound || refused != 2*bound {
+		t.Errorf("alice's pushes: %d accepted, %d refused; want %d and %d", accepted, refused, bound, 2*bound)
+	}
+
+	bobJob := b.submit(t, ctx, bob, `{"mode":"streaming"}`)
+	items := make([]schemas.WorkItem, 10)
+	for i := range items {
+		items[i] = schemas.WorkItem{ID: fmt.Sprintf("bob%d", i), Payload: "hi"}
+	}
+	if err := bob.PushItems(ctx, bobJob, items); err != nil {
+		t.Fatalf("bob's pushes, while alice's job is full: %v", err)
+	}
+	defer b.work(t, ctx, bobJob)()
+	bustest.Eventually(t, 2*time.Minute, "bob's 10 results", func() bool {
+		n, err := watcher.ResultCount(ctx, bobJob)
+		return err == nil && n == 10
+	})
+}
+
 // TestAReaderIsItsAskersAlone plays alice as a hostile tenant with nats.go
 // alone, knowing the name of the consumer the manager (as auth.conf's
 // pace-manager) made for bob to read his job's results: the server refuses
@@ -322,9 +369,15 @@ func (b *authBus) work(t *testing.T, ctx context.Context, job string) (stop func
 // the manager's user, whose connection (the watcher) it returns.
 func provisioned(t *testing.T, ctx context.Context) (*authBus, *bus.Client) {
 	t.Helper()
+	return provisionedWith(t, ctx, bus.Limits{})
+}
+
+// provisionedWith is provisioned with the bus limits l.
+func provisionedWith(t *testing.T, ctx context.Context, l bus.Limits) (*authBus, *bus.Client) {
+	t.Helper()
 	b := authServer(t)
 	watcher := connect(t, ctx, b.url, "manager")
-	if err := watcher.Provision(ctx, bus.Limits{}); err != nil {
+	if err := watcher.Provision(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	return b, watcher

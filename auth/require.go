@@ -1,11 +1,8 @@
 package auth
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
-
-	"github.com/pace-platform/pace/schemas"
 )
 
 // MetricsReaders may read /metrics, and nothing more than any other
@@ -16,10 +13,15 @@ const MetricsReaders = "pace:metrics"
 // groups (put there by Middleware, which must run first): a caller without
 // credentials is refused with 401, any other with 403, in the API's error
 // envelope (schemas.APIError). Serve it only behind an Authenticator: with
-// none, every caller is anonymous and refused.
+// none, every caller is anonymous and refused. RequireWith writes the
+// refusals with its options' ErrorWriter.
 //
 //	mux.Handle("GET /metrics", auth.Require(auth.Admins, auth.Masters, auth.MetricsReaders)(metrics))
-func Require(groups ...string) func(http.Handler) http.Handler {
+func Require(groups ...string) func(http.Handler) http.Handler { return RequireWith(nil, groups...) }
+
+// RequireWith is Require with options.
+func RequireWith(opts []Option, groups ...string) func(http.Handler) http.Handler {
+	o := newOptions(opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u, ok := FromContext(r.Context())
@@ -32,16 +34,12 @@ func Require(groups ...string) func(http.Handler) http.Handler {
 					return
 				}
 			}
-			e := &schemas.APIError{Code: http.StatusForbidden, Name: "FORBIDDEN",
-				Message: "only members of " + strings.Join(groups, ", ") + " may read " + r.URL.Path}
 			if u.IsAnonymous() {
-				e.Code, e.Name = http.StatusUnauthorized, "UNAUTHORIZED"
-				e.Message = "a bearer token is needed to read " + r.URL.Path
 				w.Header().Set("WWW-Authenticate", `Bearer realm="pace"`)
+				o.errors(w, http.StatusUnauthorized, "a bearer token is needed to read "+r.URL.Path)
+				return
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(e.Code)
-			_ = json.NewEncoder(w).Encode(e)
+			o.errors(w, http.StatusForbidden, "only members of "+strings.Join(groups, ", ")+" may read "+r.URL.Path)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/policysource"
+	"github.com/pace-platform/pace/kubestatus"
 )
 
 type gateProxyOptions struct {
@@ -108,6 +110,10 @@ they change, with the cluster's UIDs in the X-Kubernetes-PF-* headers; with
 kube-apiserver does (it needs list and watch on both kinds, and patch on
 flowschemas/status). Without --kubeconfig they come from --flowcontrol-config
 over Pace's defaults, read again when the file changes, or are the defaults.
+
+What the proxy answers itself (401, 403, 408, 413, 429, 502, 504, ...)
+carries a Status object as kube-apiserver writes it, so client-go and
+kubectl read it as kube's.
 
 The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
@@ -196,10 +202,7 @@ func noClientImpersonation(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for name := range r.Header {
 			if strings.HasPrefix(name, "Impersonate-") { // net/http keeps header names canonical
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusForbidden)
-				_, _ = fmt.Fprintf(w, `{"error_code":403,"error_name":"Forbidden","error_message":%q}`+"\n",
-					name+": impersonation is not passed through pace gate proxy; call as the identity itself")
+				kubestatus.Write(w, http.StatusForbidden, name+": impersonation is not passed through pace gate proxy; call as the identity itself")
 				return
 			}
 		}
@@ -363,9 +366,11 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 		log.Warn("upstream failed", "err", err)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = fmt.Fprintf(w, `{"error_code":502,"error_name":"BadGateway","error_message":%q}`+"\n", err.Error())
+		code := http.StatusBadGateway
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			code = http.StatusGatewayTimeout
+		}
+		kubestatus.Write(w, code, "upstream: "+err.Error())
 	}
 
 	mux := http.NewServeMux()
@@ -373,11 +378,20 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	mux.HandleFunc("/healthz", ok)
 	mux.HandleFunc("/livez", ok)
 	mux.HandleFunc("/readyz", ok)
-	mux.Handle("GET /metrics", only(authn != nil, metricsReaders...)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	mux.Handle(apfhttp.DebugPrefix, only(authn != nil, dumpReaders...)(apfhttp.DebugHandler(gate)))
+	kubeErrors := []auth.Option{auth.WithErrorWriter(kubestatus.Write)} // the proxy's own answers, as kube-apiserver's
+	readers := func(groups []string) func(http.Handler) http.Handler {
+		if authn == nil {
+			return func(h http.Handler) http.Handler { return h }
+		}
+		return auth.RequireWith(kubeErrors, groups...)
+	}
+	mux.Handle("GET /metrics", readers(metricsReaders)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle(apfhttp.DebugPrefix, readers(dumpReaders)(apfhttp.DebugHandler(gate)))
 	mux.Handle("/", proxy)
-	admitted := apfhttp.Middleware(gate, apfhttp.KubeResolver, apfhttp.LearnObjectCounts())(mux)
-	handler := auth.Middleware(authn)(noClientImpersonation(apfhttp.ReadBody(o.http.bodyLimits(int64(o.maxBody), authn != nil))(admitted)))
+	admitted := apfhttp.Middleware(gate, apfhttp.KubeResolver, apfhttp.LearnObjectCounts(), apfhttp.WithErrorWriter(kubestatus.Write))(mux)
+	limits := o.http.bodyLimits(int64(o.maxBody), authn != nil)
+	limits.Errors = kubestatus.Write
+	handler := auth.Middleware(authn, kubeErrors...)(noClientImpersonation(apfhttp.ReadBody(limits)(admitted)))
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {

@@ -27,6 +27,8 @@ type BodyLimits struct {
 	// body is read. 0: no bound (an API without authentication, where
 	// every caller is anonymous).
 	MaxAnonymous int
+	// Errors writes the refusals; nil means Pace's JSON envelope.
+	Errors auth.ErrorWriter
 }
 
 // ReadBody returns a middleware that reads a request's whole body into
@@ -49,6 +51,11 @@ type BodyLimits struct {
 // body is read without one.
 func ReadBody(l BodyLimits) func(http.Handler) http.Handler {
 	var anonymous atomic.Int64 // anonymous bodies being read
+	refuse := errorWriter(l.Errors)
+	refuseBody := func(w http.ResponseWriter, code int, msg string) {
+		endReading(w) // what is left of the body is not worth reading
+		refuse(w, code, msg)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Body == nil || r.Body == http.NoBody {
@@ -56,7 +63,7 @@ func ReadBody(l BodyLimits) func(http.Handler) http.Handler {
 				return
 			}
 			if r.ContentLength > l.MaxBytes {
-				refuseBody(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+				refuseBody(w, http.StatusRequestEntityTooLarge,
 					fmt.Sprintf("request body of %d bytes larger than %d bytes", r.ContentLength, l.MaxBytes))
 				return
 			}
@@ -65,7 +72,7 @@ func ReadBody(l BodyLimits) func(http.Handler) http.Handler {
 					if n := anonymous.Add(1); n > int64(l.MaxAnonymous) {
 						anonymous.Add(-1)
 						endReading(w)
-						TooManyRequests(w, 1, fmt.Sprintf("%d request bodies without credentials are being read: send a bearer token, or try again later", l.MaxAnonymous))
+						tooManyRequests(w, refuse, 1, fmt.Sprintf("%d request bodies without credentials are being read: send a bearer token, or try again later", l.MaxAnonymous))
 						return
 					}
 					defer anonymous.Add(-1)
@@ -76,13 +83,13 @@ func ReadBody(l BodyLimits) func(http.Handler) http.Handler {
 			switch {
 			case err == nil:
 			case errors.As(err, &mbe):
-				refuseBody(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+				refuseBody(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
 				return
 			case timedOut(err):
-				refuseBody(w, http.StatusRequestTimeout, "RequestTimeout", fmt.Sprintf("request body not received within %s", l.Timeout))
+				refuseBody(w, http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", l.Timeout))
 				return
 			default:
-				refuseBody(w, http.StatusBadRequest, "BadRequest", "request body: "+err.Error())
+				refuseBody(w, http.StatusBadRequest, "request body: "+err.Error())
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(data))
@@ -111,13 +118,6 @@ func readBody(w http.ResponseWriter, r *http.Request, l BodyLimits) ([]byte, err
 func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-}
-
-// refuseBody answers a request whose body was not read, closing the
-// connection: what is left of the body is not worth reading.
-func refuseBody(w http.ResponseWriter, code int, name, msg string) {
-	endReading(w)
-	writeError(w, code, name, msg)
 }
 
 // endReading closes the connection after the response, without waiting for

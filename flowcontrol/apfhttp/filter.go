@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,21 @@ type FilterOption func(*filterOptions)
 
 type filterOptions struct {
 	learnCounts bool
+	errors      auth.ErrorWriter
+}
+
+// WithErrorWriter writes the filter's refusals (429, 400, 500) with ew
+// instead of Pace's JSON envelope; `pace gate proxy` writes kube's Status.
+func WithErrorWriter(ew auth.ErrorWriter) FilterOption {
+	return func(o *filterOptions) { o.errors = ew }
+}
+
+// errorWriter returns ew, or the envelope writer when it is nil.
+func errorWriter(ew auth.ErrorWriter) auth.ErrorWriter {
+	if ew == nil {
+		return writeError
+	}
+	return ew
 }
 
 // LearnObjectCounts makes the filter learn each resource's object count and
@@ -56,12 +72,13 @@ func LearnObjectCounts() FilterOption {
 //	handler := auth.Middleware(authn)(apfhttp.ReadBody(limits)(apfhttp.Middleware(gate, api.Resolver())(mux)))
 func Middleware(g *apf.Gate, resolve Resolver, opts ...FilterOption) func(http.Handler) http.Handler {
 	cfg, m := g.Config(), g.Metrics()
-	if cfg.Disabled {
-		return maxInflight(cfg, m, resolve)
-	}
 	var o filterOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	refuse := errorWriter(o.errors)
+	if cfg.Disabled {
+		return maxInflight(cfg, m, resolve, refuse)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +98,7 @@ func Middleware(g *apf.Gate, resolve Resolver, opts ...FilterOption) func(http.H
 			if !ri.IsWatch() {
 				timeout, err := requestTimeout(cfg, query)
 				if err != nil {
-					writeError(w, http.StatusBadRequest, "BadRequest", err.Error())
+					refuse(w, http.StatusBadRequest, err.Error())
 					return
 				}
 				// A quarter of the request's time, as kube-apiserver; the
@@ -102,10 +119,10 @@ func Middleware(g *apf.Gate, resolve Resolver, opts ...FilterOption) func(http.H
 					terminated(m, r, ri, http.StatusTooManyRequests)
 					c := g.Classify(attrs)
 					setClassificationHeaders(w, c)
-					TooManyRequests(w, rej.RetryAfter.Seconds(), rej.Error())
+					tooManyRequests(w, refuse, rej.RetryAfter.Seconds(), rej.Error())
 					return
 				}
-				writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
+				refuse(w, http.StatusInternalServerError, err.Error())
 				return
 			}
 			setClassificationHeaders(w, adm.Classification)
@@ -167,11 +184,29 @@ func setClassificationHeaders(w http.ResponseWriter, c policy.Classification) {
 // TooManyRequests answers 429 with Retry-After (whole seconds, at least 1)
 // and Pace's JSON error envelope.
 func TooManyRequests(w http.ResponseWriter, retryAfterSeconds float64, msg string) {
-	w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(retryAfterSeconds)))))
-	writeError(w, http.StatusTooManyRequests, "TooManyRequests", msg)
+	tooManyRequests(w, writeError, retryAfterSeconds, msg)
 }
 
-func writeError(w http.ResponseWriter, code int, name, msg string) {
+func tooManyRequests(w http.ResponseWriter, refuse auth.ErrorWriter, retryAfterSeconds float64, msg string) {
+	w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(retryAfterSeconds)))))
+	refuse(w, http.StatusTooManyRequests, msg)
+}
+
+// errorNames are the envelope's error_name by status.
+var errorNames = map[int]string{
+	http.StatusBadRequest:            "BadRequest",
+	http.StatusRequestTimeout:        "RequestTimeout",
+	http.StatusRequestEntityTooLarge: "RequestEntityTooLarge",
+	http.StatusTooManyRequests:       "TooManyRequests",
+	http.StatusInternalServerError:   "InternalError",
+}
+
+// writeError is the default auth.ErrorWriter: Pace's JSON envelope.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	name, ok := errorNames[code]
+	if !ok {
+		name = strings.ReplaceAll(http.StatusText(code), " ", "")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(struct {

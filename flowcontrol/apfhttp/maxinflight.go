@@ -11,7 +11,7 @@ import (
 // limits, one for read-only and one for mutating requests; long-running
 // requests and system:masters are not limited; excess gets 429 with
 // Retry-After 1. A zero limit means unlimited.
-func maxInflight(cfg apf.Config, m *apf.Metrics, resolve Resolver) func(http.Handler) http.Handler {
+func maxInflight(cfg apf.Config, m *apf.Metrics, resolve Resolver, refuse auth.ErrorWriter) func(http.Handler) http.Handler {
 	readOnly := newSemaphore(cfg.MaxRequestsInflight)
 	mutating := newSemaphore(cfg.MaxMutatingRequestsInflight)
 	return func(next http.Handler) http.Handler {
@@ -27,7 +27,7 @@ func maxInflight(cfg apf.Config, m *apf.Metrics, resolve Resolver) func(http.Han
 			}
 			if !sem.tryAcquire() {
 				terminated(m, r, ri, http.StatusTooManyRequests)
-				TooManyRequests(w, 1, "too many requests, please try again later")
+				tooManyRequests(w, refuse, 1, "too many requests, please try again later")
 				return
 			}
 			defer sem.release()

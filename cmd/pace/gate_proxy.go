@@ -115,6 +115,10 @@ What the proxy answers itself (401, 403, 408, 413, 429, 502, 504, ...)
 carries a Status object as kube-apiserver writes it, so client-go and
 kubectl read it as kube's.
 
+/livez and /healthz concern the proxy alone; /readyz fails (500) while the
+upstream cannot be reached or its own /readyz fails, asked at most every
+second (?verbose lists the checks, as kube-apiserver does).
+
 The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
 itself. With --token-file, /metrics is served to members of pace:admins,
@@ -374,10 +378,10 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	}
 
 	mux := http.NewServeMux()
-	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
-	mux.HandleFunc("/healthz", ok)
-	mux.HandleFunc("/livez", ok)
-	mux.HandleFunc("/readyz", ok)
+	upstreamReady := newUpstreamReadiness(transport, up, token, log)
+	mux.HandleFunc("/healthz", healthHandler("healthz", ping))
+	mux.HandleFunc("/livez", healthHandler("livez", ping))
+	mux.HandleFunc("/readyz", healthHandler("readyz", ping, healthCheck{name: "upstream", check: upstreamReady.check}))
 	kubeErrors := []auth.Option{auth.WithErrorWriter(kubestatus.Write)} // the proxy's own answers, as kube-apiserver's
 	readers := func(groups []string) func(http.Handler) http.Handler {
 		if authn == nil {

@@ -237,3 +237,19 @@ func metricSum(t *testing.T, base, token, name, label string) float64 {
 	}
 	return sum
 }
+
+// TestProxyReadyzWithTheUpstreamStopped: in front of a real kube-apiserver
+// over TLS, /readyz is ready, then fails once kube-apiserver is stopped,
+// while /livez stays the proxy's own ok.
+func TestProxyReadyzWithTheUpstreamStopped(t *testing.T) {
+	cp, ca := startKube(t)
+	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", ca)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	readyz(ctx, t, url, http.StatusOK, "ok")
+	cp.Stop()
+	readyz(ctx, t, url, http.StatusInternalServerError, "[+]ping ok\n[-]upstream failed: reason withheld\nreadyz check failed\n")
+	if code, body := probe(t, url+"/livez"); code != http.StatusOK || body != "ok" {
+		t.Errorf("livez with the upstream stopped: %d %q", code, body)
+	}
+}

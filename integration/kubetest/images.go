@@ -53,7 +53,7 @@ func (n *Node) ImportWorkerImages(dir string) (string, error) {
 		files = append(files, f)
 	}
 	var links []ociarchive.Link
-	for _, tool := range []string{"sh", "cat", "echo", "tr", "sleep", "touch", "id", "ls"} {
+	for _, tool := range []string{"sh", "cat", "echo", "tr", "sleep", "touch", "id", "ls", "wget"} {
 		links = append(links, ociarchive.Link{Path: "/bin/" + tool, Target: "busybox"})
 	}
 	if err := n.Import(ociarchive.Image{Name: PaceImage, Files: files, Links: links,

@@ -208,6 +208,16 @@ func (n *Node) network() error {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	// A bridge whose address was never set takes its lowest port's: a pod
+	// leaving would change the gateway's MAC under the other pods' ARP
+	// caches, and cut them off the host for as long as those last.
+	mac, err := os.ReadFile(filepath.Join("/sys/class/net", bridgeName, "address"))
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command("ip", "link", "set", bridgeName, "address", strings.TrimSpace(string(mac))).CombinedOutput(); err != nil {
+		return fmt.Errorf("fix the bridge's address: %w: %s", err, out)
+	}
 	conf := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "pace", "plugins": [
   {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
    "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
@@ -367,8 +377,9 @@ func (n *Node) waitReady(wait time.Duration) error {
 }
 
 // Stop stops the kubelet, the pods' processes, containerd and its shims,
-// removes the node's mounts, cgroups, bridge and directory, restores the
-// host's sysctls and iptables, and releases the machine's node lock.
+// copies their logs to the control plane's directory, removes the node's
+// mounts, cgroups, bridge and directory, restores the host's sysctls and
+// iptables, and releases the machine's node lock.
 func (n *Node) Stop() {
 	if n == nil || n.stopped {
 		return
@@ -380,6 +391,11 @@ func (n *Node) Stop() {
 	killPods(n.log)
 	if len(n.procs) > 0 {
 		stop(n.procs[0]) // containerd
+	}
+	for _, log := range []string{"containerd.log", "kubelet.log"} { // kept with the control plane's
+		if data, err := os.ReadFile(filepath.Join(NodeDir, log)); err == nil {
+			_ = os.WriteFile(filepath.Join(n.cp.Dir, log), data, 0o600)
+		}
 	}
 	if n.rec.Sysctls != nil {
 		teardown(n.rec, n.log)

@@ -230,16 +230,17 @@ func (u *paceUp) waitFinal(t *testing.T, id string, wait time.Duration) map[stri
 	}
 }
 
-// namespace creates a namespace that enforces the restricted Pod Security
+// namespace creates a namespace named name-XXXXX that enforces the restricted Pod Security
 // Standard, as Pace's pods must pass it.
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted"}}}
-	if _, err := admin.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+	created, err := admin.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return name
+	return created.Name
 }
 
 // podSummary lists every pod's phase and container states, for failures.
@@ -250,7 +251,7 @@ func podSummary(t *testing.T) string {
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "%s/%s %s", p.Namespace, p.Name, p.Status.Phase)
+		fmt.Fprintf(&b, "%s/%s %s %s", p.Namespace, p.Name, p.Status.PodIP, p.Status.Phase)
 		for _, s := range p.Status.ContainerStatuses {
 			switch {
 			case s.State.Waiting != nil:

@@ -413,3 +413,49 @@ func TestPushItemsBeyondItsWindow(t *testing.T) {
 		t.Errorf("stored %d items, want the 6000 before the refused one", n)
 	}
 }
+
+// A job's worker.timeout bounds each item's run: a handler that would hang
+// has its context cancelled with the timeout, the attempt fails with
+// "timed out after 1s", and after max_deliveries the item is dead-lettered
+// with that error; other items are untouched.
+func TestHungItemsTimeOutIntoDeadLetters(t *testing.T) {
+	ctx := testCtx(t)
+	c := bustest.Client(t, bustest.Server(t))
+	bustest.KeepLedger(t, c)
+	_, err := c.DeclareJob(ctx, "hang", schemas.JobSpec{Mode: schemas.Streaming, ItemTimeout: schemas.Duration(30 * time.Second),
+		MaxDeliveries: 2, Worker: schemas.WorkerSpec{Timeout: schemas.Duration(time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlCtx, stopDL := context.WithCancel(ctx)
+	dlDone := make(chan error, 1)
+	go func() { dlDone <- c.DeadLetters(dlCtx) }()
+	t.Cleanup(func() { stopDL(); <-dlDone })
+	items := bus.Items("hang", "quick")
+	if err := c.PushItems(ctx, "hang", items); err != nil {
+		t.Fatal(err)
+	}
+	var opened *schemas.JobRecord
+	w, err := c.Worker("hang", func(ctx context.Context, it *schemas.WorkItem) (string, error) {
+		if it.Payload == "hang" {
+			<-ctx.Done() // as a command killed by its context
+			return "", ctx.Err()
+		}
+		return "ok", nil
+	}, bus.WithRetryDelay(50*time.Millisecond, 100*time.Millisecond), bus.WithJobOpened(func(r *schemas.JobRecord) { opened = r }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	dead := readDead(t, ctx, c, "hang", 1)[0]
+	if dead.ItemID != items[0].ID || dead.Reason != schemas.MaxDeliveries || dead.Deliveries != 2 ||
+		!strings.HasPrefix(dead.LastError, "timed out after 1s") {
+		t.Errorf("dead letter = %+v, want the hung item after 2 deliveries, timed out after 1s", dead)
+	}
+	if got := readResults(t, ctx, c, "hang"); len(got) != 1 || got[0].ItemID != items[1].ID {
+		t.Errorf("results = %+v, want the quick item's alone", got)
+	}
+	if opened == nil || opened.Spec.Worker.Timeout.D() != time.Second {
+		t.Errorf("WithJobOpened saw %+v, want the job's record", opened)
+	}
+}

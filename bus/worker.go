@@ -34,8 +34,14 @@ type Worker struct {
 	o   workerOptions
 	log *slog.Logger
 
+	timeout time.Duration // the job's worker.timeout, set by Run before any item
+
 	processed, failed, duplicates, malformed atomic.Int64
 }
+
+// errTimedOut is the cause of a handler's context cancelled by the job's
+// worker.timeout.
+var errTimedOut = errors.New("item timed out")
 
 // WorkerStats counts what a Worker has done.
 type WorkerStats struct {
@@ -94,7 +100,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("work consumer for %s: %w", w.job, err)
 	}
-	w.log.Info("worker started", "concurrency", w.o.concurrency, "item_timeout", rec.Spec.ItemTimeout.D().String())
+	w.timeout = rec.Spec.Worker.Timeout.D()
+	if w.o.opened != nil {
+		w.o.opened(rec)
+	}
+	w.log.Info("worker started", "concurrency", w.o.concurrency, "item_timeout", rec.Spec.ItemTimeout.D().String(),
+		"timeout", w.timeout.String())
 
 	// Handlers outlive ctx by the grace period, so they get their own context.
 	hctx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
@@ -272,7 +283,24 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 		mctx, span = itemSpan(mctx, msg.Subject(), workConsumerName(w.job), w.job, item.ID, md.NumDelivered)
 		defer span.End()
 	}
-	out, herr := w.h(mctx, item)
+	hctx, cancel := mctx, context.CancelFunc(func() {})
+	if w.timeout > 0 {
+		hctx, cancel = context.WithTimeoutCause(mctx, w.timeout, errTimedOut)
+		// Past the timeout the item's lease is no longer extended: a
+		// handler that ignores its context loses the item to another
+		// worker after item_timeout.
+		context.AfterFunc(hctx, func() {
+			if context.Cause(hctx) == errTimedOut {
+				leases.remove(msg)
+			}
+		})
+	}
+	out, herr := w.h(hctx, item)
+	if context.Cause(hctx) == errTimedOut {
+		herr = fmt.Errorf("timed out after %s (%w)", w.timeout, herr)
+		w.log.Warn("item timed out", "item", item.ID, "delivery", md.NumDelivered, "timeout", w.timeout.String())
+	}
+	cancel()
 	leases.remove(msg)
 
 	if herr != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nuid"
+
+	"github.com/pace-platform/pace/schemas"
 )
 
 // WorkerOption configures a Worker.
@@ -18,6 +20,7 @@ type workerOptions struct {
 	id            string
 	retryDelay    time.Duration
 	maxRetryDelay time.Duration
+	opened        func(*schemas.JobRecord)
 }
 
 func defaultWorkerOptions() workerOptions {
@@ -88,6 +91,16 @@ func WithRetryDelay(base, max time.Duration) WorkerOption {
 			return fmt.Errorf("%w: retry delay needs 0 < base <= max", ErrInvalidOption)
 		}
 		o.retryDelay, o.maxRetryDelay = base, max
+		return nil
+	}
+}
+
+// WithJobOpened has Run call f with the job's record once it has opened the
+// job, before any item is handled: a handler can then follow the job's
+// spec, e.g. its worker.termination_grace.
+func WithJobOpened(f func(*schemas.JobRecord)) WorkerOption {
+	return func(o *workerOptions) error {
+		o.opened = f
 		return nil
 	}
 }

@@ -227,6 +227,12 @@ type WorkerSpec struct {
 	Protocol string `json:"protocol,omitempty" jsonschema:"enum=nats,enum=redis"`
 	// Env is extra environment for the workers.
 	Env map[string]string `json:"env,omitempty"`
+	// Timeout is the longest one item may run, from 1s to 24h; zero means
+	// no limit. Past it the item's handler is cancelled (an exec'd command
+	// gets SIGTERM, then SIGKILL after TerminationGrace, 5 s when unset)
+	// and the attempt fails with "timed out after <Timeout>", which is its
+	// dead letter's error once MaxDeliveries attempts have failed.
+	Timeout Duration `json:"timeout,omitempty"`
 	// Resources are container limits and requests, e.g. {"cpu": "500m"}.
 	Resources *Resources `json:"resources,omitempty"`
 	// NodeSelector, ImagePullSecrets and TerminationGrace go to the pod spec.
@@ -274,7 +280,7 @@ const (
 // IsZero reports whether w sets nothing: empty lists and maps count as
 // absent, so they are left out of JSON as omitempty leaves out its fields.
 func (w WorkerSpec) IsZero() bool {
-	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && w.ExecMode == "" && w.Protocol == "" && len(w.Env) == 0 && w.Resources == nil &&
+	return w.Image == "" && len(w.Command) == 0 && w.Exec == "" && w.ExecMode == "" && w.Protocol == "" && len(w.Env) == 0 && w.Timeout == 0 && w.Resources == nil &&
 		len(w.NodeSelector) == 0 && len(w.ImagePullSecrets) == 0 && w.TerminationGrace == 0 && w.Security == nil
 }
 
@@ -450,6 +456,11 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 		errs = append(errs, field.Required(p.Child("worker", "image"), "the kubernetes actuator runs an image, or scales a target"))
 	}
 	errs = between(errs, p.Child("worker", "termination_grace"), s.Worker.TerminationGrace, MaxInterval)
+	if t := s.Worker.Timeout; t != 0 && t.D() < time.Second {
+		errs = append(errs, field.Invalid(p.Child("worker", "timeout"), t.D().String(), "must be at least 1s (0: no limit)"))
+	} else {
+		errs = atMost(errs, p.Child("worker", "timeout"), t, MaxInterval)
+	}
 	errs = between(errs, p.Child("workload", "item_time"), s.Workload.ItemTime, MaxInterval)
 	switch s.DeadlinePolicy {
 	case "", DeadlineWarn, DeadlineReject:

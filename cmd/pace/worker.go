@@ -123,7 +123,13 @@ func (o *workerOptions) run(ctx context.Context, a *app, job string) error {
 	if o.id != "" {
 		opts = append(opts, bus.WithWorkerID(o.id))
 	}
-	handler := execHandler(o.exec)
+	run := &itemCommand{command: o.exec, killGrace: defaultKillGrace}
+	opts = append(opts, bus.WithJobOpened(func(rec *schemas.JobRecord) {
+		if g := rec.Spec.Worker.TerminationGrace.D(); g > 0 {
+			run.killGrace = g
+		}
+	}))
+	handler := run.handle
 	if o.execMode != schemas.ExecItem { // lines or json, which execpool names alike
 		pool, err := execpool.New(execpool.Config{Command: o.exec, Mode: execpool.Mode(o.execMode),
 			Processes: o.concurrency, Env: append(cleanEnv(), "PACE_JOB="+job), Stderr: a.stderr}, a.log.With("job", job))
@@ -163,27 +169,35 @@ func commandEnv(item *schemas.WorkItem) []string {
 // stderrTail bounds the standard error kept in an item's error.
 const stderrTail = 2048
 
-// execHandler runs command with sh -c per item. A cancelled item gets SIGTERM,
-// then SIGKILL 5 seconds later.
-func execHandler(command string) bus.Handler {
-	return func(ctx context.Context, item *schemas.WorkItem) (string, error) {
-		cmd := exec.CommandContext(ctx, "sh", "-c", command)
-		cmd.Stdin = strings.NewReader(item.Payload)
-		cmd.Env = commandEnv(item)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 5 * time.Second
-		if err := cmd.Run(); err != nil {
-			tail := stderr.Bytes()
-			if len(tail) > stderrTail {
-				tail = tail[len(tail)-stderrTail:]
-			}
-			if msg := strings.TrimSpace(string(tail)); msg != "" {
-				return "", fmt.Errorf("%s: %w: %s", command, err, msg)
-			}
-			return "", fmt.Errorf("%s: %w", command, err)
+// defaultKillGrace is how long a cancelled item's command has between
+// SIGTERM and SIGKILL when the job sets no worker.termination_grace.
+const defaultKillGrace = 5 * time.Second
+
+// itemCommand runs command with sh -c per item. A cancelled item (past the
+// job's worker.timeout, or the worker stopping past its grace) gets
+// SIGTERM, then SIGKILL killGrace later.
+type itemCommand struct {
+	command   string
+	killGrace time.Duration
+}
+
+func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (string, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", c.command)
+	cmd.Stdin = strings.NewReader(item.Payload)
+	cmd.Env = commandEnv(item)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = c.killGrace
+	if err := cmd.Run(); err != nil {
+		tail := stderr.Bytes()
+		if len(tail) > stderrTail {
+			tail = tail[len(tail)-stderrTail:]
 		}
-		return strings.TrimRight(stdout.String(), "\r\n"), nil
+		if msg := strings.TrimSpace(string(tail)); msg != "" {
+			return "", fmt.Errorf("%s: %w: %s", c.command, err, msg)
+		}
+		return "", fmt.Errorf("%s: %w", c.command, err)
 	}
+	return strings.TrimRight(stdout.String(), "\r\n"), nil
 }

@@ -290,13 +290,13 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 		// handler that ignores its context loses the item to another
 		// worker after item_timeout.
 		context.AfterFunc(hctx, func() {
-			if context.Cause(hctx) == errTimedOut {
+			if errors.Is(context.Cause(hctx), errTimedOut) {
 				leases.remove(msg)
 			}
 		})
 	}
 	out, herr := w.h(hctx, item)
-	if context.Cause(hctx) == errTimedOut {
+	if errors.Is(context.Cause(hctx), errTimedOut) {
 		herr = fmt.Errorf("timed out after %s (%w)", w.timeout, herr)
 		w.log.Warn("item timed out", "item", item.ID, "delivery", md.NumDelivered, "timeout", w.timeout.String())
 	}

@@ -40,6 +40,9 @@ type gateProxyOptions struct {
 	// upstream identity: the proxy's own, forwarding the caller's by impersonation
 	impersonate       bool
 	upstreamTokenFile string
+	// delegated authorization of the proxy's own endpoints
+	authzKubeconfig                string
+	authorizedTTL, unauthorizedTTL time.Duration
 }
 
 // Upstream limits: connecting, the TLS handshake and the response headers
@@ -115,14 +118,20 @@ What the proxy answers itself (401, 403, 408, 413, 429, 502, 504, ...)
 carries a Status object as kube-apiserver writes it, so client-go and
 kubectl read it as kube's.
 
+With --authorization-kubeconfig, /metrics and the dumps are served to
+whom the cluster allows on the path (a SubjectAccessReview of the
+non-resource URL, as kube's delegated authorizer: RBAC's nonResourceURLs,
+system:monitoring; decisions cached --authorization-webhook-cache-*-ttl).
+
 /livez and /healthz concern the proxy alone; /readyz fails (500) while the
 upstream cannot be reached or its own /readyz fails, asked at most every
 second (?verbose lists the checks, as kube-apiserver does).
 
 The proxy answers /healthz, /livez, /readyz, /metrics and
 /debug/api_priority_and_fairness/dump_{priority_levels,queues,requests}
-itself. With --token-file, /metrics is served to members of pace:admins,
-system:masters and pace:metrics only, the dumps to the first two.`,
+itself. Without --authorization-kubeconfig, when callers authenticate,
+/metrics is served to members of pace:admins, system:masters and
+pace:metrics only, the dumps to the first two.`,
 		Example: `  pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --http :8443 --tls-cert proxy.crt --tls-key proxy.key --token-file tokens.csv
   pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --kubeconfig proxy.kubeconfig --write-status
   pace gate proxy --upstream https://127.0.0.1:6443 --upstream-ca ca.crt --tls-cert proxy.crt --tls-key proxy.key --client-ca-file clients.crt --authentication-kubeconfig proxy.kubeconfig --impersonate --upstream-token-file proxy.token
@@ -147,6 +156,9 @@ system:masters and pace:metrics only, the dumps to the first two.`,
 	f.BoolVar(&o.writeStatus, "write-status", false, "write each FlowSchema's Dangling condition back to the --kubeconfig cluster")
 	f.BoolVar(&o.impersonate, "impersonate", false, "authenticate upstream as the proxy (--upstream-cert/--upstream-key or --upstream-token-file) and pass the caller's identity as Impersonate-* headers")
 	f.StringVar(&o.upstreamTokenFile, "upstream-token-file", "", "file holding the bearer token the proxy presents upstream with --impersonate")
+	f.StringVar(&o.authzKubeconfig, "authorization-kubeconfig", "", "kubeconfig of a cluster whose SubjectAccessReview API decides who may read /metrics and the APF dumps (instead of fixed groups)")
+	f.DurationVar(&o.authorizedTTL, "authorization-webhook-cache-authorized-ttl", auth.DefaultAuthorizedTTL, "how long a SubjectAccessReview's allowance is reused")
+	f.DurationVar(&o.unauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", auth.DefaultUnauthorizedTTL, "how long a SubjectAccessReview's refusal is reused")
 	return cmd
 }
 
@@ -212,6 +224,27 @@ func noClientImpersonation(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readers returns who may read the proxy's own endpoints (/metrics, the APF
+// dumps): whom the cluster of --authorization-kubeconfig allows on the path
+// (a SubjectAccessReview, as kube's delegated authorizer); else, when
+// callers authenticate, the members of groups; else everyone.
+func (o *gateProxyOptions) readers(authenticated bool, errs []auth.Option) (func(groups []string) func(http.Handler) http.Handler, error) {
+	if o.authzKubeconfig != "" {
+		kc, err := kubeClient("--authorization-kubeconfig", o.authzKubeconfig, withRate(reviewQPS, reviewBurst))
+		if err != nil {
+			return nil, err
+		}
+		sar := &auth.SubjectAccessReview{Reviews: kc.AuthorizationV1().SubjectAccessReviews(),
+			AuthorizedTTL: o.authorizedTTL, UnauthorizedTTL: o.unauthorizedTTL}
+		mw := sar.Middleware(errs...)
+		return func([]string) func(http.Handler) http.Handler { return mw }, nil
+	}
+	if !authenticated {
+		return func([]string) func(http.Handler) http.Handler { return func(h http.Handler) http.Handler { return h } }, nil
+	}
+	return func(groups []string) func(http.Handler) http.Handler { return auth.RequireWith(errs, groups...) }, nil
 }
 
 // policySource returns what keeps the gate's policy current: the cluster of
@@ -383,11 +416,9 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	mux.HandleFunc("/livez", healthHandler("livez", ping))
 	mux.HandleFunc("/readyz", healthHandler("readyz", ping, healthCheck{name: "upstream", check: upstreamReady.check}))
 	kubeErrors := []auth.Option{auth.WithErrorWriter(kubestatus.Write)} // the proxy's own answers, as kube-apiserver's
-	readers := func(groups []string) func(http.Handler) http.Handler {
-		if authn == nil {
-			return func(h http.Handler) http.Handler { return h }
-		}
-		return auth.RequireWith(kubeErrors, groups...)
+	readers, err := o.readers(authn != nil, kubeErrors)
+	if err != nil {
+		return err
 	}
 	mux.Handle("GET /metrics", readers(metricsReaders)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.Handle(apfhttp.DebugPrefix, readers(dumpReaders)(apfhttp.DebugHandler(gate)))

@@ -11,7 +11,7 @@ func Job(name string, rec *schemas.JobRecord) plugin.Job {
 	s, start := rec.Spec, rec.StartedAt
 	j := plugin.Job{Name: name, Min: s.Replicas.Min, Max: s.Replicas.Max, Initial: s.Replicas.Initial}
 	if p := rec.Prediction; p != nil && p.Basis != schemas.BasisNone && p.ItemTime > 0 {
-		j.ItemTime, j.Startup, j.Basis = p.ItemTime.D(), p.Startup.D(), p.Basis
+		j.ItemTime, j.Startup, j.Basis, j.Samples = p.ItemTime.D(), p.Startup.D(), p.Basis, p.Samples
 	}
 	if s.Mode != schemas.Streaming {
 		switch {

@@ -22,13 +22,13 @@ func TestJob(t *testing.T) {
 	// A forecast from earlier jobs of the same program reaches the controller;
 	// an empty one does not.
 	rec.Prediction = &schemas.Prediction{Basis: schemas.BasisHistory,
-		ItemTime: schemas.Duration(300 * time.Millisecond), Startup: schemas.Duration(4 * time.Second)}
-	want.ItemTime, want.Startup, want.Basis = 300*time.Millisecond, 4*time.Second, schemas.BasisHistory
+		ItemTime: schemas.Duration(300 * time.Millisecond), Startup: schemas.Duration(4 * time.Second), Samples: 640}
+	want.ItemTime, want.Startup, want.Basis, want.Samples = 300*time.Millisecond, 4*time.Second, schemas.BasisHistory, 640
 	if diff := cmp.Diff(want, Job("j", rec)); diff != "" {
 		t.Errorf("Job with a forecast (-want +got):\n%s", diff)
 	}
 	rec.Prediction = &schemas.Prediction{Basis: schemas.BasisNone}
-	want.ItemTime, want.Startup, want.Basis = 0, 0, ""
+	want.ItemTime, want.Startup, want.Basis, want.Samples = 0, 0, "", 0
 	if diff := cmp.Diff(want, Job("j", rec)); diff != "" {
 		t.Errorf("Job with basis none (-want +got):\n%s", diff)
 	}

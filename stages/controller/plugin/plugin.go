@@ -55,6 +55,9 @@ type Job struct {
 	// come from (schemas.BasisHint or BasisHistory). Zero: no forecast.
 	ItemTime, Startup time.Duration
 	Basis             string
+	// Samples is how many items of earlier jobs a history forecast rests on
+	// (schemas.Prediction.Samples); 0 for a hint.
+	Samples int
 }
 
 // Validate checks the replica bounds.

@@ -14,9 +14,17 @@ import (
 // Controllers are the plugins pace sim compare runs, in table order.
 var Controllers = []string{"default", "pid", "hpa", "deadline"}
 
+// FirstJob names the deadline controller on its program's first job: no
+// forecast at admission, it learns the item time and start-up as it runs.
+const FirstJob = "deadline-first-job"
+
 // Columns are what pace sim compare reports, in table order: the
-// Controllers, then the Tuned yardstick.
-var Columns = append(slices.Clone(Controllers), Tuned)
+// Controllers, the deadline controller on a first job, then the Tuned
+// yardstick.
+var Columns = append(slices.Clone(Controllers), FirstJob, Tuned)
+
+// batchOnly reports whether column name is run on batch scenarios only.
+func batchOnly(name string) bool { return name == FirstJob || name == Tuned }
 
 // Summary is one controller's headline figures over a suite.
 type Summary struct {
@@ -77,21 +85,34 @@ func LoadDir(dir string) ([]Scenario, error) {
 	return out, nil
 }
 
-// Compare runs every scenario with every controller in names. Results keep
-// their series when series is true (for plots), else drop them.
+// Compare runs every scenario with every controller in names, each as a
+// later job of its program (RunLater: with the forecast Pace's admission
+// makes from the program's earlier jobs); FirstJob runs the deadline
+// controller without it (Run), Tuned is RunTuned. Results keep their series
+// when series is true (for plots), else drop them.
 func Compare(scenarios []Scenario, reg plugin.Registry, names []string, series bool) (Report, error) {
 	rep := Report{Controllers: map[string]Summary{}}
 	for _, s := range scenarios {
 		sr := ScenarioReport{Name: s.Name, Description: s.Description, Mode: s.Mode, Feasible: true, Results: map[string]Result{}}
+		learned, err := programHistory(s, reg)
+		if err != nil {
+			return Report{}, err
+		}
 		for _, name := range names {
-			if name == Tuned && s.Mode != schemas.Batch {
+			if batchOnly(name) && s.Mode != schemas.Batch {
 				continue
 			}
-			run := Run
-			if name == Tuned {
-				run = func(s Scenario, reg plugin.Registry, _ string) (Result, error) { return RunTuned(s, reg) }
+			var r Result
+			switch name {
+			case Tuned:
+				r, err = RunTuned(s, reg)
+			case FirstJob:
+				r, err = Run(s, reg, "deadline")
+				r.Controller = FirstJob
+			default:
+				h := learned
+				r, err = runWith(s, reg, name, &h)
 			}
-			r, err := run(s, reg, name)
 			if err != nil {
 				return Report{}, err
 			}

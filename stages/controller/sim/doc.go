@@ -38,6 +38,13 @@
 //     objective is the p99 of item latency (arrival to done, items still queued
 //     counted with their wait so far) against latency_target.
 //
+// A job runs as its program's first (Run: no forecast) or as a later one
+// (RunLater, and every controller in Compare): admission forecasts its item
+// time and start-up, as the manager does from the bucket pace_item_times,
+// from five earlier jobs of the program, other draws of the scenario run
+// with the deadline controller (the history: mean item time, start-up from
+// the start to the first result less one item time, items seen).
+//
 // Cost is replica-seconds: the sum over replicas of the time from being asked
 // for (start-up included) to exiting, or to the job's end. Of it, CrashSeconds
 // is the time lost to crashes: each crashed attempt and the restart after it.

@@ -32,7 +32,7 @@ func Markdown(w io.Writer, rep Report, names []string, imgDir string) error {
 	for _, n := range names {
 		s := rep.Controllers[n]
 		streaming := fmt.Sprintf("%.0f %%", 100*s.StreamingLatencyMet)
-		if n == Tuned {
+		if batchOnly(n) {
 			streaming = "—"
 		}
 		v.Headline = append(v.Headline, fmt.Sprintf("| `%s` | %.0f %% | %.3f | %.1f | %s |",
@@ -103,7 +103,7 @@ func quote(names []string) []string {
 // keep their series: file names relative to the docs directory → contents.
 func Docs(rep Report, names []string) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	plotted := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == Tuned })
+	plotted := slices.DeleteFunc(slices.Clone(names), batchOnly)
 	for _, sr := range rep.Scenarios {
 		var b bytes.Buffer
 		PlotScenario(&b, sr, plotted)

@@ -75,6 +75,39 @@ func Run(s Scenario, reg plugin.Registry, name string) (Result, error) {
 	return runWith(s, reg, name, &history{})
 }
 
+// RunLater simulates s as a later job of its program, as Pace runs every
+// job after a program's first: admission forecasts its item time and
+// start-up from the history of the program's earlier jobs (the manager's
+// bucket pace_item_times), which here are trainingDraws other draws of s
+// (seeds 1000, 2000, … apart) run with the deadline controller at its
+// defaults. Streaming scenarios have no forecast: RunLater is Run.
+func RunLater(s Scenario, reg plugin.Registry, name string) (Result, error) {
+	h, err := programHistory(s, reg)
+	if err != nil {
+		return Result{}, err
+	}
+	return runWith(s, reg, name, &h)
+}
+
+// programHistory is what the manager has learned of s's program before s's
+// job: the history of trainingDraws other draws of s, each run with the
+// deadline controller at its defaults and the history of those before it.
+func programHistory(s Scenario, reg plugin.Registry) (history, error) {
+	var h history
+	if s.Mode != schemas.Batch {
+		return h, nil
+	}
+	for k := range trainingDraws {
+		d := s
+		d.Seed = s.Seed + 1000*uint64(k+1)
+		d.Controllers = map[string]json.RawMessage{"deadline": json.RawMessage("{}")}
+		if _, err := runWith(d, reg, "deadline", &h); err != nil {
+			return history{}, err
+		}
+	}
+	return h, nil
+}
+
 // runWith is Run with the history of earlier jobs of the program h, which
 // the runs add to.
 func runWith(s Scenario, reg plugin.Registry, name string, h *history) (Result, error) {
@@ -191,7 +224,7 @@ func (h *history) forecast(j plugin.Job) plugin.Job {
 	if h.items > 0 {
 		j.ItemTime = time.Duration(h.itemSeconds * float64(time.Second))
 		j.Startup = time.Duration(h.startups / float64(h.runs) * float64(time.Second))
-		j.Basis = schemas.BasisHistory
+		j.Basis, j.Samples = schemas.BasisHistory, h.items
 	}
 	return j
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -158,16 +159,64 @@ func TestPublishedDocs(t *testing.T) {
 	if d.FeasibleDeadlinesMet != 1 {
 		t.Errorf("deadline met %.0f%% of feasible deadlines, want 100%%", 100*d.FeasibleDeadlinesMet)
 	}
-	// The goal: within 10 % of the oracle, with no more scaling actions than
-	// the 7.5 a scenario it took before it learned from history.
-	if d.CostVsOracle > 1.10 || d.ScalingActions > 7.5 {
-		t.Errorf("deadline at %.3f× the oracle with %.1f scaling actions a scenario, want at most 1.10× and 7.5", d.CostVsOracle, d.ScalingActions)
+	// No more scaling actions than the 7.5 a scenario it took before it
+	// learned from history (the cost: TestDeadlineWithinFivePercentOfOracle).
+	if d.ScalingActions > 7.5 {
+		t.Errorf("deadline took %.1f scaling actions a scenario, want at most 7.5", d.ScalingActions)
+	}
+	// A program's first job pays for learning, never for a missed deadline.
+	if f := rep.Controllers[sim.FirstJob]; f.FeasibleDeadlinesMet != 1 || f.CostVsOracle <= d.CostVsOracle {
+		t.Errorf("first jobs: %+v, want every feasible deadline met at more than a later job's %.3f×", f, d.CostVsOracle)
 	}
 	for _, other := range []string{"default", "pid", "hpa"} {
 		o := rep.Controllers[other]
 		if d.CostVsOracle >= o.CostVsOracle || d.FeasibleDeadlinesMet < o.FeasibleDeadlinesMet {
 			t.Errorf("deadline (%+v) is not better than %s (%+v)", d, other, o)
 		}
+	}
+}
+
+// TestDeadlineWithinFivePercentOfOracle: over the scenario set, the deadline
+// controller, on jobs of a program admission has a history of, spends at most
+// 1.05× the clairvoyant oracle's replica-seconds (geometric mean over the
+// feasible batch scenarios) and meets every feasible deadline.
+func TestDeadlineWithinFivePercentOfOracle(t *testing.T) {
+	scs, err := sim.LoadDir(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sim.Compare(scs, builtin.Registry(), []string{"deadline"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Controllers["deadline"]
+	if d.FeasibleDeadlinesMet != 1 || d.CostVsOracle > 1.05 {
+		for _, sr := range rep.Scenarios {
+			r := sr.Results["deadline"]
+			t.Logf("%s: met %v, %.3f× the oracle", sr.Name, r.Met, r.CostVsOracle)
+		}
+		t.Errorf("deadline met %.0f%% of feasible deadlines at %.3f× the oracle, want 100%% at most 1.05×", 100*d.FeasibleDeadlinesMet, d.CostVsOracle)
+	}
+}
+
+// TestLaterJobsStartFromTheForecast: a later job of a program is sized at
+// its first sample from the forecast of the earlier ones, where its first
+// job holds until a rate is measured after the 45 s start-up.
+func TestLaterJobsStartFromTheForecast(t *testing.T) {
+	s := load(t, "08-slow-startup.yaml")
+	later, err := sim.RunLater(s, builtin.Registry(), "deadline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := run(t, s, "deadline")
+	if len(later.Decisions) == 0 || later.Decisions[0].T > 2 || !strings.Contains(later.Decisions[0].Reason, "(history)") {
+		t.Errorf("later job's decisions %+v, want the first at the first sample from the history", later.Decisions)
+	}
+	if len(first.Decisions) == 0 || first.Decisions[0].T < 45 {
+		t.Errorf("first job's decisions %+v, want none before the start-up", first.Decisions)
+	}
+	if !later.Met || later.CostVsOracle >= first.CostVsOracle {
+		t.Errorf("later job met %v at %.3f×, first job at %.3f×: want it met and cheaper", later.Met, later.CostVsOracle, first.CostVsOracle)
 	}
 }
 

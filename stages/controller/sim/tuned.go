@@ -65,11 +65,9 @@ func RunTuned(s Scenario, reg plugin.Registry) (Result, error) {
 		return d
 	}
 	// The forecast is what the manager learns from the training draws.
-	var learned history
-	for k := range trainingDraws {
-		if _, err := runWith(with(draw(k), "{}"), reg, "deadline", &learned); err != nil {
-			return Result{}, err
-		}
+	learned, err := programHistory(s, reg)
+	if err != nil {
+		return Result{}, err
 	}
 	start := func(st setting) *history {
 		if st.forecast {

@@ -74,9 +74,10 @@ type Controller struct{ plugin.Base[Config, State] }
 func New(job plugin.Job, params json.RawMessage) (plugin.Controller, error) {
 	st := State{Replicas: job.Initial}
 	if job.ItemTime > 0 {
-		// The forecast counts as priorItems items already measured: the first
-		// intervals refine it rather than replace it.
-		st.Items, st.Busy = priorItems, priorItems*job.ItemTime.Seconds()
+		// The forecast counts as items already measured: the first intervals
+		// refine it rather than replace it.
+		w := priorWeight(job)
+		st.Items, st.Busy = w, w*job.ItemTime.Seconds()
 	}
 	b, err := plugin.NewBase[Config](Name, job, params, st)
 	if err != nil {
@@ -92,9 +93,25 @@ const (
 	changeRatio = 1.3
 )
 
-// priorItems is the weight, in items, of a job's forecast item time in the
-// rate estimate.
-const priorItems = 10
+// A job's forecast item time weighs as hintItems items in the rate
+// estimate when it is the spec's hint, and as the items of earlier jobs a
+// history rests on, between hintItems and historyItems, when it is history.
+// historyItems is also the history the manager calls high confidence: past
+// it, the items' own noise no longer sets how far the first ones move the
+// estimate, and a change of pace is caught by the recent sums (fewItems) in
+// any case.
+const (
+	hintItems    = 10
+	historyItems = 100
+)
+
+// priorWeight is the weight, in items, of job's forecast item time.
+func priorWeight(job plugin.Job) float64 {
+	if job.Basis == schemas.BasisHistory {
+		return float64(min(max(job.Samples, hintItems), historyItems))
+	}
+	return hintItems
+}
 
 // startup is the start-up delay to plan with: the measured one, else the one
 // earlier jobs of the same program measured, else the configured one.

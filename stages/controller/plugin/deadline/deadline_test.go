@@ -282,3 +282,32 @@ func TestRateFollowsAChangeOfPace(t *testing.T) {
 		t.Errorf("rate %.3f items/s per replica 40 s after the pace halved, want about 1", got)
 	}
 }
+
+// TestForecastWeighsAsItsHistory: a forecast of 1 s an item counts as the
+// items it rests on — a hint as 10, a history as its samples, up to 100 —
+// so four fast first items (2 items/s over 2 busy seconds) move a hint's
+// estimate more than a long history's.
+func TestForecastWeighsAsItsHistory(t *testing.T) {
+	samples := []schemas.Progress{batch(2, 0, 1, 1, 109), batch(4, 4, 1, 1, 105)}
+	for _, tc := range []struct {
+		name    string
+		basis   string
+		samples int
+		want    float64 // (w + 4 items) / (w·1 s + 2 s), w decayed by e^(-2/60)
+	}{
+		{"hint", schemas.BasisHint, 0, 1.17},
+		{"history of 20 items", schemas.BasisHistory, 20, 1.09},
+		{"history of 100 items", schemas.BasisHistory, 100, 1.02},
+		{"history of 5000 items", schemas.BasisHistory, 5000, 1.02},
+		{"history of 3 items", schemas.BasisHistory, 3, 1.17},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job
+			j.ItemTime, j.Startup, j.Basis, j.Samples = time.Second, time.Second, tc.basis, tc.samples
+			_, d := plugintest.Decide(t, plugintest.New(t, deadline.New, j, ""), samples...)
+			if got := d.Inputs["rate"]; got < tc.want-0.01 || got > tc.want+0.01 {
+				t.Errorf("rate %.3f items/s per replica, want %.2f", got, tc.want)
+			}
+		})
+	}
+}

@@ -16,8 +16,10 @@
 // changed is skipped (replicas that joined part-way would bias it). b counts busy workers, so idle replicas at the tail or under light streaming
 // load do not dilute the rate; the ratio of sums is robust to heavy-tailed item
 // times. A job's forecast item time (plugin.Job.ItemTime: a hint or the
-// history of its program) seeds the sums with 10 items at that time, so the
-// first intervals refine it. The same sums over a quarter of τ detect a
+// history of its program) seeds the sums with items at that time, so the
+// first intervals refine it: 10 for a hint, the history's own items
+// (plugin.Job.Samples) bounded to [10, 100] for a history, 100 being where
+// the manager's confidence turns high. The same sums over a quarter of τ detect a
 // change of pace: once they hold 10 items and their rate is more than 1.3×
 // off the long one either way, the long sums restart from them. Without one, before a steady interval has been
 // measured μ is prior_rate, or unknown (then the controller holds the current count): the processor's

@@ -106,7 +106,7 @@ func startUp(t *testing.T, extra ...string) *paceUp {
 	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nroot-token,root,0,pace:admins\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig, err := cp.Kubeconfig()

@@ -69,21 +69,22 @@ func (c *tally) counts() (starts, ends map[string]int) {
 	return maps.Clone(c.starts), maps.Clone(c.ends)
 }
 
-// TestScaleDownLosesNothing: the deadline controller scales a job with a
-// generous deadline down from its initial parallelism while items run; the
-// Job controller deletes pods, whose pace worker finishes its items within
-// the grace: every item was worked on once, ended once, and has one result.
+// TestScaleDownLosesNothing: the deadline controller, told the workers'
+// rate (prior_rate), scales a job with a generous deadline down from its
+// initial parallelism at its first decision, while items run; the Job
+// controller deletes pods, whose pace worker finishes its items within the
+// grace: every item was worked on once, ended once, and has one result.
 func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
 	tl := newTally(t)
-	work := items(80)
+	work := items(24)
 	doc, _ := json.Marshal(map[string]any{"name": "scale", "mode": "batch", "deadline": "30m",
 		"workload": map[string]any{"items": work},
 		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", tl.exec(1.5)}},
 		"replicas": map[string]any{"min": 1, "max": 4, "initial": 4},
 		"controller": map[string]any{"name": "deadline", "check_interval": "2s", "params": map[string]any{
-			"rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
+			"prior_rate": 0.6, "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))
 	ctx := context.Background()

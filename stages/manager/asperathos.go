@@ -256,6 +256,11 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 		Actuator:   schemas.ActuatorSpec{Cluster: pi.ClusterName},
 		Labels:     map[string]string{labelMonitorPlugin: pi.MonitorPlugin},
 	}
+	if pi.ClusterName != "" {
+		// A registered cluster is a Kubernetes cluster: the payload runs
+		// there, as Asperathos ran it, and not on this host.
+		spec.Actuator.Name = schemas.KubernetesActuator
+	}
 	if spec.Replicas.Initial > spec.Replicas.Max {
 		spec.Replicas.Max = spec.Replicas.Initial // Asperathos starts init_size pods whatever max_rep says
 	}

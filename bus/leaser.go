@@ -25,6 +25,7 @@ type Leaser struct {
 	job         string
 	cons        jetstream.Consumer
 	itemTimeout time.Duration
+	timeout     time.Duration // the job's worker.timeout
 	o           workerOptions
 	log         *slog.Logger
 }
@@ -63,12 +64,16 @@ func (c *Client) Leaser(ctx context.Context, job string, opts ...WorkerOption) (
 	if err != nil {
 		return nil, fmt.Errorf("work consumer for %s: %w", job, notPermitted(ctx, err))
 	}
-	return &Leaser{c: c, job: job, cons: cons, itemTimeout: rec.Spec.ItemTimeout.D(), o: o,
+	return &Leaser{c: c, job: job, cons: cons, itemTimeout: rec.Spec.ItemTimeout.D(), timeout: rec.Spec.Worker.Timeout.D(), o: o,
 		log: c.log.With("job", job, "worker", o.id)}, nil
 }
 
 // ItemTimeout is how long a lease lasts without being extended.
 func (l *Leaser) ItemTimeout() time.Duration { return l.itemTimeout }
+
+// Timeout is the job's worker.timeout, the longest one item may run: a
+// lease is not to be extended past it (zero: no limit).
+func (l *Leaser) Timeout() time.Duration { return l.timeout }
 
 // Next leases the next item, waiting up to wait for one; it returns nil and
 // no error when none came. Messages on the queue that are not readable items

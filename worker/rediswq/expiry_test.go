@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,5 +81,43 @@ func TestAnExpiredLeaseReturnsItsItemOnceAndOnlyToItsNewWorker(t *testing.T) {
 	must(t, next, ":1", "LREM", "job:processing", "0", "x")
 	if got := outputs(t, c, "job"); !slices.Equal(got, []string{"X"}) {
 		t.Fatalf("results %v, want [X]: the item's own worker's", got)
+	}
+}
+
+// A job's worker.timeout bounds a Redis worker's item too: past it, the
+// front no longer extends the item's lease, however long its lease key
+// lives, so the item returns to the queue after item_timeout, and the job's
+// log says why. Each loop turn below is a tick; without the timeout every
+// tick would extend the lease and the item would never return.
+func TestAnItemPastWorkerTimeoutIsNoLongerExtended(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	job(t, c, "job", schemas.JobSpec{ItemTimeout: schemas.Duration(2 * time.Second),
+		Worker: schemas.WorkerSpec{Timeout: schemas.Duration(time.Second)}}, "x")
+	clk := clocktesting.NewFakeClock(time.Now())
+	ln := listen(t)
+	var mu sync.Mutex
+	var journal []string
+	f := rediswq.New(rediswq.Config{Open: rediswq.SharedClient(c), Clock: clk, Tick: time.Second,
+		Journal: func(_ context.Context, l *schemas.LogLine) error {
+			mu.Lock()
+			defer mu.Unlock()
+			journal = append(journal, l.Line)
+			return nil
+		}})
+	bustest.Run(t, func(ctx context.Context) error { return f.Serve(ctx, ln) })
+	addr := ln.Addr().String()
+
+	slow, next := dial(t, addr), dial(t, addr)
+	must(t, slow, "$x", "BRPOPLPUSH", "job", "job:processing", "5")
+	must(t, slow, "+OK", "SETEX", lease("x"), "600", "slow")
+	bustest.Eventually(t, time.Minute, "x back on the queue", func() bool {
+		clk.Step(time.Second)
+		r, err := next.Do("RPOPLPUSH", "job", "job:processing")
+		return err == nil && r == "$x"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(journal, func(l string) bool { return strings.Contains(l, "timed out after 1s") }) {
+		t.Errorf("job log %q, want a line saying x timed out after 1s", journal)
 	}
 }

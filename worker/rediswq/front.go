@@ -102,7 +102,9 @@ type held struct {
 	removed bool     // LREM'd from <q>:processing: completed unless given back next
 	// removedBy is the connection that removed it, which settles it.
 	removedBy *session
+	leased    time.Time // when the lease was taken
 	extended  time.Time
+	timedOut  bool // past the job's worker.timeout: no longer extended
 }
 
 // session is one client connection, bound to the job of the first queue
@@ -206,6 +208,11 @@ func (f *Front) shutdown() {
 func (f *Front) tick(ctx context.Context) {
 	now := f.cfg.Clock.Now()
 	var expired, extend []*held
+	type timeout struct {
+		q *queue
+		h *held
+	}
+	var timedOut []timeout
 	var idle, check []*queue
 	type announcement struct {
 		q *queue
@@ -223,6 +230,10 @@ func (f *Front) tick(ctx context.Context) {
 			case h.keyed && !h.removed && !q.keys.exists(q.job+leasePrefix+h.hash, now):
 				q.drop(h)
 				expired = append(expired, h)
+			case h.timedOut:
+			case q.leaser.Timeout() > 0 && now.Sub(h.leased) >= q.leaser.Timeout():
+				h.timedOut = true
+				timedOut = append(timedOut, timeout{q, h})
 			case now.Sub(h.extended) >= q.leaser.ItemTimeout()/3:
 				h.extended = now
 				extend = append(extend, h)
@@ -251,6 +262,10 @@ func (f *Front) tick(ctx context.Context) {
 	f.mu.Unlock()
 	for _, h := range expired {
 		f.releaseHeld(h, "its lease key expired")
+	}
+	for _, t := range timedOut {
+		f.journal(ctx, t.q, fmt.Sprintf("item %s timed out after %s: its lease is no longer extended, and it returns to the queue after item_timeout",
+			t.h.lease.Item.ID, t.q.leaser.Timeout()))
 	}
 	for _, h := range extend {
 		if err := h.lease.Extend(); err != nil {

@@ -385,11 +385,12 @@ func (f *Front) keyLease(c *call, q *queue, k key) {
 	now := f.cfg.Clock.Now()
 	f.mu.Lock()
 	h := q.find(c.s, func(h *held) bool { return h.hash == k.hash && !h.removed })
+	extend := h != nil && !h.timedOut // past worker.timeout, a lease key holds nothing more
 	if h != nil {
 		h.keyed, h.extended = true, now
 	}
 	f.mu.Unlock()
-	if h != nil {
+	if extend {
 		if err := h.lease.Extend(); err != nil {
 			f.log.Warn("lease extension failed", "job", q.job, "item", h.lease.Item.ID, "err", err)
 		}

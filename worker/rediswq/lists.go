@@ -159,8 +159,9 @@ func (f *Front) waitUnbound(c *call, wait time.Duration, forever bool) error {
 }
 
 func (f *Front) hold(q *queue, s *session, lease *bus.Lease) {
+	now := f.cfg.Clock.Now()
 	h := &held{lease: lease, payload: lease.Item.Payload, hash: itemHash(lease.Item.Payload), by: s,
-		extended: f.cfg.Clock.Now()}
+		leased: now, extended: now}
 	f.mu.Lock()
 	q.held = append(q.held, h)
 	if !q.workers[s] {

@@ -8,7 +8,8 @@ import (
 )
 
 // TestCrashingImageFailsTheJob: a worker image whose command exits 1 at
-// start fails its job, and the container's own output is in the job's log.
+// start fails its job by the before_first_result rule, its pod counted as
+// an exit, and the container's own output is in the job's log.
 func TestCrashingImageFailsTheJob(t *testing.T) {
 	ns := namespace(t, "crash")
 	u := startUp(t)
@@ -16,11 +17,15 @@ func TestCrashingImageFailsTheJob(t *testing.T) {
 		"workload": map[string]any{"items": items(3)},
 		"worker":   map[string]any{"image": paceImage, "command": []string{"sh", "-c", "echo worker-cannot-start >&2; exit 1"}},
 		"replicas": map[string]any{"min": 1, "max": 1, "initial": 1},
+		"failure":  map[string]any{"before_first_result": 1}, // the Job controller waits 10 s, then 20 s, before the next pods
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))
 	v := u.waitFinal(t, id, 3*time.Minute)
 	if v["status"] != "failed" {
 		t.Fatalf("job ended %v (%v), want failed", v["status"], v["reason"])
+	}
+	if reason, _ := v["reason"].(string); !strings.Contains(reason, "before_first_result") || !strings.Contains(reason, "exited 1") {
+		t.Errorf("reason %q, want the before_first_result rule and the exit", reason)
 	}
 	logs := u.pace(t, true, "logs", id)
 	if !strings.Contains(logs, "worker-cannot-start") {

@@ -61,12 +61,14 @@ func run() int {
 		node.Stop()
 		log.Info("node stopped, host restored", "took", time.Since(t).Round(time.Millisecond))
 	}()
-	log.Info("node ready", "took", time.Since(t0).Round(time.Millisecond))
+	log.Info("node ready", "took", time.Since(t0).Round(time.Millisecond), "node", node.Ready.Round(time.Millisecond))
+	t1 := time.Now()
 	paceBin, err := node.ImportWorkerImages(*dir)
 	if err != nil {
 		log.Error("worker images", "err", err)
 		return 1
 	}
+	log.Info("worker images built and imported", "took", time.Since(t1).Round(time.Millisecond))
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {
 		log.Error("kubeconfig", "err", err)

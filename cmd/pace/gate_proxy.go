@@ -321,6 +321,21 @@ func (o *gateProxyOptions) transport(up *url.URL) (*upstreamTransport, error) {
 	return &upstreamTransport{h2: h2, h1: h1}, nil
 }
 
+// copyBuffers are the buffers httputil.ReverseProxy copies response
+// bodies through, reused (an httputil.BufferPool).
+type copyBuffers struct{ pool sync.Pool }
+
+// Get returns a buffer of 32 KiB, the size ReverseProxy would allocate.
+func (c *copyBuffers) Get() []byte {
+	if b, ok := c.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+// Put returns b to the pool.
+func (c *copyBuffers) Put(b []byte) { c.pool.Put(&b) }
+
 // upstreamTransport sends requests to the upstream over HTTP/2 when it
 // speaks it, except protocol upgrades: SPDY/3.1 and WebSocket (exec, attach,
 // port-forward, proxy) switch an HTTP/1.1 connection to another protocol,
@@ -392,7 +407,8 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		}
 	}}
 	proxy.Transport = transport
-	proxy.FlushInterval = -1 // stream watches
+	proxy.FlushInterval = -1          // stream watches
+	proxy.BufferPool = &copyBuffers{} // else a 32 KiB buffer allocated and cleared per response
 	proxy.ModifyResponse = func(res *http.Response) error {
 		// The client sees the proxy's classification, not kube-apiserver's
 		// of the relayed request besides it.

@@ -139,7 +139,7 @@ func startProxy(t *testing.T, upstream string, args ...string) string {
 
 // runProxy starts pace gate proxy with args on a free port and returns the
 // URL it prints once it listens; the proxy stops with the test.
-func runProxy(t *testing.T, args ...string) string {
+func runProxy(t testing.TB, args ...string) string {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd := exec.Command(paceBin, append([]string{"gate", "proxy", "--http", freeAddr(t), "--log-format", "json"}, args...)...)

@@ -26,6 +26,10 @@ type KubeRequest struct {
 	// Replicas is the desired count for scale operations.
 	Replicas int       `json:"replicas,omitempty"`
 	At       time.Time `json:"at"`
+	// Reason says why the request was made: the controller and its
+	// decision's reason for a scale, or the job's event. The job's scaled
+	// event carries it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Schema implements Message.

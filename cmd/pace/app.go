@@ -133,7 +133,7 @@ named in their help (PACE_ and the flag's name).`,
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "auto", "log format: text, json or auto (text on a terminal)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitUsage, err} })
-	root.AddCommand(newUpCmd(a), newPushCmd(a), newWorkerCmd(a), newResultsCmd(a), newVersionCmd(a), newAPFCmd(a), newGateCmd(a), newStageCmd(a), newSimCmd(a),
+	root.AddCommand(newUpCmd(a), newPushCmd(a), newWorkerCmd(a), newResultsCmd(a), newDecisionsCmd(a), newVersionCmd(a), newAPFCmd(a), newGateCmd(a), newStageCmd(a), newSimCmd(a),
 		newSubmitCmd(a), newJobsCmd(a), newStatusCmd(a), newStopCmd(a), newTerminateCmd(a), newDeleteCmd(a), newLogsCmd(a), newReportCmd(a), newDeadLettersCmd(a))
 	annotateEnv(root)
 	return root

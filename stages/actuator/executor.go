@@ -161,7 +161,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		// that changed nothing, such as a request repeated after a restart,
 		// has none.
 		if replicas != rec.Replicas {
-			if err := e.recordScale(ctx, req.Job, replicas, rec.State); err != nil {
+			if err := e.recordScale(ctx, req, replicas, rec.State); err != nil {
 				e.log.Warn("scaled event not recorded", "job", req.Job, "err", err)
 			}
 		}
@@ -170,12 +170,18 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		Reason: retries.String(), At: e.clk.Now()}, nil
 }
 
-// recordScale publishes a scaled event and applies it to the job record, as
-// the manager does with its own events: the record follows the event stream
-// (its Seq is the last event applied).
-func (e *Executor) recordScale(ctx context.Context, job string, replicas int, state schemas.JobState) error {
+// recordScale publishes a scaled event, saying which request's reason
+// caused it, and applies it to the job record, as the manager does with its
+// own events: the record follows the event stream (its Seq is the last
+// event applied).
+func (e *Executor) recordScale(ctx context.Context, req *schemas.KubeRequest, replicas int, state schemas.JobState) error {
+	job := req.Job
+	reason := fmt.Sprintf("workers scaled to %d", replicas)
+	if req.Reason != "" {
+		reason += ": " + req.Reason
+	}
 	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
-		At: e.clk.Now(), Reason: "workers scaled"}
+		At: e.clk.Now(), Reason: reason}
 	seq, err := e.c.PublishJobEvent(ctx, ev)
 	if err == nil {
 		_, err = e.c.UpdateJob(ctx, job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {

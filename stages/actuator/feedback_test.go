@@ -112,7 +112,7 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 	at := time.Now()
 	decide := func(i, n int, reason string) {
 		bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: at.Add(time.Duration(i) * time.Millisecond),
-			Replicas: n, Current: 0, Reason: reason})
+			Replicas: n, Current: 0, Controller: "deadline", Reason: reason})
 	}
 	const holds = 20
 	for i := range holds {
@@ -143,6 +143,9 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 		}
 		if ev.Replicas != 1 {
 			t.Errorf("scaled event to %d replicas: a scale that changed nothing was announced", ev.Replicas)
+		}
+		if want := "workers scaled to 1: deadline: scale up: 1"; ev.Reason != want {
+			t.Errorf("scaled event's reason %q, want %q: the decision that caused it", ev.Reason, want)
 		}
 	}
 	if len(scaled.msgs) != 1 {

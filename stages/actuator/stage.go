@@ -162,7 +162,11 @@ func (s *Stage) onDecision(m *message.Message) error {
 	if rec.State != schemas.Ongoing {
 		return nil // a late decision for a finished job
 	}
-	return s.scale(ctx, rec, d.Replicas, d.Reason)
+	reason := d.Reason
+	if d.Controller != "" {
+		reason = d.Controller + ": " + reason
+	}
+	return s.scale(ctx, rec, d.Replicas, reason)
 }
 
 func (s *Stage) onEvent(m *message.Message) error {
@@ -295,7 +299,7 @@ func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schema
 	if req.ID == "" {
 		req.ID = nuid.Next()
 	}
-	req.Job, req.At = rec.ID, s.clk.Now()
+	req.Job, req.At, req.Reason = rec.ID, s.clk.Now(), reason
 	req.APIGroup, req.Resource, req.Name = "batch", "jobs", "pace-"+rec.ID
 	req.Namespace = rec.Spec.Actuator.Namespace
 	if req.Namespace == "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // reportTime is the format of report timestamps (Asperathos' Influx time).
@@ -37,6 +38,8 @@ type Detailed map[string]ReportSample
 
 // Summary is the summary report: Asperathos' fields, then Pace's own.
 type Summary struct {
+	// ScalingStrategy is the controller that ran the job (the default one,
+	// the deadline controller, when its spec names none).
 	ScalingStrategy  string          `json:"scaling_strategy"`
 	HeuristicOptions json.RawMessage `json:"heuristic_options"`
 	// MaxError, MinError and FinalError are [value, time]; the time is a key
@@ -62,6 +65,9 @@ type Summary struct {
 	// samples) or "results" (computed from results and dead letters).
 	Source  string `json:"source"`
 	Samples int    `json:"samples"`
+	// ControllerParams are the parameters the job gave its controller
+	// (controller.params); absent when it gave none.
+	ControllerParams json.RawMessage `json:"controller_params,omitempty"`
 }
 
 // Report computes a job's detailed and summary reports.
@@ -166,9 +172,9 @@ func fromResults(rec *schemas.JobRecord, results []*schemas.Result, dead []*sche
 
 func summarize(rec *schemas.JobRecord, d Detailed, results []*schemas.Result, dead []*schemas.DeadLetter, end time.Time) *Summary {
 	s := &Summary{ScalingStrategy: rec.Spec.Controller.Name, HeuristicOptions: json.RawMessage("null"),
-		ItemsOK: len(results), ItemsDead: len(dead), Samples: len(d)}
+		ItemsOK: len(results), ItemsDead: len(dead), Samples: len(d), ControllerParams: rec.Spec.Controller.Params}
 	if s.ScalingStrategy == "" {
-		s.ScalingStrategy = "default"
+		s.ScalingStrategy = builtin.DefaultName
 	}
 	if s.ScalingStrategy == "pid" {
 		var p controllerParams

@@ -112,6 +112,14 @@ func TestReportFromResults(t *testing.T) {
 	if s.Source != "results" || s.ItemsOK != 6 || s.ItemsDead != 0 || s.DeadlineMet == nil || !*s.DeadlineMet {
 		t.Errorf("summary = %+v", s)
 	}
+	if s.Strategy != "deadline" { // the controller that ran a spec naming none
+		t.Errorf("scaling_strategy %q, want deadline", s.Strategy)
+	}
+	var view struct{ Replicas int }
+	e.do("GET", "/submissions/"+id, "alice-token", "").json(t, &view)
+	if view.Replicas != 0 {
+		t.Errorf("the completed job's view shows %d replicas, want 0: its workers are gone", view.Replicas)
+	}
 	var lastKey string
 	for k := range d {
 		lastKey = max(lastKey, k)

@@ -34,7 +34,7 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 		"visualizer_url": m.visualizerURL(rec),
 		"id":             rec.ID, "name": rec.Spec.Name, "owner": rec.Spec.Owner, "mode": rec.Spec.Mode,
 		"format": rec.Format, "state": rec.State, "created_at": rec.CreatedAt,
-		"replicas": rec.Replicas, "stop_requested": rec.StopRequested, "reason": rec.Reason,
+		"replicas": replicas(rec), "stop_requested": rec.StopRequested, "reason": rec.Reason,
 		"labels": rec.Spec.Labels,
 	}
 	if host, port, err := net.SplitHostPort(m.cfg.RedisAddr); err == nil {
@@ -90,4 +90,13 @@ func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool
 		}
 	}
 	return v
+}
+
+// replicas are the workers a job has: none once it is finished, whatever
+// its record's last scale said.
+func replicas(rec *schemas.JobRecord) int {
+	if rec.State.Final() {
+		return 0
+	}
+	return rec.Replicas
 }

@@ -1,16 +1,12 @@
 package pods
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // items returns n item payloads, item-00 … .
@@ -20,22 +16,6 @@ func items(n int) []string {
 		out[i] = fmt.Sprintf("item-%02d", i)
 	}
 	return out
-}
-
-// runningPods counts the running pods of a job in ns.
-func runningPods(t *testing.T, ns, job string) int {
-	t.Helper()
-	pods, err := admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "pace.dev/job=" + job})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning {
-			n++
-		}
-	}
-	return n
 }
 
 // TestBatchJobRunsInPods: a native batch job with actuator kubernetes runs
@@ -55,7 +35,7 @@ func TestBatchJobRunsInPods(t *testing.T) {
 	most := 0
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		most = max(most, runningPods(t, ns, id))
+		most = max(most, runningContainers(t, ns, id))
 		v := u.status(t, id)
 		if s := v["status"]; s != "created" && s != "ongoing" {
 			if s != "completed" {
@@ -69,7 +49,7 @@ func TestBatchJobRunsInPods(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if most != 3 {
-		t.Errorf("at most %d pods of the job ran at once, want its initial parallelism 3", most)
+		t.Errorf("at most %d worker containers of the job ran at once, want its initial parallelism 3", most)
 	}
 	results := strings.Fields(u.pace(t, false, "results", id))
 	want := make([]string, len(work))

@@ -69,11 +69,31 @@ func (c *tally) counts() (starts, ends map[string]int) {
 	return maps.Clone(c.starts), maps.Clone(c.ends)
 }
 
+// runningContainers counts the worker containers of job in ns that run, in
+// pods not being deleted.
+func runningContainers(t *testing.T, ns, job string) int {
+	t.Helper()
+	pods, err := admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kubeactuator.LabelJob + "=" + job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if p.DeletionTimestamp == nil && c.Name == kubeactuator.WorkerContainer && c.State.Running != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // TestScaleDownLosesNothing: the deadline controller, told the workers'
 // rate (prior_rate), scales a job with a generous deadline down from its
 // initial parallelism at its first decision, while items run; the Job
 // controller deletes pods, whose pace worker finishes its items within the
-// grace: every item was worked on once, ended once, and has one result.
+// grace: the running worker containers come down to the new parallelism,
+// and every item was worked on once, ended once, and has one result.
 func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
@@ -89,6 +109,7 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	id := u.submit(t, string(doc))
 	ctx := context.Background()
 	var parallelism []int32 // each change of the Job's parallelism
+	followed := false       // running containers came down to a lowered parallelism
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		if j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(id), metav1.GetOptions{}); err == nil && j.Spec.Parallelism != nil {
@@ -96,6 +117,9 @@ func TestScaleDownLosesNothing(t *testing.T) {
 			if p := *j.Spec.Parallelism; p > 0 && (len(parallelism) == 0 || parallelism[len(parallelism)-1] != p) {
 				parallelism = append(parallelism, p)
 			}
+		}
+		if n := len(parallelism); n > 1 && parallelism[n-1] < 4 && int32(runningContainers(t, ns, id)) == parallelism[n-1] {
+			followed = true
 		}
 		v := u.status(t, id)
 		if s := v["status"]; s != "created" && s != "ongoing" {
@@ -112,6 +136,9 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	t.Logf("the Job's parallelism: %v", parallelism)
 	if len(parallelism) < 2 || parallelism[0] != 4 || slices.Min(parallelism) >= 4 {
 		t.Errorf("the Job's parallelism went %v, want 4 then lower while items ran", parallelism)
+	}
+	if !followed {
+		t.Errorf("the running worker containers never came down to the Job's lowered parallelism (%v)", parallelism)
 	}
 	starts, ends := tl.counts()
 	if len(starts) != len(work) || len(ends) != len(work) {

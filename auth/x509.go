@@ -1,7 +1,9 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +12,8 @@ import (
 
 // ClientCert authenticates the TLS client certificate of a request verified
 // against Roots, as kube-apiserver's --client-ca-file: the subject's common
-// name is the user, its organizations are the groups. The server must ask
+// name is the user, its organizations are the groups, and the extra
+// CredentialIDKey names the certificate. The server must ask
 // for client certificates (tls.RequestClientCert) without verifying them.
 type ClientCert struct {
 	Roots *x509.CertPool
@@ -28,8 +31,16 @@ func (c ClientCert) Authenticate(r *http.Request) (User, bool, error) {
 		return User{}, true, errors.New("client certificate: no common name (the user)")
 	}
 	groups := append(slices.Clone(cert.Subject.Organization), Authenticated)
-	return User{Name: cert.Subject.CommonName, Groups: groups}, true, nil
+	fp := sha256.Sum256(cert.Raw)
+	return User{Name: cert.Subject.CommonName, Groups: groups,
+		Extra: map[string][]string{CredentialIDKey: {"X509SHA256=" + hex.EncodeToString(fp[:])}}}, true, nil
 }
+
+// CredentialIDKey is the extra naming the credential a user authenticated
+// with, as kube-apiserver sets it (for a client certificate, X509SHA256=
+// and the hex SHA-256 of the certificate): audit logs and authorizers tell
+// one credential of a user from another by it.
+const CredentialIDKey = "authentication.kubernetes.io/credential-id"
 
 // verifiedPeer returns the request's client certificate verified against
 // roots for client authentication; nil and no error when it has none.

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/integration/kubetest"
@@ -144,5 +149,26 @@ func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
 	}
 	if status, _, _ := call(caller{token: "not-a-token"}); status != http.StatusUnauthorized {
 		t.Errorf("unknown token: %d, want 401", status)
+	}
+
+	// The cluster sees the certificate's credential ID, as it would have set
+	// it itself: its SelfSubjectReview of carol, impersonated.
+	cfg := &tls.Config{RootCAs: serverPool, MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{carol}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
+	resp, err := hc.Post(url+"/apis/authentication.k8s.io/v1/selfsubjectreviews", "application/json",
+		strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	var review authenticationv1.SelfSubjectReview
+	if err := json.NewDecoder(resp.Body).Decode(&review); err != nil {
+		t.Fatal(err)
+	}
+	fp := sha256.Sum256(carol.Certificate[0])
+	want := authenticationv1.ExtraValue{"X509SHA256=" + hex.EncodeToString(fp[:])}
+	if got := review.Status.UserInfo.Extra[auth.CredentialIDKey]; resp.StatusCode != http.StatusCreated ||
+		review.Status.UserInfo.Username != "carol" || !slices.Equal(got, want) {
+		t.Errorf("carol's self-review: %s, user %+v; want carol with credential ID %v", resp.Status, review.Status.UserInfo, want)
 	}
 }

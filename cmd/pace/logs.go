@@ -2,10 +2,14 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,5 +71,37 @@ func (o *logsOptions) run(ctx context.Context, a *app, id string) error {
 }
 
 func printLogLine(w io.Writer, l schemas.LogLine) {
-	fmt.Fprintf(w, "%s %s %s\n", l.At.UTC().Format(time.RFC3339Nano), l.Source, l.Line)
+	fmt.Fprintf(w, "%s %s %s\n", l.At.UTC().Format(time.RFC3339Nano), l.Source, readable(l.Line))
+}
+
+// readable turns a structured line (a JSON object with msg, as Pace's own
+// workers log) into "LEVEL msg key=value …", its fields in sorted order
+// and its own time left out (the line's time is printed); any other line
+// is returned as it is.
+func readable(line string) string {
+	if !strings.HasPrefix(line, "{") {
+		return line
+	}
+	var rec map[string]any
+	if json.Unmarshal([]byte(line), &rec) != nil {
+		return line
+	}
+	msg, ok := rec["msg"].(string)
+	if !ok {
+		return line
+	}
+	level, _ := rec["level"].(string)
+	var b strings.Builder
+	b.WriteString(cmp.Or(level, "INFO") + " " + msg)
+	for _, k := range slices.Sorted(maps.Keys(rec)) {
+		if k == "msg" || k == "level" || k == "time" {
+			continue
+		}
+		v, _ := json.Marshal(rec[k])
+		if s, ok := rec[k].(string); ok && s != "" && !strings.ContainsAny(s, " \"=") {
+			v = []byte(s)
+		}
+		fmt.Fprintf(&b, " %s=%s", k, v)
+	}
+	return b.String()
 }

@@ -7,17 +7,18 @@ import (
 )
 
 // TestHungItemIsCutOffByWorkerTimeout runs, on pace up, a job whose command
-// hangs on one item: with worker.timeout 2s each attempt is cut off (SIGTERM,
+// notes each item on stderr and hangs on one: with worker.timeout 2s each attempt is cut off (SIGTERM,
 // then SIGKILL after the termination grace, which the command ignoring
 // SIGTERM needs), fails as "timed out after 2s" in the job's log, and after
 // max_deliveries the item is dead-lettered with that reason while the
-// other items get their results and the job ends.
+// other items get their results and the job ends. Every stderr line, of
+// the items that succeeded and of each hung attempt, is in the job's log.
 func TestHungItemIsCutOffByWorkerTimeout(t *testing.T) {
 	u := startUp(t, t.TempDir())
 	id := submit(t, u.httpURL, map[string]any{
 		"name": "hang", "mode": "batch", "deadline": "10m", "max_deliveries": 2,
 		"workload": map[string]any{"items": []string{"a", "hang", "b"}},
-		"worker": map[string]any{"exec": `read x; if [ "$x" = hang ]; then trap '' TERM; sleep 600; fi; echo "$x"`,
+		"worker": map[string]any{"exec": `read x; echo "note: $x" >&2; if [ "$x" = hang ]; then trap '' TERM; sleep 600; fi; echo "$x"`,
 			"timeout": "2s", "termination_grace": "1s"},
 	})
 	var status string
@@ -44,5 +45,15 @@ func TestHungItemIsCutOffByWorkerTimeout(t *testing.T) {
 	out := u.pace(t, "", "logs", id, "--api", u.httpURL)
 	if n := strings.Count(out, "timed out"); n < 2 {
 		t.Errorf("the job's log tells of %d timeouts, want one per attempt (2):\n%s", n, out)
+	}
+	// What the commands wrote on stderr is in the log too, read as fields:
+	// a succeeding item's, and the hung one's of each attempt.
+	for _, want := range []string{`INFO item stderr`, `line="note: a"`, `line="note: b"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the job's log lacks %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, `line="note: hang"`); n != 2 {
+		t.Errorf("the hung item's stderr is in the log %d times, want once per attempt (2):\n%s", n, out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
@@ -123,7 +124,7 @@ func (o *workerOptions) run(ctx context.Context, a *app, job string) error {
 	if o.id != "" {
 		opts = append(opts, bus.WithWorkerID(o.id))
 	}
-	run := &itemCommand{command: o.exec, killGrace: defaultKillGrace}
+	run := &itemCommand{command: o.exec, killGrace: defaultKillGrace, log: a.log.With("job", job)}
 	opts = append(opts, bus.WithJobOpened(func(rec *schemas.JobRecord) {
 		if g := rec.Spec.Worker.TerminationGrace.D(); g > 0 {
 			run.killGrace = g
@@ -175,11 +176,21 @@ const defaultKillGrace = 5 * time.Second
 
 // itemCommand runs command with sh -c per item. A cancelled item (past the
 // job's worker.timeout, or the worker stopping past its grace) gets
-// SIGTERM, then SIGKILL killGrace later.
+// SIGTERM, then SIGKILL killGrace later. What the command writes on its
+// standard error is logged, line by line, whether it succeeded, failed or
+// hung (at most stderrLines lines and stderrBytes bytes an item): the
+// local runtime and the pods' logs bring it to the job's log.
 type itemCommand struct {
 	command   string
 	killGrace time.Duration
+	log       *slog.Logger
 }
+
+// stderrLines and stderrBytes bound the standard error of one item logged.
+const (
+	stderrLines = 100
+	stderrBytes = 16 << 10
+)
 
 func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (string, error) {
 	cmd := exec.CommandContext(ctx, "sh", "-c", c.command)
@@ -189,7 +200,9 @@ func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (strin
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = c.killGrace
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	c.logStderr(item.ID, stderr.Bytes())
+	if err != nil {
 		tail := stderr.Bytes()
 		if len(tail) > stderrTail {
 			tail = tail[len(tail)-stderrTail:]
@@ -200,4 +213,24 @@ func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (strin
 		return "", fmt.Errorf("%s: %w", c.command, err)
 	}
 	return strings.TrimRight(stdout.String(), "\r\n"), nil
+}
+
+// logStderr logs an item's standard error, a record per line, within the
+// bounds, and says how much was cut beyond them.
+func (c *itemCommand) logStderr(item string, out []byte) {
+	if c.log == nil || len(out) == 0 {
+		return
+	}
+	lines, size := 0, 0
+	for len(out) > 0 && lines < stderrLines && size < stderrBytes {
+		line, rest, _ := bytes.Cut(out, []byte("\n"))
+		if room := stderrBytes - size; len(line) > room { // the rest of the line is cut
+			line, rest = line[:room], out[room:]
+		}
+		c.log.Info("item stderr", "item", item, "line", string(bytes.TrimRight(line, "\r")))
+		lines, size, out = lines+1, size+len(line)+1, rest
+	}
+	if len(out) > 0 {
+		c.log.Warn("item stderr cut", "item", item, "cut_bytes", len(out), "kept_lines", lines)
+	}
 }

@@ -130,6 +130,13 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 	}
 	sample(0)
 	sample(1)
+	// A worker's structured line (pace worker logs JSON) and a command's
+	// plain one: the log shows the first as level, message and fields.
+	for _, line := range []string{`{"time":"2026-12-06T07:00:00Z","level":"INFO","msg":"item stderr","item":"000002","line":"warn: low disk"}`, "plain words"} {
+		if err := e.c.PublishLog(context.Background(), &schemas.LogLine{Job: id, At: time.Now(), Source: id + "-0", Line: line}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Signed out, the list asks for a token (its stream needs one); the
 	// login form stores her token.
@@ -174,6 +181,11 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 	do(t, ctx, "see the chart update", chromedp.WaitVisible(chromedp.CSS(`#progress-chart[data-points="4"]`)))
 	if pending, name := text(t, ctx, "#job-pending"), text(t, ctx, "#job-name"); pending != "6" || name != "render frames" {
 		t.Errorf("pending %q name %q, want 6 and render frames", pending, name)
+	}
+	do(t, ctx, "see the log", chromedp.Poll[chromedp.Void](`document.getElementById("log").textContent.includes("plain words")`,
+		chromedp.WithPollingTimeout(0)))
+	if log := text(t, ctx, "#log"); !strings.Contains(log, `INFO item stderr item=000002 line="warn: low disk"`) {
+		t.Errorf("log %q, want the structured line as level, message and fields", log)
 	}
 
 	// Every control has an accessible name.

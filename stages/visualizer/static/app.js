@@ -131,10 +131,23 @@
       li.textContent = when(d.at) + " " + d.type + (d.replicas ? " → " + d.replicas + " replicas" : "") + (d.reason ? ": " + d.reason : "");
       return li;
     }));
-    $("log").textContent = v.log.map((x) => (x.at ? new Date(x.at).toLocaleTimeString() + " " : "") + (x.source ? "[" + x.source + "] " : "") + x.line).join("\n");
+    $("log").textContent = v.log.map((x) => (x.at ? new Date(x.at).toLocaleTimeString() + " " : "") + (x.source ? "[" + x.source + "] " : "") + readable(x.line)).join("\n");
     final = v.final;
     $("stop").disabled = v.final || v.stop_requested;
     $("terminate").disabled = v.final;
+  }
+
+  // readable shows a structured line (a JSON record with msg, as Pace's
+  // workers log) as "LEVEL msg key=value …", like pace logs; other lines as
+  // written.
+  function readable(line) {
+    if (!line || line[0] !== "{") return line;
+    let rec;
+    try { rec = JSON.parse(line); } catch (e) { return line; }
+    if (!rec || typeof rec.msg !== "string") return line;
+    const fields = Object.keys(rec).filter((k) => k !== "msg" && k !== "level" && k !== "time").sort()
+      .map((k) => k + "=" + (typeof rec[k] === "string" && rec[k] !== "" && !/[ "=]/.test(rec[k]) ? rec[k] : JSON.stringify(rec[k])));
+    return [rec.level || "INFO", rec.msg, ...fields].join(" ");
   }
 
   async function command(id, verb) {

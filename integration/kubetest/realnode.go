@@ -49,6 +49,13 @@ const (
 var sysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"}
 
+// fixedPaths are the places outside NodeDir that the kubelet, containerd and
+// the CNI plugins write whatever their configuration says: the kubelet's
+// device-plugin socket, its /var/log/containers links, containerd's shim
+// sockets, libcni's result cache, the pods' network namespaces. Those that
+// did not exist before the node are removed with it.
+var fixedPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/run/containerd", "/var/lib/cni", "/run/netns"}
+
 // iptablesTables are the tables the kubelet adds chains to, with their
 // built-in chains (restored empty when the table had no rules before).
 var iptablesTables = map[string][]string{
@@ -64,6 +71,7 @@ type HostRecord struct {
 	Sysctls  map[string]string `json:"sysctls"`
 	IPTables map[string]string `json:"iptables"` // command (iptables, ip6tables) → save output
 	Netns    []string          `json:"netns"`    // /run/netns entries that existed
+	Created  []string          `json:"created"`  // fixedPaths that did not exist
 	Procs    []Proc            `json:"procs"`
 }
 
@@ -192,6 +200,11 @@ func recordHost() (HostRecord, error) {
 	entries, _ := os.ReadDir("/run/netns")
 	for _, e := range entries {
 		rec.Netns = append(rec.Netns, e.Name())
+	}
+	for _, p := range fixedPaths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			rec.Created = append(rec.Created, p)
+		}
 	}
 	return rec, nil
 }
@@ -343,7 +356,7 @@ serializeImagePulls: false
 		return err
 	}
 	_, err = n.start("kubelet.log", filepath.Join(binDir, "kubelet"), "--config="+path, "--kubeconfig="+kubeconfig,
-		"--root-dir="+filepath.Join(NodeDir, "kubelet"), "--hostname-override="+NodeName, "--node-ip="+Gateway, "--v=1")
+		"--root-dir="+filepath.Join(NodeDir, "kubelet"), "--cert-dir="+filepath.Join(NodeDir, "kubelet", "pki"), "--hostname-override="+NodeName, "--node-ip="+Gateway, "--v=1")
 	return err
 }
 
@@ -451,6 +464,19 @@ func teardown(rec HostRecord, log *slog.Logger) {
 		}
 	}
 	removeCgroups(log)
+	for _, p := range rec.Created {
+		if err := os.RemoveAll(p); err != nil {
+			log.Warn("not removed", "path", p, "err", err)
+		}
+	}
+	if links, err := os.ReadDir("/var/log/containers"); err == nil { // when it was there before
+		for _, l := range links {
+			p := filepath.Join("/var/log/containers", l.Name())
+			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, NodeDir+"/") {
+				_ = os.Remove(p)
+			}
+		}
+	}
 	if err := exec.Command("ip", "link", "del", bridgeName).Run(); err != nil {
 		log.Debug("no bridge to delete", "bridge", bridgeName, "err", err)
 	}

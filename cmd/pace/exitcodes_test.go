@@ -17,25 +17,30 @@ func TestExitCodes(t *testing.T) {
 		name string
 		args []string
 		want int
+		says string // in the output, when set
 	}{
-		{"version", []string{"version"}, exitOK},
-		{"help of a command", []string{"decisions", "--help"}, exitOK},
-		{"unknown command", []string{"frobnicate"}, exitUsage},
-		{"missing argument", []string{"push"}, exitUsage},
-		{"extra argument", []string{"status", "a", "b"}, exitUsage},
-		{"invalid job id", []string{"decisions", "a.b"}, exitUsage},
-		{"invalid choice", []string{"results", "j1", "-o", "yaml"}, exitUsage},
-		{"unknown flag", []string{"logs", "j1", "--bogus"}, exitUsage},
-		{"invalid up flag", []string{"up", "--max-queued-items", "0"}, exitUsage},
-		{"unreadable spec", []string{"submit", "/nonexistent/job.yaml"}, exitRejected},
-		{"API unreachable", []string{"status", "j1", "--api", "http://127.0.0.1:1", "--request-timeout", "2s"}, exitFailure},
-		{"NATS unreachable", []string{"results", "j1", "--nats", "nats://127.0.0.1:1", "--connect-timeout", "1s"}, exitFailure},
+		{"version", []string{"version"}, exitOK, ""},
+		{"help of a command", []string{"decisions", "--help"}, exitOK, ""},
+		{"unknown command", []string{"frobnicate"}, exitUsage, ""},
+		{"mistyped command", []string{"sumbit"}, exitUsage, "Did you mean this?\n\tsubmit"},
+		{"missing argument", []string{"push"}, exitUsage, ""},
+		{"extra argument", []string{"status", "a", "b"}, exitUsage, ""},
+		{"invalid job id", []string{"decisions", "a.b"}, exitUsage, ""},
+		{"invalid choice", []string{"results", "j1", "-o", "yaml"}, exitUsage, ""},
+		{"unknown flag", []string{"logs", "j1", "--bogus"}, exitUsage, ""},
+		{"invalid up flag", []string{"up", "--max-queued-items", "0"}, exitUsage, ""},
+		{"unreadable spec", []string{"submit", "/nonexistent/job.yaml"}, exitRejected, ""},
+		{"API unreachable", []string{"status", "j1", "--api", "http://127.0.0.1:1", "--request-timeout", "2s"}, exitFailure, ""},
+		{"NATS unreachable", []string{"results", "j1", "--nats", "nats://127.0.0.1:1", "--connect-timeout", "1s"}, exitFailure, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(paceBin, tc.args...)
 			out, _ := cmd.CombinedOutput()
 			if got := cmd.ProcessState.ExitCode(); got != tc.want {
 				t.Errorf("pace %s: exit %d, want %d\n%s", strings.Join(tc.args, " "), got, tc.want, out)
+			}
+			if !strings.Contains(string(out), tc.says) {
+				t.Errorf("pace %s said:\n%s\nwant %q", strings.Join(tc.args, " "), out, tc.says)
 			}
 		})
 	}

@@ -220,3 +220,26 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 		t.Errorf("GET /submissions = %d %s, want an empty object", r.code, r.body)
 	}
 }
+
+// A mistyped field name is refused with the closest known name; a name
+// close to none gets no guess.
+func TestUnknownFieldsSuggestTheClosestName(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("POST", "/submissions", "alice-token", `{"mode":"batch","dedline":"1m","workload":{"items":["a"]},"worker":{"exec":"cat","timout":"2s"},"zzzzzz":1}`)
+	want := map[string]string{"spec.dedline": `did you mean "deadline"?`, "spec.worker.timout": `did you mean "timeout"?`, "spec.zzzzzz": ""}
+	got := map[string]string{}
+	for _, d := range r.apiError(t).Details {
+		got[d.Field] = d.Detail
+	}
+	for f, hint := range want {
+		detail, ok := got[f]
+		switch {
+		case !ok:
+			t.Errorf("no detail on %s: %v", f, got)
+		case hint == "" && strings.Contains(detail, "did you mean"):
+			t.Errorf("%s: %q, want no guess", f, detail)
+		case !strings.Contains(detail, hint):
+			t.Errorf("%s: %q, want %s", f, detail, hint)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func check(v any, t reflect.Type, p *field.Path) (errs field.ErrorList) {
 				if p == nil && k == "" {
 					fp = docPath(p).Key(k) // "body[]": an empty name has no path of its own at the top
 				}
-				errs = append(errs, field.Forbidden(fp, "unknown field"))
+				errs = append(errs, field.Forbidden(fp, "unknown field"+didYouMean(k, slices.Collect(maps.Keys(fields)))))
 				delete(obj, k)
 				continue
 			}
@@ -214,4 +214,40 @@ func merge(errs, more field.ErrorList) field.ErrorList {
 		}
 	}
 	return out
+}
+
+// didYouMean suggests the known name closest to name, when one is within
+// a third of its length in edits (at least one): "; did you mean \"x\"?".
+func didYouMean(name string, known []string) string {
+	best, bestD := "", max(1, len(name)/3)+1
+	slices.Sort(known) // ties go to the first in order
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(name), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

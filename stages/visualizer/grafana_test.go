@@ -2,6 +2,9 @@ package visualizer_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,10 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/sink/influx"
+	"github.com/pace-platform/pace/stages/sink/prom"
 )
 
 // dashboard is the part of a Grafana dashboard the checks read.
@@ -132,5 +137,69 @@ func TestFlowControlDashboardReadsExportedMetrics(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Error("no apiserver_flowcontrol_* metric queried")
+	}
+}
+
+// TestPrometheusJobDashboardReadsScrapedMetrics serves the Prometheus
+// sink's metrics for a streaming and a batch job with a cost, each with a
+// full sample, scrapes /metrics over HTTP as Prometheus would, and checks
+// every pace_job_* metric the job dashboard's expressions name against the
+// scrape, with the job label they filter on; and that the panels the
+// dashboard promises are there.
+func TestPrometheusJobDashboardReadsScrapedMetrics(t *testing.T) {
+	eta, desired := schemas.Duration(30*time.Second), 0.5
+	sink := prom.New(prom.Config{})
+	for _, p := range []*schemas.Progress{
+		{Job: "stream", At: time.Now(), Mode: schemas.Streaming, JobProgress: .5, TimeProgress: .4, Error: .1, Replicas: 2,
+			Done: 5, Throughput: 1, PerReplica: .5, ETA: &eta, ReplicasNeeded: 3, QueueLength: 4, InFlight: 1, Dead: 1,
+			Redeliveries: 1, InputRate: 1, OutputRate: 1, Backlog: 5, Lag: eta},
+		{Job: "batch", At: time.Now(), Mode: schemas.Batch, Total: 10, Done: 5, Replicas: 1, CostRate: .4, DesiredCost: &desired, Spent: .1},
+	} {
+		sink.Write(p)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sink)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped := map[string]bool{} // metric name → seen with a job label
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if name, labels, ok := strings.Cut(line, "{"); ok && !strings.HasPrefix(line, "#") && strings.Contains(labels, `job="`) {
+			scraped[name] = true
+		}
+	}
+	d := readDashboard(t, "pace-job-prometheus.json")
+	metric := regexp.MustCompile(`(pace_job_\w+)(\{[^}]*\})?`)
+	titles := map[string]bool{}
+	for _, pn := range d.Panels {
+		titles[pn.Title] = true
+		for _, tg := range pn.Targets {
+			ms := metric.FindAllStringSubmatch(tg.Expr, -1)
+			if len(ms) == 0 {
+				t.Errorf("panel %q: %q queries no pace_job_* metric", pn.Title, tg.Expr)
+			}
+			for _, m := range ms {
+				if !scraped[m[1]] {
+					t.Errorf("panel %q queries %s, which the scrape lacks", pn.Title, m[1])
+				}
+				if m[2] != `{job=~"$job"}` {
+					t.Errorf("panel %q: %s is not filtered by the job variable", pn.Title, m[0])
+				}
+			}
+		}
+	}
+	for _, want := range []string{"Job progress vs time progress", "Deadline slack", "Replicas vs decisions", "Rate",
+		"Item duration", "Dead letters", "Cost"} {
+		if !titles[want] {
+			t.Errorf("panel %q missing", want)
+		}
 	}
 }

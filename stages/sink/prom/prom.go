@@ -94,6 +94,10 @@ var gauges = []gauge{
 		streaming(func(p *schemas.Progress) float64 { return float64(p.Backlog) })),
 	newGauge("pace_job_lag_seconds", "Streaming: age of the oldest unfinished item.",
 		streaming(func(p *schemas.Progress) float64 { return p.Lag.D().Seconds() })),
+	newGauge("pace_job_cost_rate_per_hour", "Jobs with a cost: what the workers' use costs, in price units per hour.",
+		func(p *schemas.Progress) (float64, bool) { return p.CostRate, p.CostRate > 0 || p.DesiredCost != nil }),
+	newGauge("pace_job_cost_spent", "Jobs with a cost: what the job spent so far, in price units.",
+		func(p *schemas.Progress) (float64, bool) { return p.Spent, p.CostRate > 0 || p.DesiredCost != nil }),
 	newGauge("pace_job_last_sample_timestamp_seconds", "Unix time of the sample the values come from.",
 		always(func(p *schemas.Progress) float64 { return float64(p.At.UnixNano()) / 1e9 })),
 }

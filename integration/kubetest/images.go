@@ -29,13 +29,18 @@ func (n *Node) ImportWorkerImages(dir string) (string, error) {
 	_, here, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(here), "..", "..")
 	paceBin, redisWorker := filepath.Join(dir, "pace"), filepath.Join(dir, "goredis-worker")
+	// As the Dockerfile builds pace (CGO_ENABLED=0 -trimpath -s -w), so that
+	// the two share their compiled packages; the worker is its own module.
 	for _, b := range []struct{ dir, out, pkg string }{
 		{root, paceBin, "./cmd/pace"},
 		{filepath.Join(root, "examples", "asperathos", "goredis-worker"), redisWorker, "."},
 	} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.out, b.pkg)
 		cmd.Dir = b.dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+		if b.pkg == "." {
+			cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("build %s: %w\n%s", b.pkg, err, out)
 		}

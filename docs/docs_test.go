@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
 // A fenced block opened with "```sh" runs against the live pace up. One that
@@ -166,14 +168,16 @@ func TestDocumentedCommandsRun(t *testing.T) {
 }
 
 // copyTree copies the files git tracks or would track (not ignored) under
-// root into a temporary directory and returns it.
+// root into a temporary directory and returns it: one every user may read
+// and outside /tmp, as a checkout is, since the jobs' sandboxed workers run
+// its examples as users of their own.
 func copyTree(t *testing.T, root string) string {
 	t.Helper()
 	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
-	tree := t.TempDir()
+	tree := programDir(t, "pace-docs-tree-")
 	for name := range strings.SplitSeq(strings.TrimRight(string(out), "\x00"), "\x00") {
 		data, err := os.ReadFile(filepath.Join(root, name))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -260,7 +264,7 @@ func installedClients(t *testing.T, root string) clients {
 func startPace(t *testing.T, root string, extra ...string) *pace {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
+	bin := programDir(t, "pace-docs-bin-") // on the PATH of sandboxed workers too
 	build := exec.Command("go", "build", "-o", filepath.Join(bin, "pace"), "./cmd/pace")
 	build.Dir = root
 	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
@@ -336,4 +340,16 @@ func freeAddr(t *testing.T) string {
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// programDir is a directory that sandboxed workers reach, removed when the
+// test ends.
+func programDir(t *testing.T, pattern string) string {
+	t.Helper()
+	dir, err := localtest.ProgramDir(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

@@ -45,8 +45,25 @@ func TestOneTracePerJob(t *testing.T) {
 	if page.TraceURL != "http://viewer/trace/"+traceID {
 		t.Errorf("UI job page links to %q, want the viewer's URL of trace %s", page.TraceURL, traceID)
 	}
+	// The job's end and its teardown are in its trace too.
+	waitFor(t, "the job's resources released", func() bool {
+		getJSON(t, u.httpURL+"/submissions/"+job, &view)
+		return view["cleaned_at"] != nil
+	})
 	u.stop(t) // flushes pace up's spans; its workers flushed theirs when they were stopped
 	checkJobTrace(t, r, job, traceID, len(items))
+	ends := map[string]string{}
+	for _, s := range r.Spans() {
+		if s.TraceID == traceID && (s.Name == "finish job" || s.Name == "release job") {
+			ends[s.Name] = s.Attrs["pace.job.state"]
+		}
+	}
+	if state, ok := ends["finish job"]; !ok || state != "completed" {
+		t.Errorf("finish job span: %v (state %q), want one, completed", ok, state)
+	}
+	if _, ok := ends["release job"]; !ok {
+		t.Error("no release job span in the job's trace")
+	}
 }
 
 // TestOneTracePerJobAcrossStageProcesses is TestOneTracePerJob with each

@@ -8,10 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -388,6 +391,9 @@ func (m *Manager) Reconcile(ctx context.Context) { m.reconcile(ctx, true) }
 // being checked already is waited for with wait, skipped without it; with
 // wait, reconcile returns once its checks have ended.
 func (m *Manager) reconcile(ctx context.Context, wait bool) {
+	m.mu.Lock()
+	m.passes++
+	m.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
 	jobs, err := m.bus.Jobs(lctx)
 	cancel()
@@ -513,11 +519,14 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 			ev = m.breach(ctx, rec, ws)
 		}
 		if ev == nil {
-			m.checked(rec.ID, ws)
+			m.checked(rec, ws)
 			return setAside
 		}
 		m.forgetCheck(rec.ID)
 		ev.Job = rec.ID
+		ctx, end := jobSpan(ctx, rec, "finish job", attribute.String("pace.job.state", string(ev.State)),
+			attribute.Int("pace.job.results", ws.Results), attribute.Int("pace.job.dead", ws.Dead))
+		defer func() { end(err) }()
 		_, err = m.emit(ctx, ev)
 		if err == nil {
 			m.log.Info("job finished", "job", rec.ID, "state", ev.State, "results", ws.Results, "dead", ws.Dead)
@@ -529,23 +538,48 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		return errors.Join(setAside, err)
 	}
 	if !m.clock.Now().Before(rec.FinishedAt.Add(rec.Spec.ResourcesLifetime.D())) {
-		// Items still queued were published after it ended: they go to its
-		// dead letters, not unseen with a purge; so do results for items
-		// it never had.
-		if err := m.setAsideNeverQueued(ctx, rec); err != nil {
-			return err
-		}
-		if err := m.refuseStrays(ctx, rec); err != nil {
-			return err
-		}
-		if err := m.bus.DeleteWorkConsumer(ctx, rec.ID); err != nil {
-			return err
-		}
-		_, err := m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventCleaned, State: rec.State,
-			Reason: "resources released"})
-		return err
+		return m.release(ctx, rec)
 	}
 	return nil
+}
+
+// release tears a finished job down once its resources_lifetime is over:
+// items still queued were published after it ended and go to its dead
+// letters, not unseen with a purge; so do results for items it never had;
+// then its work consumer goes.
+func (m *Manager) release(ctx context.Context, rec *schemas.JobRecord) (err error) {
+	ctx, end := jobSpan(ctx, rec, "release job")
+	defer func() { end(err) }()
+	if err := m.setAsideNeverQueued(ctx, rec); err != nil {
+		return err
+	}
+	if err := m.refuseStrays(ctx, rec); err != nil {
+		return err
+	}
+	if err := m.bus.DeleteWorkConsumer(ctx, rec.ID); err != nil {
+		return err
+	}
+	_, err = m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventCleaned, State: rec.State,
+		Reason: "resources released"})
+	return err
+}
+
+// jobSpan starts a span of the job's trace (the one its creation began),
+// when tracing is on; end ends it, marking it failed with a non-nil error.
+func jobSpan(ctx context.Context, rec *schemas.JobRecord, name string, attrs ...attribute.KeyValue) (context.Context, func(error)) {
+	if !tracing.Enabled() {
+		return ctx, func(error) {}
+	}
+	if sc, err := tracing.Parse(rec.Trace); err == nil {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	ctx, span := tracing.Tracer().Start(ctx, name, trace.WithAttributes(append(attrs, attribute.String("pace.job", rec.ID))...))
+	return ctx, func(err error) {
+		if err != nil {
+			tracing.Fail(span, err)
+		}
+		span.End()
+	}
 }
 
 // finished returns the event that ends an ongoing job, or nil while it runs.

@@ -36,10 +36,15 @@ func BenchmarkIdleJobs(b *testing.B) {
 		}
 	}
 	pid := u.cmd.Process.Pid
-	time.Sleep(70 * time.Second) // first samples and decisions; idle jobs back off to their heartbeat
+	time.Sleep(70 * time.Second) // first samples and decisions; idle jobs settle to their heartbeat
 	b.ResetTimer()
 	start, t0 := cpuTicks(b, pid), time.Now()
-	time.Sleep(60 * time.Second) // two of an idle job's 30-second heartbeats: sampled in step, they come in bursts
+	// A quiet job's sample and check come every 5 minutes on a phase set by
+	// its id (internal/heartbeat), so any minute holds a fifth of them;
+	// a job whose workers hold its items is sampled at least every 1 % of
+	// the time left to its deadline, and checked every 30 s while its stall
+	// clock runs.
+	time.Sleep(60 * time.Second)
 	used, elapsed := cpuTicks(b, pid)-start, time.Since(t0)
 	b.StopTimer()
 	// /proc/<pid>/stat counts in clock ticks of 1/100 s (USER_HZ).

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/heartbeat"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -53,6 +54,7 @@ type Collector struct {
 	roundStart   time.Time         // guarded by mu
 	roundDone    chan struct{}     // closed when the current round ends; guarded by mu
 	takes        uint64            // tasks taken, to alternate urgent and bulk; guarded by mu
+	rounds       uint64            // rounds started; guarded by mu
 }
 
 // job is what the collector knows of one job.
@@ -61,17 +63,53 @@ type job struct {
 	final bool      // reached a final state: sample once more, then forget
 	last  time.Time // last sample
 	// A job whose samples do not change is sampled every `every` rounds
-	// (1, 2, 4, … up to maxIdleRounds): skip is the rounds left to skip,
-	// seen what its last sample counted.
+	// (see wait): skip is the rounds left to skip, seen what its last
+	// sample counted.
 	skip, every int
 	seen        sampleCounts
 }
 
-// maxIdleRounds is the most rounds between two samples of a job whose
-// counts do not change (an idle job's heartbeat: 30 s at the default 1 s
-// interval). Events and queue activity sample a job at once whatever its
-// backoff: a thousand idle jobs cost next to nothing.
-const maxIdleRounds = 30
+// maxIdleRounds and maxQuietRounds bound the rounds between two samples of
+// a job whose counts do not change (30 s and 5 minutes at the default 1 s
+// interval); see wait.
+const (
+	maxIdleRounds  = 30
+	maxQuietRounds = 300
+)
+
+// wait is the rounds until the next sample of rec's job, whose last two
+// samples counted counts, now, after a wait of every rounds.
+//
+// With queue activity sampling on (ActivityGap > 0), whatever changes a
+// job's counts samples it at once (an event, an item queued, a result, a
+// dead letter): what remains to sample for is time alone, so the job waits
+// its longestWait at once (done puts a quiet job's heartbeat on a phase of
+// its own, heartbeat.Next). Without it, the wait doubles up to
+// maxIdleRounds, so that a change is seen within that many rounds.
+func (c *Collector) wait(rec *schemas.JobRecord, counts sampleCounts, every int, now time.Time) int {
+	if c.cfg.ActivityGap <= 0 {
+		return min(2*every, maxIdleRounds)
+	}
+	return c.longestWait(rec, counts, now)
+}
+
+// longestWait is how long time alone may leave unseen rec's job, whose
+// samples count counts, now, in rounds. A quiet job, with no item queued or
+// in flight or no worker, waits maxQuietRounds: time changes nothing its
+// controller or its dashboards need to see. A job with work and workers
+// whose counts stand still (workers that hang) waits maxIdleRounds, as time
+// alone may call for a decision then; with a deadline, up to a hundredth
+// of the time left to it, so that its controller sees at least every 1 %
+// of the time it has left.
+func (c *Collector) longestWait(rec *schemas.JobRecord, counts sampleCounts, now time.Time) int {
+	if counts.pending+counts.inFlight == 0 || counts.repls == 0 {
+		return maxQuietRounds
+	}
+	if due := rec.Spec.Deadline.Time(rec.StartedAt); !due.IsZero() && !rec.StartedAt.IsZero() {
+		return min(max(int(due.Sub(now)/100/c.cfg.Interval), maxIdleRounds), maxQuietRounds)
+	}
+	return maxIdleRounds
+}
 
 // sampleCounts is what tells two samples of a job apart but for time.
 type sampleCounts struct {
@@ -392,6 +430,7 @@ func (c *Collector) startRound(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bulkDead = dead
+	c.rounds++
 	if c.roundLeft == 0 {
 		c.roundStart = c.clk.Now()
 		c.roundDone = make(chan struct{})
@@ -477,11 +516,14 @@ func (c *Collector) done(ctx context.Context, id string, final, bulk bool, s *sc
 		j.last = now
 		if s != nil {
 			if counts := countsOf(s); counts == j.seen && j.every > 0 {
-				j.every = min(2*j.every, maxIdleRounds)
+				j.every = c.wait(&j.rec, counts, j.every, now)
 			} else {
 				j.every, j.seen = 1, counts
 			}
 			j.skip = j.every - 1
+			if j.every == maxQuietRounds {
+				j.skip = heartbeat.Next(id, c.rounds, maxQuietRounds) - 1
+			}
 		}
 		if final {
 			delete(c.jobs, id)

@@ -415,9 +415,10 @@ func TestActuationDoesNotSample(t *testing.T) {
 	}
 }
 
-// An idle job, whose counts do not change, is sampled every 2, 4, … up to
-// 30 intervals, not at each: a thousand idle jobs cost next to nothing.
-// Queue activity samples it at once again.
+// An idle job, whose counts do not change, is sampled once more, then,
+// quiet (this one has no item; longestWait), every 300 intervals on a phase
+// of its own (the first wait is 150 to 450), not at each: a thousand idle
+// jobs cost next to nothing. Queue activity samples it at once again.
 func TestIdleJobsAreSampledLessOften(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -437,14 +438,27 @@ func TestIdleJobsAreSampledLessOften(t *testing.T) {
 	go func() { errc <- col.Run(ctx) }()
 	got.waitFor(t, "idle", "first sample", func(schemas.Sample, int) bool { return true })
 	_, first := got.last("idle")
-	for range 62 { // rounds 1 … 62: samples at 1, 3, 7, 15, 31 and 61
-		clk.Step(time.Second)
-		time.Sleep(20 * time.Millisecond) // for the round to run
+	step := func(rounds int) {
+		for range rounds {
+			clk.Step(time.Second)
+			time.Sleep(20 * time.Millisecond) // for the round to run
+		}
 	}
-	if _, n := got.last("idle"); n-first > 12 || n-first < 3 {
-		t.Errorf("an idle job was sampled %d times in 62 intervals, want about 6", n-first)
-	}
+	step(150) // rounds 1 … 150: a sample at 1 shows no change, the next is due after 151 to 451
 	_, n := got.last("idle")
+	if n-first > 1 {
+		t.Errorf("an idle job was sampled %d times in 150 intervals, want 1", n-first)
+	}
+	for rounds := 150; ; rounds++ { // its heartbeat, by 451 (later if the loaded test missed ticks)
+		if _, now := got.last("idle"); now > n {
+			break
+		}
+		if rounds > 700 {
+			t.Fatalf("no heartbeat sample of an idle job in %d intervals, want one every 300", rounds)
+		}
+		step(1)
+	}
+	_, n = got.last("idle")
 	if err := c.PushItems(ctx, "idle", bus.Items("x")); err != nil {
 		t.Fatal(err)
 	}

@@ -12,27 +12,40 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// An idle running job is checked less and less often (every 2, 4, … up to
-// 30 job-check passes), and at the next pass again when its progress moves:
-// a thousand idle jobs would cost the bus thousands of requests a second.
-func TestIdleJobsAreCheckedLessOften(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	id := e.submit("alice-token", `{"deadline":"1h","workload":{"items":["a"]}}`)
-	// Each check asks for the job's work consumer.
+// checkCounter counts the checks of job: each asks for its work consumer.
+func checkCounter(t *testing.T, e *env, job string) (seen func() int64) {
+	t.Helper()
 	var checks atomic.Int64
-	sub, err := e.c.Conn().Subscribe("$JS.API.CONSUMER.INFO.PACE_WORK.work-"+id, func(*nats.Msg) { checks.Add(1) })
+	sub, err := e.c.Conn().Subscribe("$JS.API.CONSUMER.INFO.PACE_WORK.work-"+job, func(*nats.Msg) { checks.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	seen := func() int64 { // the checks counted once the server has passed them on
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return func() int64 { // the checks counted once the server has passed them on
 		t.Helper()
 		if err := e.c.Conn().Flush(); err != nil {
 			t.Fatal(err)
 		}
 		return checks.Load()
 	}
+}
+
+// An idle running job is checked less and less often (every 2, 4, … up to
+// 30 job-check passes while items wait for its workers, as its stall clock
+// runs), and at the next pass again when its progress moves: a thousand
+// idle jobs would cost the bus thousands of requests a second.
+func TestIdleJobsAreCheckedLessOften(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)
+	if _, err := e.c.UpdateJob(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		next := *cur
+		next.Replicas = 1 // a worker runs, and does nothing
+		return &next, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seen := checkCounter(t, e, id)
 	for range 100 { // backs off to the longest wait
 		e.m.Reconcile(ctx)
 	}
@@ -66,4 +79,36 @@ func TestIdleJobsAreCheckedLessOften(t *testing.T) {
 	if passes >= 30 {
 		t.Errorf("completed %d passes after its progress, want fewer than 30: woken by it", passes)
 	}
+}
+
+// A quiet job, whose stall clock does not run (here: no worker Pace runs),
+// is checked every 300 passes once a check found nothing new: no check
+// finds anything new in it until its progress moves (its workers included)
+// or an event changes it.
+func TestQuietJobsAreCheckedEveryFiveMinutes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := e.submit("alice-token", `{"deadline":"1h","workload":{"items":["a"]}}`)
+	seen := checkCounter(t, e, id)
+	for range 300 { // its first check finds nothing new: the next is 300 passes later
+		e.m.Reconcile(ctx)
+	}
+	before := seen()
+	for range 299 {
+		e.m.Reconcile(ctx)
+	}
+	if got := seen() - before; got > 1 {
+		t.Errorf("a quiet job was checked %d times in 299 passes, want at most 1 (every 300)", got)
+	}
+	for n := seen(); seen() == n; { // until a check has just happened: the next is 300 passes away
+		e.m.Reconcile(ctx)
+	}
+	// A worker shows up in its progress: it is checked at the next passes.
+	bustest.Publish(t, e.c, e.c.Prefix().Metrics(id, schemas.ProgressMetrics),
+		&schemas.Progress{Job: id, At: time.Now(), QueueLength: 1, Replicas: 1})
+	n := seen()
+	bustest.Eventually(t, 20*time.Second, "a check after the progress", func() bool {
+		e.m.Reconcile(ctx)
+		return seen() > n
+	})
 }

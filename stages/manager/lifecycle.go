@@ -391,6 +391,9 @@ func (m *Manager) Reconcile(ctx context.Context) { m.reconcile(ctx, true) }
 // being checked already is waited for with wait, skipped without it; with
 // wait, reconcile returns once its checks have ended.
 func (m *Manager) reconcile(ctx context.Context, wait bool) {
+	m.mu.Lock()
+	m.passes++
+	m.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
 	jobs, err := m.bus.Jobs(lctx)
 	cancel()
@@ -516,7 +519,7 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 			ev = m.breach(ctx, rec, ws)
 		}
 		if ev == nil {
-			m.checked(rec.ID, ws)
+			m.checked(rec, ws)
 			return setAside
 		}
 		m.forgetCheck(rec.ID)

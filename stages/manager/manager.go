@@ -58,6 +58,7 @@ type Manager struct {
 	sightings map[string]sighting // by work subject, items of jobs not found
 
 	progress map[string]progressMark // by running job; guarded by mu
+	passes   uint64                  // job-check passes started; guarded by mu
 	checks   map[string]jobCheck     // by running job; guarded by mu
 }
 

@@ -89,8 +89,9 @@ func runningContainers(t *testing.T, ns, job string) int {
 }
 
 // TestScaleDownLosesNothing: the deadline controller, told the workers'
-// rate (prior_rate), scales a job with a generous deadline down from its
-// initial parallelism at its first decision, while items run; the Job
+// rate (prior_rate) and start-up (startup_delay), scales a job with a
+// generous deadline down from its initial parallelism once its pods run,
+// while items run; the Job
 // controller deletes pods, whose pace worker finishes its items within the
 // grace: the running worker containers come down to the new parallelism,
 // and every item was worked on once, ended once, and has one result.
@@ -98,13 +99,13 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
 	tl := newTally(t)
-	work := items(24)
+	work := items(48)
 	doc, _ := json.Marshal(map[string]any{"name": "scale", "mode": "batch", "deadline": "30m",
 		"workload": map[string]any{"items": work},
 		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", tl.exec(1.5)}},
-		"replicas": map[string]any{"min": 1, "max": 4, "initial": 4},
-		"controller": map[string]any{"name": "deadline", "check_interval": "2s", "params": map[string]any{
-			"prior_rate": 0.6, "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
+		"replicas": map[string]any{"min": 2, "max": 4, "initial": 4},
+		"controller": map[string]any{"name": "deadline", "check_interval": "1s", "params": map[string]any{
+			"prior_rate": 0.6, "startup_delay": "1s", "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))
 	ctx := context.Background()

@@ -99,13 +99,13 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
 	tl := newTally(t)
-	work := items(48)
+	work := items(80)
 	doc, _ := json.Marshal(map[string]any{"name": "scale", "mode": "batch", "deadline": "30m",
 		"workload": map[string]any{"items": work},
-		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", tl.exec(1.5)}},
+		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", tl.exec(1)}},
 		"replicas": map[string]any{"min": 2, "max": 4, "initial": 4},
 		"controller": map[string]any{"name": "deadline", "check_interval": "1s", "params": map[string]any{
-			"prior_rate": 0.6, "startup_delay": "1s", "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
+			"prior_rate": 0.9, "startup_delay": "1s", "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))
 	ctx := context.Background()

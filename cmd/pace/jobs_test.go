@@ -19,6 +19,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
@@ -293,10 +294,7 @@ func TestJobAPIThrottledByAPF(t *testing.T) {
 // 'pace worker'), the controller scales it, the job completes.
 func TestAsperathosPayloadRunsLocally(t *testing.T) {
 	t.Setenv("PATH", filepath.Dir(paceBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	examples, err := filepath.Abs("../../examples/asperathos")
-	if err != nil {
-		t.Fatal(err)
-	}
+	examples := installedExamples(t)
 	files := httptest.NewServer(http.FileServer(http.Dir(examples)))
 	defer files.Close()
 	doc, err := os.ReadFile(filepath.Join(examples, "payload2-local.json"))
@@ -333,7 +331,7 @@ func TestAsperathosPayloadRunsLocally(t *testing.T) {
 // a bad item is that item's dead letter on /errors.
 func TestAsperathosRedisWorkerRunsOnPaceUp(t *testing.T) {
 	python := rediswqtest.Python(t)
-	worker := rediswqtest.Worker()
+	worker := filepath.Join(installedExamples(t), "rediswq-worker", "worker.py")
 	var workload strings.Builder
 	for i := range 20 {
 		fmt.Fprintf(&workload, "item-%02d\n", i)
@@ -553,4 +551,24 @@ func TestBusCommandsNeedATokenOnASecuredPaceUp(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "Authorization Violation") || !strings.Contains(string(out), "--token or PACE_TOKEN") {
 		t.Errorf("pace results without a token = %v: %s", err, out)
 	}
+}
+
+// installedExamples copies examples/asperathos where the jobs' sandboxed
+// workers can read it, as an installed copy would be (a checkout under /tmp
+// is not: a sandbox has a private /tmp), and returns its path.
+func installedExamples(t *testing.T) string {
+	t.Helper()
+	src, err := filepath.Abs("../../examples/asperathos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := localtest.ProgramDir("pace-examples-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dst) })
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }

@@ -425,7 +425,7 @@ func TestGoRedisWorkerRunsOnPaceUp(t *testing.T) {
 // Asperathos routes of an open pace up, its job run by the Redis worker.
 func TestAsperathosClientFlowRunsUnchanged(t *testing.T) {
 	python := rediswqtest.Python(t)
-	worker := rediswqtest.Worker()
+	worker := filepath.Join(installedExamples(t), "rediswq-worker", "worker.py")
 	payload := kubejobs(t, []string{python, worker}, serveText(t, "", strings.Repeat("item\n", 30)), 1, func(info map[string]any) {
 		info["env_vars"] = map[string]any{"WORK_SECONDS": "0.5"}
 		info["enable_visualizer"], info["visualizer_plugin"] = true, "k8s-grafana"

@@ -94,7 +94,8 @@ func (c *Collector) wait(rec *schemas.JobRecord, counts sampleCounts, every int,
 }
 
 // longestWait is how long time alone may leave unseen rec's job, whose
-// samples count counts, now, in rounds. A quiet job, with no item queued or
+// samples count counts, now, in rounds. A job with a cost and workers is
+// sampled every round: its cost accrues with time. A quiet job, with no item queued or
 // in flight or no worker, waits maxQuietRounds: time changes nothing its
 // controller or its dashboards need to see. A job with work and workers
 // whose counts stand still (workers that hang) waits maxIdleRounds, as time
@@ -102,6 +103,9 @@ func (c *Collector) wait(rec *schemas.JobRecord, counts sampleCounts, every int,
 // of the time left to it, so that its controller sees at least every 1 %
 // of the time it has left.
 func (c *Collector) longestWait(rec *schemas.JobRecord, counts sampleCounts, now time.Time) int {
+	if rec.Spec.Cost != nil && max(counts.repls, rec.Replicas) > 0 {
+		return 1 // what its workers use, and so its cost, changes with time alone
+	}
 	if counts.pending+counts.inFlight == 0 || counts.repls == 0 {
 		return maxQuietRounds
 	}

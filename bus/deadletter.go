@@ -165,7 +165,7 @@ func (c *Client) DeadLetters(ctx context.Context) error {
 			c.sweepLetterObjects(ctx)
 			nextSweep = c.clk.Now().Add(letterObjectSweep)
 		}
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fctx, cancel := context.WithTimeout(ctx, IdleWait)
 		batch, err := cons.Fetch(64, jetstream.FetchContext(fctx))
 		if err == nil {
 			for msg := range batch.Messages() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -178,9 +179,10 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 // not one request per job. While the bucket is unchanged (the same first
 // and last sequence and message count, which any write or removal moves)
 // the last pass is used again, and a record unchanged since then is not
-// decoded again: an idle manager lists a thousand jobs every second. Each
-// record returned is the caller's own copy, whose fields it may set (what
-// they point to is shared and must not change).
+// decoded again: an idle manager lists a thousand jobs every second. The
+// slice is the caller's own; the records are shared with every other
+// caller, and must not change (copy one to change it): copying a thousand
+// records on every pass was most of an idle manager's garbage.
 func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
@@ -194,7 +196,7 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	last := c.listed
 	c.kvMu.Unlock()
 	if last.state == state && last.records != nil {
-		return last.copies(), nil
+		return last.shared(), nil
 	}
 	watch, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -217,7 +219,7 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 				c.kvMu.Lock()
 				c.listed = next
 				c.kvMu.Unlock()
-				return next.copies(), nil
+				return next.shared(), nil
 			}
 			d, ok := last.byKey[e.Key()]
 			if !ok || d.revision != e.Revision() {
@@ -241,15 +243,8 @@ type jobListing struct {
 	byKey   map[string]decodedRecord
 }
 
-// copies returns a copy of each record.
-func (l jobListing) copies() []*schemas.JobRecord {
-	out := make([]*schemas.JobRecord, len(l.records))
-	for i, r := range l.records {
-		cp := *r
-		out[i] = &cp
-	}
-	return out
-}
+// shared returns the records in a slice of the caller's own.
+func (l jobListing) shared() []*schemas.JobRecord { return slices.Clone(l.records) }
 
 // decodedRecord is a job record as Jobs decoded it from a revision.
 type decodedRecord struct {

@@ -86,29 +86,43 @@ func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
 	if err != nil {
 		return fmt.Errorf("ledger consumer: %w", err)
 	}
+	idle := false
 	for ctx.Err() == nil {
-		wait, cancel := context.WithTimeout(ctx, time.Second)
-		batch, err := cons.Fetch(ledgerBatch, jetstream.FetchContext(wait))
-		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("ledger: %w", err)
+		// Items gather for a second into a batch; with none coming, one
+		// request waits for the first for up to IdleWait.
+		n, wait := ledgerBatch, time.Second
+		if idle {
+			n, wait = 1, IdleWait
 		}
-		var msgs []jetstream.Msg
-		for msg := range batch.Messages() {
-			msgs = append(msgs, msg)
+		msgs, ferr := fetchAll(ctx, cons, n, wait)
+		if ferr != nil && ctx.Err() != nil {
+			return nil
 		}
-		cancel()
+		idle = len(msgs) == 0
 		if err := c.enter(ctx, msgs, place); err != nil && ctx.Err() == nil {
 			c.log.Warn("ledger entries failed; the items come back", "err", err)
 		}
-		if err := IgnoreWaitEnd(batch.Error()); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("ledger: %w", err) // the consumer gone, the server unreachable: the caller starts again
+		if ferr != nil {
+			return fmt.Errorf("ledger: %w", ferr) // the consumer gone, the server unreachable: the caller starts again
 		}
 	}
 	return nil
+}
+
+// fetchAll asks cons for up to n messages within wait and returns those that
+// came; the wait ending is not an error.
+func fetchAll(ctx context.Context, cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for msg := range batch.Messages() {
+		msgs = append(msgs, msg)
+	}
+	return msgs, IgnoreWaitEnd(batch.Error())
 }
 
 // enter places each of msgs, enters those to enter in the ledger, and once

@@ -179,7 +179,7 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 					return
 				}
 			}
-			batch, err := cons.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+			batch, cancel, err := fetchStored(ctx, cons, caughtUp && done == nil)
 			if err == nil {
 				caughtUp = true // also when nothing came within the wait
 				for msg := range batch.Messages() {
@@ -187,11 +187,13 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 						caughtUp, next = md.NumPending == 0, md.Sequence.Stream+1
 					}
 					if !yield(msg, nil) {
+						cancel()
 						return
 					}
 				}
 				err = IgnoreWaitEnd(batch.Error())
 			}
+			cancel()
 			if err != nil && c.token != "" && readerLost(err) {
 				cons, caughtUp = nil, false // the manager makes another from next
 				continue
@@ -218,6 +220,19 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 			}
 		}
 	}
+}
+
+// fetchStored asks cons for the next messages of a read: waiting up to
+// IdleWait when it follows a read that is caught up, 500 ms otherwise.
+// The fetch ends with ctx; cancel releases it once its batch is read.
+func fetchStored(ctx context.Context, cons jetstream.Consumer, following bool) (jetstream.MessageBatch, context.CancelFunc, error) {
+	wait := 500 * time.Millisecond
+	if following {
+		wait = IdleWait
+	}
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
+	return batch, cancel, err
 }
 
 // readerLost reports whether a fetch failed because its consumer is gone:

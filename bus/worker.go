@@ -251,6 +251,15 @@ func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, star
 	return got, IgnoreWaitEnd(batch.Error())
 }
 
+// IdleWait is the longest one request for a consumer's next messages waits
+// in Pace's long-running readers (a follower of stored events, the ledger,
+// the dead-letter stage, a stage's subscription). A message that comes is
+// handed out at once whatever the wait, so the wait only sets how often an
+// idle reader asks again: each request wakes the client and the server,
+// and an ordered consumer is made anew at each. nats.go's heartbeat (every
+// 5 s on a wait this long) still tells within 10 s that a consumer is lost.
+const IdleWait = 30 * time.Second
+
 // IgnoreWaitEnd returns err, or nil for the errors that only mean a
 // fetch's wait ended (its deadline or context, a timeout).
 func IgnoreWaitEnd(err error) error {

@@ -200,12 +200,12 @@ func take(ctx context.Context, slots chan struct{}) int {
 	return n
 }
 
-// fetch asks cons for up to n messages, waiting a few seconds at most, and
+// fetch asks cons for up to n messages, waiting bus.IdleWait at most, and
 // hands each out, settling it in a goroutine that frees its slot. It
 // returns how many it got; a wait that found none is not an error.
 func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, out chan<- *message.Message,
 	slots chan struct{}, pending *sync.WaitGroup) (got int, err error) {
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fctx, cancel := context.WithTimeout(ctx, bus.IdleWait)
 	defer cancel()
 	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	_ "embed" // the kube bootstrap objects
 	"fmt"
 	"slices"
+	"sync"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,10 +44,30 @@ func mustLoad(b []byte) Objects {
 	return objs
 }
 
+// The built-in objects, parsed once: the configuration is maintained every
+// minute, and parsing the YAML each time was most of an idle Pace's
+// flowcontrol work.
+var (
+	parsedKube = sync.OnceValue(func() Objects { return mustLoad(kubeDefaults) })
+	parsedPace = sync.OnceValue(func() Objects { return mustLoad(paceDefaults) })
+)
+
+// deepCopy returns fresh copies of o's objects.
+func (o Objects) deepCopy() Objects {
+	var c Objects
+	for _, fs := range o.FlowSchemas {
+		c.FlowSchemas = append(c.FlowSchemas, fs.DeepCopy())
+	}
+	for _, pl := range o.PriorityLevels {
+		c.PriorityLevels = append(c.PriorityLevels, pl.DeepCopy())
+	}
+	return c
+}
+
 // Mandatory returns fresh copies of the mandatory objects: the exempt and
 // catch-all FlowSchemas and priority levels.
 func Mandatory() Objects {
-	all := mustLoad(kubeDefaults)
+	all := parsedKube().deepCopy()
 	var o Objects
 	for _, fs := range all.FlowSchemas {
 		if slices.Contains(mandatoryFS, fs.Name) {
@@ -66,7 +87,7 @@ func Mandatory() Objects {
 // levels) followed by Pace's own (pace-internal, pace-probes,
 // pace-anonymous, pace-submissions, pace-reads).
 func Suggested() Objects {
-	all := mustLoad(kubeDefaults)
+	all := parsedKube().deepCopy()
 	var o Objects
 	for _, fs := range all.FlowSchemas {
 		if !slices.Contains(mandatoryFS, fs.Name) {
@@ -78,7 +99,7 @@ func Suggested() Objects {
 			o.PriorityLevels = append(o.PriorityLevels, pl)
 		}
 	}
-	pace := mustLoad(paceDefaults)
+	pace := parsedPace().deepCopy()
 	o.FlowSchemas = append(o.FlowSchemas, pace.FlowSchemas...)
 	o.PriorityLevels = append(o.PriorityLevels, pace.PriorityLevels...)
 	return o

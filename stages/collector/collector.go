@@ -36,7 +36,8 @@ type Collector struct {
 	replicas Replicas
 	metrics  *Metrics
 
-	more chan struct{} // buffered 1: a task was queued
+	more     chan struct{} // buffered 1: a task was queued
+	activity chan struct{} // buffered 1: a job had queue activity, none before it since the last promotion
 
 	mu   sync.Mutex
 	jobs map[string]*job // running jobs, and final ones awaiting their last sample; guarded by mu
@@ -159,7 +160,7 @@ func New(c Bus, cfg Config, opts ...Option) (*Collector, error) {
 	close(done)
 	col := &Collector{
 		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clock.RealClock{},
-		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(), more: make(chan struct{}, 1),
+		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(), more: make(chan struct{}, 1), activity: make(chan struct{}, 1),
 		jobs: map[string]*job{}, active: map[string]struct{}{}, counters: map[counter]string{}, queued: map[string]bool{}, roundDone: done,
 	}
 	for _, opt := range opts {
@@ -215,12 +216,17 @@ func (c *Collector) Run(ctx context.Context) error {
 
 	tick := c.clk.NewTicker(c.cfg.Interval)
 	defer tick.Stop()
-	var gap <-chan time.Time
-	if c.cfg.ActivityGap > 0 {
-		t := c.clk.NewTicker(c.cfg.ActivityGap)
-		defer t.Stop()
-		gap = t.C()
-	}
+	// The activity gap's timer runs only from a job's queue activity to
+	// its promotion: idle, the collector wakes once an interval.
+	var (
+		gap      <-chan time.Time
+		gapTimer clock.Timer
+	)
+	defer func() {
+		if gapTimer != nil {
+			gapTimer.Stop()
+		}
+	}()
 	c.log.Info("collector started", "interval", c.cfg.Interval, "activity_gap", c.cfg.ActivityGap)
 	for {
 		select {
@@ -240,7 +246,13 @@ func (c *Collector) Run(ctx context.Context) error {
 			c.apply(ctx, e)
 		case <-tick.C():
 			c.startRound(ctx)
+		case <-c.activity:
+			if gap == nil {
+				gapTimer = c.clk.NewTimer(c.cfg.ActivityGap)
+				gap = gapTimer.C()
+			}
 		case <-gap:
+			gap = nil
 			c.promoteActive()
 		}
 	}
@@ -402,12 +414,19 @@ func (c *Collector) markActive(id string) {
 	defer c.mu.Unlock()
 	if j, ok := c.jobs[id]; ok {
 		j.skip, j.every = 0, 1
+		if len(c.active) == 0 {
+			select { // the first activity since the last promotion arms the gap
+			case c.activity <- struct{}{}:
+			default:
+			}
+		}
 		c.active[id] = struct{}{}
 	}
 }
 
 // promoteActive queues the jobs with queue activity since the last
-// ActivityGap tick: at most one activity sample per job per tick.
+// promotion, an ActivityGap after the first of it: at most one activity
+// sample per job per gap.
 func (c *Collector) promoteActive() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -423,13 +442,16 @@ func (c *Collector) promoteActive() {
 // counts of all jobs read in one request. A job still queued from the last
 // round is not queued twice: an overloaded collector samples less often.
 func (c *Collector) startRound(ctx context.Context) {
-	dead, err := c.deadCounts(ctx, c.prefix.Dead("*"))
-	if err != nil {
-		c.metrics.errors.Inc()
-		if ctx.Err() == nil {
-			c.log.Warn("round skipped", "err", err)
+	var dead map[string]uint64 // nil when no job is due: a job that becomes due reads its own
+	if c.anyDue() {
+		var err error
+		if dead, err = c.deadCounts(ctx, c.prefix.Dead("*")); err != nil {
+			c.metrics.errors.Inc()
+			if ctx.Err() == nil {
+				c.log.Warn("round skipped", "err", err)
+			}
+			return
 		}
-		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -456,6 +478,18 @@ func (c *Collector) startRound(ctx context.Context) {
 	}
 	c.metrics.jobs.Set(float64(len(c.jobs)))
 	c.signal()
+}
+
+// anyDue reports whether a round started now would queue a job.
+func (c *Collector) anyDue() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, j := range c.jobs {
+		if (j.skip == 0 || j.final) && !c.queued[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // take returns the next job to sample, urgent ones first; dead is nil for

@@ -1,68 +1,64 @@
 package manager
 
 import (
+	"time"
+
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/internal/heartbeat"
 	"github.com/pace-platform/pace/schemas"
 )
 
-// maxIdlePasses is the most job-check passes a running job whose work has
-// not changed waits between two checks while its stall clock runs (items
-// wait for workers Pace runs, the stall rule is on): every 2, 4, … up to 30
-// passes, 30 s at the default 1 s interval. maxQuietPasses is the wait of
-// any other, from its first check that finds nothing new: time alone
-// changes nothing a check finds in it, only its progress moving (its
-// workers included) or an event, and either has it checked at the next
-// pass; so it is looked at every 5 minutes, on a phase of its own
+// maxQuietPasses is the most job-check passes a running job waits between
+// two checks once a check found nothing new in it: time alone changes
+// nothing a check finds, only its progress moving (its workers included) or
+// an event, and either has it checked at the next pass; so it is looked at
+// every 5 minutes (at the default 1 s interval), on a phase of its own
 // (heartbeat.Next), and a thousand idle jobs cost the bus a few requests a
-// second instead of 3,000, the same in every minute.
-const (
-	maxIdlePasses  = 30
-	maxQuietPasses = 300
-)
+// second instead of 3,000, the same in every minute. The one thing time
+// alone does is run out a stall clock (items wait for workers Pace runs,
+// the stall rule is on): such a job is checked again when it would.
+const maxQuietPasses = 300
 
-// jobCheck is when a running job is checked next, by job-check pass.
+// jobCheck is when a running job is checked next.
 type jobCheck struct {
-	skip, every int           // passes left to skip; passes between checks
-	last        bus.WorkState // what the last check found
-	workers     int           // the replicas of the record the last check read
+	skip      int           // passes left to skip
+	stallEnds time.Time     // when its stall clock runs out, if it runs: checked then whatever skip says
+	last      bus.WorkState // what the last check found
+	workers   int           // the replicas of the record the last check read
 }
 
 // due reports whether running job is checked in this pass: at once after a
 // change (its own, or one it was woken for), then, while nothing changes,
-// every 2, 4, … up to maxIdlePasses passes while its stall clock runs, else
-// every maxQuietPasses.
+// every maxQuietPasses, and when its stall clock runs out.
 func (m *Manager) due(job string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.checks[job]
-	if ok && c.skip > 0 {
-		c.skip--
-		m.checks[job] = c
-		return false
+	if !ok || c.skip == 0 || (!c.stallEnds.IsZero() && !m.clock.Now().Before(c.stallEnds)) {
+		return true
 	}
-	return true
+	c.skip--
+	m.checks[job] = c
+	return false
 }
 
 // checked notes what a check of rec found, ws, and when to check it next:
 // at the next pass after a change or while it holds results it never
-// queued.
+// queued; else on its quiet heartbeat, or when its stall clock runs out.
 func (m *Manager) checked(rec *schemas.JobRecord, ws bus.WorkState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.checks[rec.ID]
-	switch {
-	case !ok || ws != c.last || rec.Replicas != c.workers || ws.NeverQueued > 0: // results to set aside once the ledger has caught up
-		c.every = 1
-	case stallClockRuns(rec, ws):
-		c.every = min(2*c.every, maxIdlePasses)
-	default:
-		c.every = maxQuietPasses
-	}
-	c.skip, c.last, c.workers = c.every-1, ws, rec.Replicas
-	if c.every == maxQuietPasses {
+	c.stallEnds = time.Time{}
+	if !ok || ws != c.last || rec.Replicas != c.workers || ws.NeverQueued > 0 { // results to set aside once the ledger has caught up
+		c.skip = 0
+	} else {
 		c.skip = heartbeat.Next(rec.ID, m.passes, maxQuietPasses) - 1
+		if mark, seen := m.progress[rec.ID]; seen && stallClockRuns(rec, ws) {
+			c.stallEnds = mark.since.Add(rec.Spec.Failure.Stall.D())
+		}
 	}
+	c.last, c.workers = ws, rec.Replicas
 	m.checks[rec.ID] = c
 }
 
@@ -92,7 +88,7 @@ func (m *Manager) wake(job string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.checks[job]; ok {
-		c.skip, c.every = 0, 1
+		c.skip = 0
 		m.checks[job] = c
 	}
 }

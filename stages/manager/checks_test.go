@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,36 +31,51 @@ func checkCounter(t *testing.T, e *env, job string) (seen func() int64) {
 	}
 }
 
-// An idle running job is checked less and less often (every 2, 4, … up to
-// 30 job-check passes while items wait for its workers, as its stall clock
-// runs), and at the next pass again when its progress moves: a thousand
-// idle jobs would cost the bus thousands of requests a second.
-func TestIdleJobsAreCheckedLessOften(t *testing.T) {
+// An idle running job whose stall clock runs (items wait for its workers,
+// which do nothing) is checked on its quiet heartbeat, every 300 passes,
+// and when its stall clock runs out, whatever the passes; its progress
+// moving has it checked at the next pass. A thousand idle jobs would
+// otherwise cost the bus thousands of requests a second.
+func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	id := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)
-	if _, err := e.c.UpdateJob(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
-		next := *cur
-		next.Replicas = 1 // a worker runs, and does nothing
-		return &next, nil
-	}); err != nil {
-		t.Fatal(err)
+	stalling := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)
+	moving := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"failure":{"stall":"1h"},"workload":{"items":["a"]}}`)
+	for _, id := range []string{stalling, moving} {
+		if _, err := e.c.UpdateJob(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+			next := *cur
+			next.Replicas = 1 // a worker runs, and does nothing
+			return &next, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	seen := checkCounter(t, e, id)
-	for range 100 { // backs off to the longest wait
+	seen := checkCounter(t, e, stalling)
+	for range 2 { // a first check, and one that finds nothing new
 		e.m.Reconcile(ctx)
 	}
 	before := seen()
-	for range 90 {
+	for range 299 {
 		e.m.Reconcile(ctx)
 	}
-	if got := seen() - before; got < 2 || got > 4 {
-		t.Errorf("an idle job was checked %d times in 90 passes, want 3 (every 30)", got)
+	if got := seen() - before; got > 1 {
+		t.Errorf("an idle job was checked %d times in 299 passes, want at most 1 (every 300)", got)
 	}
-	for n := seen(); seen() == n; { // until a check has just happened: the next is 30 passes away
+	// Its stall clock (the default 5 minutes) runs out: the next pass
+	// checks it, and fails it.
+	e.clock.Step(5 * time.Minute)
+	e.m.Reconcile(ctx)
+	if rec, err := e.c.Status(ctx, stalling); err != nil || rec.State != schemas.Failed || !strings.Contains(rec.Reason, "stall") {
+		t.Errorf("once its stall clock ran out: %+v %v, want failed by the stall rule", rec, err)
+	}
+
+	// The other job's progress moves: it is checked at the next pass, and
+	// completes.
+	id := moving
+	seen = checkCounter(t, e, id)
+	for n := seen(); seen() == n; { // until a check has just happened: the next is up to 300 passes away
 		e.m.Reconcile(ctx)
 	}
-	// Its progress moves: it is checked at the next pass, and completes.
 	e.work(id, 1, upper)
 	bustest.Eventually(t, 20*time.Second, "the result", func() bool {
 		n, err := e.c.ResultCount(ctx, id)

@@ -63,11 +63,10 @@ func TestAStalledJobFails(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// An idle job is checked ever less often, at least once in 31
-	// passes (manager's maxIdlePasses), and Run's own passes run beside
-	// the test's: checkAll makes sure a check sees the job as it is now.
+	// An idle job is checked when its stall clock runs out, or at the next
+	// pass once its progress moved; Run's own passes run beside the test's.
 	checkAll := func() {
-		for range 31 {
+		for range 3 {
 			e.m.Reconcile(ctx)
 		}
 	}
@@ -86,7 +85,15 @@ func TestAStalledJobFails(t *testing.T) {
 		return "", e.t.Context().Err()
 	})
 	e.waitForResults(stalled, 1)
-	checkAll()
+	// The collector's sample of that progress wakes the job's check.
+	seen := checkCounter(t, e, stalled)
+	bustest.Publish(t, e.c, e.c.Prefix().Metrics(stalled, schemas.ProgressMetrics),
+		&schemas.Progress{Job: stalled, At: time.Now(), Done: 1, InFlight: 1, Replicas: 2})
+	n := seen()
+	bustest.Eventually(t, 20*time.Second, "a check after the progress", func() bool {
+		e.m.Reconcile(ctx)
+		return seen() > n
+	})
 	e.clock.Step(9 * time.Minute)
 	checkAll()
 	if rec, _ := e.c.Status(ctx, stalled); rec.State != schemas.Ongoing {

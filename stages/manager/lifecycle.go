@@ -405,11 +405,7 @@ func (m *Manager) reconcile(ctx context.Context, wait bool) {
 	}
 	var started sync.WaitGroup
 	for _, rec := range jobs {
-		if !m.beginCheck(ctx, rec.ID, wait) {
-			continue
-		}
-		if !m.needsCheck(rec) {
-			m.endCheck(rec.ID)
+		if !m.needsCheck(rec) || !m.beginCheck(ctx, rec.ID, wait) {
 			continue
 		}
 		select {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pace-platform/pace/bus/bustest"
 )
 
 // TestExitCodes runs the binary for each documented exit code (0 ok,
@@ -52,7 +54,7 @@ func TestExitCodes(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first connection attempt", func() bool { return strings.Contains(stderr.String(), "retrying") })
+	bustest.Eventually(t, 2*time.Minute, "the first connection attempt", func() bool { return strings.Contains(stderr.String(), "retrying") })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

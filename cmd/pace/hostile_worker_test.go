@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
@@ -68,7 +69,7 @@ func TestAWorkerCommandReachesNoSecret(t *testing.T) {
 	}
 	bob := asBob("submit", spec)
 	asBob("push", bob)
-	waitFor(t, "bob's result", func() bool { return strings.Contains(asBob("results", bob), "hello") })
+	bustest.Eventually(t, 2*time.Minute, "bob's result", func() bool { return strings.Contains(asBob("results", bob), "hello") })
 
 	doc, err := json.Marshal(map[string]any{"name": "grab", "mode": "batch", "deadline": "10m",
 		"workload": map[string]any{"items": []string{"x"}},
@@ -79,7 +80,7 @@ func TestAWorkerCommandReachesNoSecret(t *testing.T) {
 	}
 	alice := j.submitDoc(t, string(doc))
 	var out string
-	waitFor(t, "alice's result", func() bool {
+	bustest.Eventually(t, 2*time.Minute, "alice's result", func() bool {
 		out = j.u.pace(t, "", "results", alice, "-o", "json")
 		return strings.TrimSpace(out) != ""
 	})
@@ -107,16 +108,5 @@ func TestAWorkerCommandReachesNoSecret(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("alice's command reported:\n%s\npace up's log:\n%s", res.Result, j.u.logTail())
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after two minutes (a
-// loaded machine's jobs still end well within them).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

@@ -46,7 +46,7 @@ func TestOneTracePerJob(t *testing.T) {
 		t.Errorf("UI job page links to %q, want the viewer's URL of trace %s", page.TraceURL, traceID)
 	}
 	// The job's end and its teardown are in its trace too.
-	waitFor(t, "the job's resources released", func() bool {
+	bustest.Eventually(t, 2*time.Minute, "the job's resources released", func() bool {
 		getJSON(t, u.httpURL+"/submissions/"+job, &view)
 		return view["cleaned_at"] != nil
 	})

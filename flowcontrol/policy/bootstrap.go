@@ -52,54 +52,34 @@ var (
 	parsedPace = sync.OnceValue(func() Objects { return mustLoad(paceDefaults) })
 )
 
-// deepCopy returns fresh copies of o's objects.
-func (o Objects) deepCopy() Objects {
+// pick returns fresh copies of the objects of o that are mandatory, or of
+// those that are not.
+func (o Objects) pick(mandatory bool) Objects {
 	var c Objects
 	for _, fs := range o.FlowSchemas {
-		c.FlowSchemas = append(c.FlowSchemas, fs.DeepCopy())
+		if slices.Contains(mandatoryFS, fs.Name) == mandatory {
+			c.FlowSchemas = append(c.FlowSchemas, fs.DeepCopy())
+		}
 	}
 	for _, pl := range o.PriorityLevels {
-		c.PriorityLevels = append(c.PriorityLevels, pl.DeepCopy())
+		if slices.Contains(mandatoryPL, pl.Name) == mandatory {
+			c.PriorityLevels = append(c.PriorityLevels, pl.DeepCopy())
+		}
 	}
 	return c
 }
 
 // Mandatory returns fresh copies of the mandatory objects: the exempt and
 // catch-all FlowSchemas and priority levels.
-func Mandatory() Objects {
-	all := parsedKube().deepCopy()
-	var o Objects
-	for _, fs := range all.FlowSchemas {
-		if slices.Contains(mandatoryFS, fs.Name) {
-			o.FlowSchemas = append(o.FlowSchemas, fs)
-		}
-	}
-	for _, pl := range all.PriorityLevels {
-		if slices.Contains(mandatoryPL, pl.Name) {
-			o.PriorityLevels = append(o.PriorityLevels, pl)
-		}
-	}
-	return o
-}
+func Mandatory() Objects { return parsedKube().pick(true) }
 
 // Suggested returns fresh copies of the suggested objects: kube-apiserver's
 // (probes, system-*, kube-*, service-accounts, global-default, with their
 // levels) followed by Pace's own (pace-internal, pace-probes,
 // pace-anonymous, pace-submissions, pace-reads).
 func Suggested() Objects {
-	all := parsedKube().deepCopy()
-	var o Objects
-	for _, fs := range all.FlowSchemas {
-		if !slices.Contains(mandatoryFS, fs.Name) {
-			o.FlowSchemas = append(o.FlowSchemas, fs)
-		}
-	}
-	for _, pl := range all.PriorityLevels {
-		if !slices.Contains(mandatoryPL, pl.Name) {
-			o.PriorityLevels = append(o.PriorityLevels, pl)
-		}
-	}
-	pace := parsedPace().deepCopy()
+	o := parsedKube().pick(false)
+	pace := parsedPace().pick(false) // none of Pace's own is mandatory
 	o.FlowSchemas = append(o.FlowSchemas, pace.FlowSchemas...)
 	o.PriorityLevels = append(o.PriorityLevels, pace.PriorityLevels...)
 	return o
@@ -178,22 +158,12 @@ func mandatoryPriorityLevel(name string) *flowcontrolv1.PriorityLevelConfigurati
 // mandatoryObjects is parsed without validation (validation consults it).
 var mandatoryObjects = func() Objects {
 	docs, _ := splitDocuments(bytes.NewReader(kubeDefaults))
-	var all, o Objects
+	var all Objects
 	for _, d := range docs {
 		_ = all.decode(d, nil)
 	}
 	SetDefaults(&all)
-	for _, fs := range all.FlowSchemas {
-		if slices.Contains(mandatoryFS, fs.Name) {
-			o.FlowSchemas = append(o.FlowSchemas, fs)
-		}
-	}
-	for _, pl := range all.PriorityLevels {
-		if slices.Contains(mandatoryPL, pl.Name) {
-			o.PriorityLevels = append(o.PriorityLevels, pl)
-		}
-	}
-	return o
+	return all.pick(true)
 }()
 
 // IsAutoUpdate reports whether Pace maintains the object's spec: the

@@ -61,8 +61,7 @@ func TestAsperathosPayloadRunsInPods(t *testing.T) {
 		"monitor_plugin": "kubejobs", "monitor_info": map[string]any{"expected_time": 600}}})
 	id := u.submit(t, string(doc))
 	most := 0 // the job's worker containers seen running at once
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	v := u.waitFinal(t, id, 3*time.Minute, func() {
 		pods, err := admin.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: kubeactuator.LabelJob + "=" + id})
 		if err != nil {
 			t.Fatal(err)
@@ -70,17 +69,9 @@ func TestAsperathosPayloadRunsInPods(t *testing.T) {
 		if len(pods.Items) > 0 {
 			most = max(most, runningContainers(t, pods.Items[0].Namespace, id))
 		}
-		v := u.status(t, id)
-		if s := v["status"]; s != "created" && s != "ongoing" {
-			if s != "completed" {
-				t.Fatalf("job ended %v (%v), want completed\npods:\n%s", s, v["reason"], podSummary(t))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job not done after 3 minutes: %v\npods:\n%s", v, podSummary(t))
-		}
-		time.Sleep(200 * time.Millisecond)
+	})
+	if v["status"] != "completed" {
+		t.Fatalf("job ended %v (%v), want completed\npods:\n%s", v["status"], v["reason"], podSummary(t))
 	}
 	if most == 0 {
 		t.Errorf("no worker container of %s was seen running", id)

@@ -33,20 +33,8 @@ func TestBatchJobRunsInPods(t *testing.T) {
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))
 	most := 0
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		most = max(most, runningContainers(t, ns, id))
-		v := u.status(t, id)
-		if s := v["status"]; s != "created" && s != "ongoing" {
-			if s != "completed" {
-				t.Fatalf("job ended %v: %v\npods:\n%s", s, v["reason"], podSummary(t))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job not done after 3 minutes: %v\npods:\n%s", v, podSummary(t))
-		}
-		time.Sleep(200 * time.Millisecond)
+	if v := u.waitFinal(t, id, 3*time.Minute, func() { most = max(most, runningContainers(t, ns, id)) }); v["status"] != "completed" {
+		t.Fatalf("job ended %v: %v\npods:\n%s", v["status"], v["reason"], podSummary(t))
 	}
 	if most != 3 {
 		t.Errorf("at most %d worker containers of the job ran at once, want its initial parallelism 3", most)

@@ -214,11 +214,15 @@ func (u *paceUp) status(t *testing.T, id string) map[string]any {
 	return v
 }
 
-// waitFinal waits until the job has ended and returns its view.
-func (u *paceUp) waitFinal(t *testing.T, id string, wait time.Duration) map[string]any {
+// waitFinal waits until the job has ended and returns its view; each of
+// observe runs before each look at the job (to count its containers, say).
+func (u *paceUp) waitFinal(t *testing.T, id string, wait time.Duration, observe ...func()) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
+		for _, o := range observe {
+			o()
+		}
 		v := u.status(t, id)
 		if s := v["status"]; s != "created" && s != "ongoing" {
 			return v

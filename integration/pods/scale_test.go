@@ -111,8 +111,7 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	var parallelism []int32 // each change of the Job's parallelism
 	followed := false       // running containers came down to a lowered parallelism
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
+	v := u.waitFinal(t, id, 4*time.Minute, func() {
 		if j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(id), metav1.GetOptions{}); err == nil && j.Spec.Parallelism != nil {
 			// 0 is the scale-down once the job has completed.
 			if p := *j.Spec.Parallelism; p > 0 && (len(parallelism) == 0 || parallelism[len(parallelism)-1] != p) {
@@ -122,17 +121,9 @@ func TestScaleDownLosesNothing(t *testing.T) {
 		if n := len(parallelism); n > 1 && parallelism[n-1] < 4 && int32(runningContainers(t, ns, id)) == parallelism[n-1] {
 			followed = true
 		}
-		v := u.status(t, id)
-		if s := v["status"]; s != "created" && s != "ongoing" {
-			if s != "completed" {
-				t.Fatalf("job ended %v: %v\npods:\n%s", s, v["reason"], podSummary(t))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job not done after 4 minutes: %v\npods:\n%s", v, podSummary(t))
-		}
-		time.Sleep(200 * time.Millisecond)
+	})
+	if v["status"] != "completed" {
+		t.Fatalf("job ended %v: %v\npods:\n%s", v["status"], v["reason"], podSummary(t))
 	}
 	t.Logf("the Job's parallelism: %v", parallelism)
 	if len(parallelism) < 2 || parallelism[0] != 4 || slices.Min(parallelism) >= 4 {

@@ -212,8 +212,10 @@ type WorkerSpec struct {
 	// Image and Command run as the worker pods (Kubernetes actuator).
 	Image   string   `json:"image,omitempty"`
 	Command []string `json:"command,omitempty"`
-	// Exec is a shell command the local actuator runs as 'pace worker
-	// --exec' does: item on stdin, result on stdout.
+	// Exec is a shell command run under 'pace worker --exec': item on
+	// stdin, result on stdout. The local actuator runs it on the host; the
+	// Kubernetes actuator in worker.image, which must hold pace on its
+	// PATH (Pace's own image does). Give Exec or Command, not both.
 	Exec string `json:"exec,omitempty"`
 	// ExecMode is how Exec gets the items, as 'pace worker --exec-mode':
 	// ExecItem (the default: a process per item), ExecLines or ExecJSON (a
@@ -466,6 +468,9 @@ func (s *JobSpec) validate(p *field.Path) (errs field.ErrorList) {
 	case "", DeadlineWarn, DeadlineReject:
 	default:
 		errs = append(errs, field.NotSupported(p.Child("deadline_policy"), s.DeadlinePolicy, []string{DeadlineWarn, DeadlineReject}))
+	}
+	if s.Worker.Exec != "" && len(s.Worker.Command) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("worker", "command"), "give worker.exec (run under 'pace worker') or worker.command, not both"))
 	}
 	switch em := s.Worker.ExecMode; {
 	case em != "" && em != ExecItem && em != ExecLines && em != ExecJSON:

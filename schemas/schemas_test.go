@@ -79,6 +79,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"lines exec mode", ptr(schemas.JobSpec{Worker: schemas.WorkerSpec{Exec: "cat", ExecMode: schemas.ExecLines}}.WithDefaults()), nil},
 		{"unknown exec mode", ptr(schemas.JobSpec{Worker: schemas.WorkerSpec{Exec: "cat", ExecMode: "batch"}}.WithDefaults()), []string{"spec.worker.exec_mode"}},
 		{"exec mode without exec", ptr(schemas.JobSpec{Worker: schemas.WorkerSpec{Image: "i", ExecMode: schemas.ExecJSON}}.WithDefaults()), []string{"spec.worker.exec_mode"}},
+		{"exec and command", ptr(schemas.JobSpec{Worker: schemas.WorkerSpec{Exec: "cat", Command: []string{"cat"}}}.WithDefaults()), []string{"spec.worker.command"}},
 		{"far deadline and long lifetime", ptr(schemas.JobSpec{Mode: schemas.Streaming, Deadline: schemas.Deadline{After: schemas.Duration(1e9 * time.Second)},
 			ResourcesLifetime: schemas.Duration(1e9 * time.Second)}.WithDefaults()), nil},
 		{"negative result duration", &schemas.Result{ItemID: "i", Job: "j", Duration: -1}, []string{"duration"}},

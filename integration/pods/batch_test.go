@@ -19,7 +19,8 @@ func items(n int) []string {
 }
 
 // TestBatchJobRunsInPods: a native batch job with actuator kubernetes runs
-// as pods of the pace image, whose `pace worker` reaches pace up's NATS on
+// its worker.exec in pods of the pace image, whose `pace worker` reaches
+// pace up's NATS on
 // the bridge with its job's token: every item gets exactly one result, the
 // initial parallelism runs as that many containers, and the job completes.
 func TestBatchJobRunsInPods(t *testing.T) {
@@ -28,7 +29,7 @@ func TestBatchJobRunsInPods(t *testing.T) {
 	work := items(30)
 	doc, _ := json.Marshal(map[string]any{"name": "upper", "mode": "batch", "deadline": "10m",
 		"workload": map[string]any{"items": work},
-		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", "sleep 0.2; tr a-z A-Z"}},
+		"worker":   map[string]any{"image": paceImage, "exec": "sleep 0.2; tr a-z A-Z"}, // run under `pace worker`, as locally
 		"replicas": map[string]any{"min": 1, "max": 3, "initial": 3},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))

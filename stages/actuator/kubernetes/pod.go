@@ -27,6 +27,22 @@ const (
 	volumeCredentials = "nats-credentials"
 )
 
+// workerCommand is the command of w's worker container: worker.command, or
+// worker.exec run as the local actuator runs it, under `pace worker` (which
+// the image must hold on its PATH, as Pace's own image does), finishing
+// its items within nine tenths of the pod's termination grace.
+func workerCommand(w schemas.WorkerSpec, graceSeconds int64) []string {
+	if len(w.Command) > 0 || w.Exec == "" {
+		return w.Command
+	}
+	grace := time.Duration(graceSeconds) * time.Second
+	cmd := []string{"pace", "worker", "$(PACE_JOB)", "--exec", w.Exec, "--grace", (grace - grace/10).String()}
+	if w.ExecMode != "" {
+		cmd = append(cmd, "--exec-mode", w.ExecMode)
+	}
+	return cmd
+}
+
 // job builds the Kubernetes Job of rec with parallelism replicas.
 func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error) {
 	w := rec.Spec.Worker
@@ -59,7 +75,11 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 	mounts = append(mounts, corev1.VolumeMount{Name: volumeTmp, MountPath: "/tmp"})
 	devVolumes, devMounts := hostDevices(w.Security)
 	volumes, mounts = append(volumes, devVolumes...), append(mounts, devMounts...)
-	container := corev1.Container{Name: WorkerContainer, Image: w.Image, Command: w.Command, Env: env,
+	grace := int64(30)
+	if w.TerminationGrace > 0 {
+		grace = int64(w.TerminationGrace.D() / time.Second)
+	}
+	container := corev1.Container{Name: WorkerContainer, Image: w.Image, Command: workerCommand(w, grace), Env: env,
 		VolumeMounts: mounts, SecurityContext: containerSecurity(w.Security)}
 	if w.Resources != nil {
 		limits, err := quantities("worker.resources.limits", w.Resources.Limits)
@@ -75,10 +95,6 @@ func (r *Runtime) job(rec *schemas.JobRecord, replicas int) (*batchv1.Job, error
 	var pullSecrets []corev1.LocalObjectReference
 	for _, s := range w.ImagePullSecrets {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
-	}
-	grace := int64(30)
-	if w.TerminationGrace > 0 {
-		grace = int64(w.TerminationGrace.D() / time.Second)
 	}
 	parallelism := int32(replicas) //nolint:gosec // bounded by the spec's max replicas
 	backoffLimit := int32(1000)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -195,5 +196,31 @@ func TestWorkerPodRefusesABadSpec(t *testing.T) {
 	_, err := r.job(record(schemas.WorkerSpec{Image: "i", Resources: &schemas.Resources{Requests: map[string]string{"memory": "lots"}}}), 1)
 	if err == nil || !strings.Contains(err.Error(), `worker.resources.requests.memory: "lots"`) {
 		t.Errorf("bad quantity: err = %v, want it named", err)
+	}
+}
+
+// A Pace spec's worker.exec runs in the pod as it runs locally, under `pace
+// worker`, done within nine tenths of the pod's termination grace; a
+// worker.command runs as given.
+func TestWorkerPodRunsExecUnderPaceWorker(t *testing.T) {
+	r := mustRuntime(t, Config{NATSURL: "nats://n:4222"})
+	for _, tc := range []struct {
+		worker schemas.WorkerSpec
+		want   []string
+	}{
+		{schemas.WorkerSpec{Image: "i", Exec: "tr a-z A-Z"},
+			[]string{"pace", "worker", "$(PACE_JOB)", "--exec", "tr a-z A-Z", "--grace", "27s"}},
+		{schemas.WorkerSpec{Image: "i", Exec: "wc -c", ExecMode: schemas.ExecLines, TerminationGrace: schemas.Duration(10 * time.Second)},
+			[]string{"pace", "worker", "$(PACE_JOB)", "--exec", "wc -c", "--grace", "9s", "--exec-mode", "lines"}},
+		{schemas.WorkerSpec{Image: "i", Command: []string{"render", "--fast"}}, []string{"render", "--fast"}},
+		{schemas.WorkerSpec{Image: "i"}, nil}, // the image's entrypoint
+	} {
+		j, err := r.job(record(tc.worker), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := j.Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, tc.want) {
+			t.Errorf("worker %+v: command %q, want %q", tc.worker, got, tc.want)
+		}
 	}
 }

@@ -270,8 +270,20 @@ func (c *Controller) WithWaitLimit(ctx context.Context) (context.Context, contex
 func (c *Controller) WaitAtMost(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
 	limit = min(limit, MaxWaitLimit)
 	ctx, cancel := context.WithCancel(ctx)
-	c.clock.EventAfterDuration(func(time.Time) { cancel() }, limit)
-	return ctx, cancel
+	// The clock's event cannot be stopped: it holds only this pointer, which
+	// the caller's cancel clears, so a request that did not wait is not kept
+	// reachable (its context, its values) until the limit has passed.
+	armed := &atomic.Pointer[context.CancelFunc]{}
+	armed.Store(&cancel)
+	c.clock.EventAfterDuration(func(time.Time) {
+		if f := armed.Swap(nil); f != nil {
+			(*f)()
+		}
+	}, limit)
+	return ctx, func() {
+		armed.Store(nil)
+		cancel()
+	}
 }
 
 func (c *Controller) reject(priorityLevel, flowSchema string, reason RejectReason, est WorkEstimate) error {

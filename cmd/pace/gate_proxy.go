@@ -407,7 +407,6 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		}
 	}}
 	proxy.Transport = transport
-	proxy.FlushInterval = -1          // stream watches
 	proxy.BufferPool = &copyBuffers{} // else a 32 KiB buffer allocated and cleared per response
 	proxy.ModifyResponse = func(res *http.Response) error {
 		// The client sees the proxy's classification, not kube-apiserver's

@@ -128,3 +128,79 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	b.ReportMetric(q(took[2], 0.5)-q(took[0], 0.5), "added-p50-µs")
 	b.ReportMetric(q(took[2], 0.5)-q(took[1], 0.5), "over-bare-p50-µs")
 }
+
+// BenchmarkReverseProxyHop measures the floor under any HTTP proxy written
+// on net/http: what one httputil.ReverseProxy hop adds to a plain net/http
+// GET of the same 300 bytes from a minimal HTTPS upstream, with HTTP/2 and
+// with HTTP/1.1 on each side of the hop (all sides taking turns in one
+// process, as BenchmarkProxyOverhead). It reports each side's median and the
+// hop's cost over the direct call of the same protocol (µs).
+//
+//	go test -run '^$' -bench ReverseProxyHop -benchtime 20000x ./cmd/pace/
+func BenchmarkReverseProxyHop(b *testing.B) {
+	body := strings.Repeat("x", 300)
+	serve := func(h http.Handler, h2 bool) *httptest.Server {
+		s := httptest.NewUnstartedServer(h)
+		s.EnableHTTP2 = h2
+		s.StartTLS()
+		b.Cleanup(s.Close)
+		return s
+	}
+	client := func(h2 bool) *http.Client {
+		return &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: h2, MaxIdleConnsPerHost: 10,
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the benchmark's own test servers
+	}
+	upstream := serve(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }), true)
+	upURL, err := url.Parse(upstream.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hop := func(h2 bool) string {
+		rp := httputil.NewSingleHostReverseProxy(upURL)
+		rp.Transport = client(h2).Transport
+		return serve(rp, h2).URL
+	}
+	sides := []struct {
+		name string
+		c    *http.Client
+		url  string
+	}{
+		{"direct-h2", client(true), upstream.URL},
+		{"hop-h2", client(true), hop(true)},
+		{"direct-h1", client(false), upstream.URL},
+		{"hop-h1", client(false), hop(false)},
+	}
+	get := func(i int) time.Duration {
+		start := time.Now()
+		res, err := sides[i].c.Get(sides[i].url + "/x")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return time.Since(start)
+	}
+	for range 200 {
+		for i := range sides {
+			get(i)
+		}
+	}
+	took := make([][]time.Duration, len(sides))
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range sides {
+			k := (i + j) % len(sides)
+			took[k] = append(took[k], get(k))
+		}
+	}
+	b.StopTimer()
+	p50 := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Nanoseconds()) / 1e3
+	}
+	for i, s := range sides {
+		b.ReportMetric(p50(took[i]), s.name+"-p50-µs")
+	}
+	b.ReportMetric(p50(took[1])-p50(took[0]), "hop-h2-added-p50-µs")
+	b.ReportMetric(p50(took[3])-p50(took[2]), "hop-h1-added-p50-µs")
+}

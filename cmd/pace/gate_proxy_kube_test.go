@@ -18,10 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/integration/kubetest"
 )
@@ -87,12 +89,14 @@ func TestProxyKubeAPIServer(t *testing.T) {
 	t.Logf("%d configmaps of %d JSON bytes on average: the proxy charges %v seats for the list, kube-apiserver %v (its storage count of configmaps: %v)",
 		n, size/n, got, kubeSeats, metricSum(t, cp.URL, kubetest.AdminToken, "apiserver_resource_objects", `resource="configmaps"`))
 
+	var watches []watch.Interface
 	for range 12 {
 		w, err := kc.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer w.Stop()
+		watches = append(watches, w)
 	}
 	before = seatsCharged(t, url, kubetest.AdminToken)
 	if _, err := kc.CoreV1().ConfigMaps("default").Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-00"},
@@ -101,6 +105,17 @@ func TestProxyKubeAPIServer(t *testing.T) {
 	}
 	if got := seatsCharged(t, url, kubetest.AdminToken) - before - 1; got != 2 {
 		t.Errorf("update watched 12 times charged %v seats, want 2", got)
+	}
+	// The watch streams through the proxy: the update reaches it while the
+	// response goes on.
+	for seen := false; !seen; {
+		select {
+		case ev := <-watches[0].ResultChan():
+			cm, _ := ev.Object.(*corev1.ConfigMap)
+			seen = ev.Type == watch.Modified && cm != nil && cm.Name == "cm-00"
+		case <-time.After(apftest.Patience):
+			t.Fatal("the update never reached a watch through the proxy")
+		}
 	}
 
 	// The client sees one classification, the proxy's, though

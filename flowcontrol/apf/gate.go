@@ -358,7 +358,16 @@ func UID(kind, name, uid string) string {
 	if uid != "" {
 		return uid
 	}
-	sum := sha256.Sum256([]byte(kind + "/" + name))
+	key := kind + "/" + name
+	if v, ok := derivedUIDs.Load(key); ok {
+		return v.(string)
+	}
+	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:16])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	v, _ := derivedUIDs.LoadOrStore(key, h[0:8]+"-"+h[8:12]+"-"+h[12:16]+"-"+h[16:20]+"-"+h[20:32])
+	return v.(string)
 }
+
+// derivedUIDs memoizes UID's derivations: every admission answers with two,
+// and the policy names few objects.
+var derivedUIDs sync.Map

@@ -1,9 +1,12 @@
 package apf
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pace-platform/pace/flowcontrol"
 )
 
 func levelDesc(name, help string, labels ...string) *prometheus.Desc {
@@ -30,11 +33,19 @@ var (
 )
 
 // levelCollector reads each priority level's limits, demand and virtual
-// time from the gate's engine at scrape time.
+// time from the gate's engine at scrape time. A level removed from the
+// policy keeps its last series, as kube-apiserver's vectors keep theirs:
+// an alert on the level sees its values stop changing, not vanish.
 type levelCollector struct {
-	mu   sync.Mutex // guards gate
-	gate *Gate
+	mu      sync.Mutex // guards the fields below
+	gate    *Gate
+	last    map[string][]prometheus.Metric // each level's series at the last scrape
+	removed []string                       // levels gone from the engine, oldest first
 }
+
+// maxRemovedLevels bounds the removed levels whose series are kept: a policy
+// that keeps renaming its levels does not grow /metrics without end.
+const maxRemovedLevels = 100
 
 func (c *levelCollector) set(g *Gate) {
 	c.mu.Lock()
@@ -51,39 +62,65 @@ func (c *levelCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *levelCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	g := c.gate
-	c.mu.Unlock()
-	if g == nil {
+	defer c.mu.Unlock()
+	if c.gate == nil {
 		return
 	}
+	now := map[string][]prometheus.Metric{}
+	for _, l := range c.gate.Dump() {
+		now[l.Name] = levelSeries(l)
+	}
+	for name := range c.last {
+		if _, ok := now[name]; !ok && !slices.Contains(c.removed, name) {
+			c.removed = append(c.removed, name)
+		}
+	}
+	c.removed = slices.DeleteFunc(c.removed, func(name string) bool { _, back := now[name]; return back })
+	if n := len(c.removed) - maxRemovedLevels; n > 0 {
+		c.removed = slices.Delete(c.removed, 0, n)
+	}
+	for _, name := range c.removed {
+		now[name] = c.last[name]
+	}
+	c.last = now
+	for _, ms := range now {
+		for _, m := range ms {
+			ch <- m
+		}
+	}
+}
+
+// levelSeries are the series of one level's dump.
+func levelSeries(l flowcontrol.LevelDump) []prometheus.Metric {
+	var out []prometheus.Metric
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
 	}
-	for _, l := range g.Dump() {
-		gauge(descNominal, float64(l.Limits.Nominal), l.Name)
-		gauge(descLower, float64(l.Limits.Min), l.Name)
-		gauge(descUpper, float64(l.Limits.Max), l.Name)
-		gauge(descCurrent, float64(l.CurrentLimit), l.Name)
-		gauge(descHighWater, float64(l.Demand.HighWatermark), l.Name)
-		gauge(descAverage, l.Demand.Average, l.Name)
-		gauge(descStdev, l.Demand.StdDev, l.Name)
-		gauge(descSmoothed, l.Demand.Smoothed, l.Name)
-		gauge(descTarget, l.Target, l.Name)
-		gauge(descCurrentR, l.QueueSet.CurrentR.Float(), l.Name)
-		// kube sets these at each dispatch from a queue, so a level that never
-		// dispatched from one has none
-		if d := l.QueueSet.LastDispatch; d.Dispatches > 0 {
-			gauge(descDispatchR, d.R.Float(), l.Name)
-			gauge(descLatestS, d.S.Float(), l.Name)
-			gauge(descNextS, d.SMin.Float(), l.Name, "min")
-			gauge(descNextS, d.SMax.Float(), l.Name, "max")
-			gauge(descNextDiscount, d.DiscountedSMin, l.Name, "min")
-			gauge(descNextDiscount, d.DiscountedSMax, l.Name, "max")
-		}
-		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvances), l.Name, "true")
-		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvanceFailure), l.Name, "false")
-		for fs, n := range l.QueueSet.NoAccommodation {
-			ch <- prometheus.MustNewConstMetric(descNoAccommod, prometheus.CounterValue, float64(n), l.Name, fs)
-		}
+	gauge(descNominal, float64(l.Limits.Nominal), l.Name)
+	gauge(descLower, float64(l.Limits.Min), l.Name)
+	gauge(descUpper, float64(l.Limits.Max), l.Name)
+	gauge(descCurrent, float64(l.CurrentLimit), l.Name)
+	gauge(descHighWater, float64(l.Demand.HighWatermark), l.Name)
+	gauge(descAverage, l.Demand.Average, l.Name)
+	gauge(descStdev, l.Demand.StdDev, l.Name)
+	gauge(descSmoothed, l.Demand.Smoothed, l.Name)
+	gauge(descTarget, l.Target, l.Name)
+	gauge(descCurrentR, l.QueueSet.CurrentR.Float(), l.Name)
+	// kube sets these at each dispatch from a queue, so a level that never
+	// dispatched from one has none
+	if d := l.QueueSet.LastDispatch; d.Dispatches > 0 {
+		gauge(descDispatchR, d.R.Float(), l.Name)
+		gauge(descLatestS, d.S.Float(), l.Name)
+		gauge(descNextS, d.SMin.Float(), l.Name, "min")
+		gauge(descNextS, d.SMax.Float(), l.Name, "max")
+		gauge(descNextDiscount, d.DiscountedSMin, l.Name, "min")
+		gauge(descNextDiscount, d.DiscountedSMax, l.Name, "max")
 	}
+	out = append(out,
+		prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvances), l.Name, "true"),
+		prometheus.MustNewConstMetric(descEpoch, prometheus.CounterValue, float64(l.QueueSet.EpochAdvanceFailure), l.Name, "false"))
+	for fs, n := range l.QueueSet.NoAccommodation {
+		out = append(out, prometheus.MustNewConstMetric(descNoAccommod, prometheus.CounterValue, float64(n), l.Name, fs))
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,4 +366,43 @@ func TestUtilizationObservedEverySecond(t *testing.T) {
 		t.Errorf("seat utilization of %s with 1 of %d seats busy: count %d, sum %v; want %d, %v", level, limit, n, sum, n0+2, want)
 	}
 	a.Finish(func() {})
+}
+
+// TestRemovedLevelKeepsItsSeries: a priority level removed from the policy
+// keeps its series at their last values, as kube-apiserver's vectors do,
+// and a level that comes back reports live values again.
+func TestRemovedLevelKeepsItsSeries(t *testing.T) {
+	g, reg := apftest.NewGate(t, eventclock.NewFake(time.Unix(1000, 0)), apf.Config{MaxRequestsInflight: 5}, apftest.TwoFlows)
+	split := map[string]string{"priority_level": "split"}
+	before, ok := apftest.Gauge(t, reg, "apiserver_flowcontrol_nominal_limit_seats", split)
+	if !ok || before <= 0 {
+		t.Fatalf("nominal_limit_seats{split} = %v, %v before removal", before, ok)
+	}
+	if err := g.Reconfigure(context.Background(), policy.Defaults()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range g.Dump() {
+		if l.Name == "split" {
+			t.Fatal("split still in the engine: the test must remove it")
+		}
+	}
+	for range 2 { // the scrape after removal and any later one
+		if after, ok := apftest.Gauge(t, reg, "apiserver_flowcontrol_nominal_limit_seats", split); !ok || after != before {
+			t.Fatalf("nominal_limit_seats{split} = %v, %v after removal, want kept at %v", after, ok, before)
+		}
+	}
+	if _, ok := apftest.Gauge(t, reg, "apiserver_flowcontrol_epoch_advance_total", map[string]string{"priority_level": "split", "success": "true"}); !ok {
+		t.Error("epoch_advance_total{split} vanished with its level")
+	}
+	// Back, with another share: live again.
+	objs, err := policy.Load(strings.NewReader(strings.Replace(apftest.TwoFlows, "nominalConcurrencyShares: 100", "nominalConcurrencyShares: 300", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reconfigure(context.Background(), policy.Overlay(policy.Defaults(), objs)); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := apftest.Gauge(t, reg, "apiserver_flowcontrol_nominal_limit_seats", split); back <= before {
+		t.Errorf("nominal_limit_seats{split} = %v after it came back with three times the shares, want above %v", back, before)
+	}
 }

@@ -176,9 +176,15 @@ func Attributes(r *http.Request, ri RequestInfo) policy.Attributes {
 		Namespace: ri.Namespace, Name: ri.Name, Path: ri.Path}
 }
 
+var (
+	canonicalFlowSchemaUID    = http.CanonicalHeaderKey(HeaderFlowSchemaUID)
+	canonicalPriorityLevelUID = http.CanonicalHeaderKey(HeaderPriorityLevelUID)
+)
+
 func setClassificationHeaders(w http.ResponseWriter, c policy.Classification) {
-	w.Header().Set(HeaderFlowSchemaUID, apf.UID("FlowSchema", c.FlowSchema.Name, string(c.FlowSchema.UID)))
-	w.Header().Set(HeaderPriorityLevelUID, apf.UID("PriorityLevelConfiguration", c.PriorityLevel.Name, string(c.PriorityLevel.UID)))
+	h := w.Header() // the names as net/http keeps them: no canonicalizing per request
+	h[canonicalFlowSchemaUID] = []string{apf.UID("FlowSchema", c.FlowSchema.Name, string(c.FlowSchema.UID))}
+	h[canonicalPriorityLevelUID] = []string{apf.UID("PriorityLevelConfiguration", c.PriorityLevel.Name, string(c.PriorityLevel.UID))}
 }
 
 // TooManyRequests answers 429 with Retry-After (whole seconds, at least 1)

@@ -132,9 +132,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 // BenchmarkReverseProxyHop measures the floor under any HTTP proxy written
 // on net/http: what one httputil.ReverseProxy hop adds to a plain net/http
 // GET of the same 300 bytes from a minimal HTTPS upstream, with HTTP/2 and
-// with HTTP/1.1 on each side of the hop (all sides taking turns in one
-// process, as BenchmarkProxyOverhead). It reports each side's median and the
-// hop's cost over the direct call of the same protocol (µs).
+// with HTTP/1.1 on each side of the hop, and what the TLS hop alone adds (a
+// forwarder that terminates TLS and copies bytes, reading no HTTP), all
+// sides taking turns in one process as in BenchmarkProxyOverhead. It reports
+// each side's median and each hop's cost over the direct call of the same
+// protocol (µs).
 //
 //	go test -run '^$' -bench ReverseProxyHop -benchtime 20000x ./cmd/pace/
 func BenchmarkReverseProxyHop(b *testing.B) {
@@ -169,6 +171,7 @@ func BenchmarkReverseProxyHop(b *testing.B) {
 		{"hop-h2", client(true), hop(true)},
 		{"direct-h1", client(false), upstream.URL},
 		{"hop-h1", client(false), hop(false)},
+		{"tls-h2", client(true), tlsForwarder(b, upstream)},
 	}
 	get := func(i int) time.Duration {
 		start := time.Now()
@@ -203,4 +206,36 @@ func BenchmarkReverseProxyHop(b *testing.B) {
 	}
 	b.ReportMetric(p50(took[1])-p50(took[0]), "hop-h2-added-p50-µs")
 	b.ReportMetric(p50(took[3])-p50(took[2]), "hop-h1-added-p50-µs")
+	b.ReportMetric(p50(took[4])-p50(took[0]), "tls-h2-added-p50-µs")
+}
+
+// tlsForwarder serves TLS with upstream's certificate and HTTP/2 offered,
+// and copies each connection's bytes to and from a TLS connection of its own
+// to upstream: a hop that reads no HTTP. It returns its URL.
+func tlsForwarder(b *testing.B, upstream *httptest.Server) string {
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: upstream.TLS.Certificates, NextProtos: []string{"h2"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := tls.Dial("tcp", upstream.Listener.Addr().String(),
+					&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // the benchmark's own test server
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				go func() { _, _ = io.Copy(out, in) }()
+				_, _ = io.Copy(in, out)
+			}()
+		}
+	}()
+	return "https://" + ln.Addr().String()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/lines"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/worker/execpool"
 )
@@ -125,15 +126,20 @@ func (o *workerOptions) run(ctx context.Context, a *app, job string) error {
 		opts = append(opts, bus.WithWorkerID(o.id))
 	}
 	run := &itemCommand{command: o.exec, killGrace: defaultKillGrace, log: a.log.With("job", job)}
-	opts = append(opts, bus.WithJobOpened(func(rec *schemas.JobRecord) {
+	var pool *execpool.Pool
+	opts = append(opts, bus.WithJobOpened(func(rec *schemas.JobRecord) { // before the first item
 		if g := rec.Spec.Worker.TerminationGrace.D(); g > 0 {
 			run.killGrace = g
+			if pool != nil {
+				pool.SetKillDelay(g)
+			}
 		}
 	}))
 	handler := run.handle
 	if o.execMode != schemas.ExecItem { // lines or json, which execpool names alike
-		pool, err := execpool.New(execpool.Config{Command: o.exec, Mode: execpool.Mode(o.execMode),
-			Processes: o.concurrency, Env: append(cleanEnv(), "PACE_JOB="+job), Stderr: a.stderr}, a.log.With("job", job))
+		pool, err = execpool.New(execpool.Config{Command: o.exec, Mode: execpool.Mode(o.execMode),
+			Processes: o.concurrency, Env: append(cleanEnv(), "PACE_JOB="+job)},
+			a.log.With("job", job))
 		if err != nil {
 			return usageError("%v", err)
 		}
@@ -178,19 +184,13 @@ const defaultKillGrace = 5 * time.Second
 // job's worker.timeout, or the worker stopping past its grace) gets
 // SIGTERM, then SIGKILL killGrace later. What the command writes on its
 // standard error is logged, line by line, whether it succeeded, failed or
-// hung (at most stderrLines lines and stderrBytes bytes an item): the
+// hung (at most lines.ItemLines lines and lines.ItemBytes bytes an item): the
 // local runtime and the pods' logs bring it to the job's log.
 type itemCommand struct {
 	command   string
 	killGrace time.Duration
 	log       *slog.Logger
 }
-
-// stderrLines and stderrBytes bound the standard error of one item logged.
-const (
-	stderrLines = 100
-	stderrBytes = 16 << 10
-)
 
 func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (string, error) {
 	cmd := exec.CommandContext(ctx, "sh", "-c", c.command)
@@ -216,21 +216,20 @@ func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (strin
 }
 
 // logStderr logs an item's standard error, a record per line, within the
-// bounds, and says how much was cut beyond them.
+// bounds of lines.Budget, and says how much was cut beyond them.
 func (c *itemCommand) logStderr(item string, out []byte) {
 	if c.log == nil || len(out) == 0 {
 		return
 	}
-	lines, size := 0, 0
-	for len(out) > 0 && lines < stderrLines && size < stderrBytes {
-		line, rest, _ := bytes.Cut(out, []byte("\n"))
-		if room := stderrBytes - size; len(line) > room { // the rest of the line is cut
-			line, rest = line[:room], out[room:]
+	var budget lines.Budget
+	w := &lines.Writer{Emit: func(line string) {
+		if budget.Keep(line) {
+			c.log.Info("item stderr", "item", item, "line", line)
 		}
-		c.log.Info("item stderr", "item", item, "line", string(bytes.TrimRight(line, "\r")))
-		lines, size, out = lines+1, size+len(line)+1, rest
-	}
-	if len(out) > 0 {
-		c.log.Warn("item stderr cut", "item", item, "cut_bytes", len(out), "kept_lines", lines)
+	}}
+	_, _ = w.Write(out)
+	_ = w.Close()
+	if budget.Cut > 0 {
+		c.log.Warn("item stderr cut", "item", item, "cut_bytes", budget.Cut, "kept_lines", budget.Lines)
 	}
 }

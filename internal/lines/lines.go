@@ -58,3 +58,28 @@ func (w *Writer) flush() {
 	w.Emit(string(bytes.TrimSuffix(w.buf, []byte{'\r'})))
 	w.buf, w.long = w.buf[:0], false
 }
+
+// ItemLines and ItemBytes bound the lines of one item's output that a job's
+// log keeps.
+const (
+	ItemLines = 100
+	ItemBytes = 16 << 10
+)
+
+// Budget counts the lines of one item's output against ItemLines and
+// ItemBytes. The zero value is an empty budget.
+type Budget struct {
+	Lines, Bytes int // kept so far
+	Cut          int // bytes of the lines left out
+}
+
+// Keep reports whether line fits in what is left of the budget, and counts
+// it either way.
+func (b *Budget) Keep(line string) bool {
+	if b.Lines >= ItemLines || b.Bytes+len(line) > ItemBytes {
+		b.Cut += len(line) + 1
+		return false
+	}
+	b.Lines, b.Bytes = b.Lines+1, b.Bytes+len(line)+1
+	return true
+}

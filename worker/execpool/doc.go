@@ -52,11 +52,14 @@
 //
 // # Processes
 //
-// Each process gets Config.Env and writes its standard error to
-// Config.Stderr; a process is its own process group, so that stopping it
+// Each process gets Config.Env; its standard error is logged a record per
+// line ("item stderr") with the id of the item it holds, at most a
+// lines.Budget an item, and read up to its answer before the process gets
+// its next item. A process is its own process group, so that stopping it
 // reaches the programs its shell started: its standard input is closed, the
 // group gets SIGTERM, and SIGKILL once the process has exited or KillDelay
-// later (on Linux the kernel also kills the process if the worker dies).
+// (or what SetKillDelay set) later (on Linux the kernel also kills the
+// process if the worker dies).
 //
 // Handle is safe for concurrent use; each call holds one process for its
 // item. Every goroutine of a process (a reader of its output, a reaper, a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -34,8 +33,6 @@ type Config struct {
 	StallWarning time.Duration `json:"stall_warning,omitempty"`
 	// Env is the processes' environment; nil means this process's own.
 	Env []string `json:"-"`
-	// Stderr receives the processes' standard error; nil discards it.
-	Stderr io.Writer `json:"-"`
 }
 
 func (c Config) withDefaults() Config {
@@ -87,6 +84,17 @@ func New(cfg Config, log *slog.Logger) (*Pool, error) {
 		live: map[*process]struct{}{}}, nil
 }
 
+// SetKillDelay replaces Config.KillDelay for processes started or stopped
+// from now on (a job's termination grace, known once the worker has opened
+// its job). Config.KillDelay is read with mu held.
+func (p *Pool) SetKillDelay(d time.Duration) {
+	if d > 0 {
+		p.mu.Lock()
+		p.cfg.KillDelay = d
+		p.mu.Unlock()
+	}
+}
+
 // Handle sends item to an idle process, started if none is, and returns its
 // answer. It waits for a free process while Config.Processes items are
 // being handled. An error wrapping ErrProcessFailed means the process failed
@@ -104,7 +112,7 @@ func (p *Pool) Handle(ctx context.Context, item *schemas.WorkItem) (string, erro
 		return "", context.Cause(ctx)
 	}
 	defer func() { <-p.slots }()
-	pr, err := p.take()
+	pr, err := p.take(item.ID)
 	if err != nil {
 		return "", err
 	}
@@ -113,6 +121,7 @@ func (p *Pool) Handle(ctx context.Context, item *schemas.WorkItem) (string, erro
 		p.discard(pr)
 		return "", err
 	}
+	pr.drainStderr()
 	out, err := p.cfg.Mode.decode(item, ans)
 	if errors.Is(err, ErrProcessFailed) {
 		p.log.Warn("process broke the protocol: stopping it", "pid", pr.cmd.Process.Pid, "err", err)
@@ -123,15 +132,18 @@ func (p *Pool) Handle(ctx context.Context, item *schemas.WorkItem) (string, erro
 	return out, err
 }
 
-// take returns an idle healthy process, or starts one. It starts it with
+// take returns an idle healthy process, or starts one, to hold item: what
+// the process writes on its standard error from then until its next item
+// is logged as this item's (a new process's start-up included). It starts it with
 // mu held, so that Close, once it holds mu, finds every process in live.
-func (p *Pool) take() (*process, error) {
+func (p *Pool) take(item string) (*process, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !p.closed && len(p.idle) > 0 {
 		pr := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if pr.healthy(p.log) {
+			pr.item.Store(&item)
 			return pr, nil
 		}
 		p.stopLocked(pr)
@@ -139,7 +151,7 @@ func (p *Pool) take() (*process, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
-	pr, err := p.start()
+	pr, err := p.start(item)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pace-platform/pace/internal/lines"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/worker/execpool"
 )
@@ -46,15 +47,12 @@ type testPool struct {
 
 // newPool starts a pool of script in mode; it is closed when the test ends
 // (Close is idempotent, so a test may close it first).
-func newPool(t *testing.T, script string, mode execpool.Mode, processes int, stderr *lockedBuffer) *testPool {
+func newPool(t *testing.T, script string, mode execpool.Mode, processes int) *testPool {
 	t.Helper()
 	dir := t.TempDir()
 	log := &lockedBuffer{}
 	cfg := execpool.Config{Command: script, Mode: mode, Processes: processes, KillDelay: 200 * time.Millisecond,
 		Env: append(os.Environ(), "DIR="+dir)}
-	if stderr != nil {
-		cfg.Stderr = stderr
-	}
 	p, err := execpool.New(cfg, slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +123,7 @@ func noLeak(t *testing.T, p *testPool, before int) {
 
 func TestLinesOneProcessPerSlot(t *testing.T) {
 	before := runtime.NumGoroutine()
-	p := newPool(t, catScript, execpool.Lines, 3, nil)
+	p := newPool(t, catScript, execpool.Lines, 3)
 	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Go(func() {
@@ -148,7 +146,7 @@ func TestLinesOneProcessPerSlot(t *testing.T) {
 }
 
 func TestLinesRefusesNewline(t *testing.T) {
-	p := newPool(t, catScript, execpool.Lines, 1, nil)
+	p := newPool(t, catScript, execpool.Lines, 1)
 	if _, err := p.Handle(context.Background(), item("i", "two\nlines")); !errors.Is(err, execpool.ErrNewline) {
 		t.Fatalf("err = %v, want ErrNewline", err)
 	}
@@ -160,16 +158,16 @@ func TestLinesRefusesNewline(t *testing.T) {
 
 func TestCrashFailsOnlyItsItem(t *testing.T) {
 	before := runtime.NumGoroutine()
-	stderr := &lockedBuffer{}
-	p := newPool(t, crashScript, execpool.Lines, 1, stderr)
+	p := newPool(t, crashScript, execpool.Lines, 1)
 	mustHandle(t, p, "a", "a", "a")
 	_, err := p.Handle(context.Background(), item("boom", "boom"))
 	if !errors.Is(err, execpool.ErrProcessFailed) || !strings.Contains(err.Error(), "exit status 3") ||
 		!strings.Contains(err.Error(), "dying on boom") {
 		t.Fatalf("err = %v, want ErrProcessFailed with the exit status and the end of stderr", err)
 	}
-	if !strings.Contains(stderr.String(), "dying on boom") {
-		t.Errorf("the process's stderr was not forwarded: %q", stderr.String())
+	// Logged as the item's, once the process has exited (its standard error is copied then).
+	if log := p.log.String(); !strings.Contains(log, `msg="item stderr" exec_mode=lines item=boom line="dying on boom"`) {
+		t.Errorf("the process's stderr is not in the log as item boom's:\n%s", log)
 	}
 	mustHandle(t, p, "b", "b", "b")
 	if pids := p.pids(t); len(pids) != 2 {
@@ -180,7 +178,7 @@ func TestCrashFailsOnlyItsItem(t *testing.T) {
 
 func TestHangIsKilledWhenTheItemEnds(t *testing.T) {
 	before := runtime.NumGoroutine()
-	p := newPool(t, hangScript, execpool.Lines, 1, nil)
+	p := newPool(t, hangScript, execpool.Lines, 1)
 	mustHandle(t, p, "a", "a", "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -195,8 +193,50 @@ func TestHangIsKilledWhenTheItemEnds(t *testing.T) {
 	noLeak(t, p, before)
 }
 
+// TestSetKillDelayLengthensTheGrace: a job's termination grace, set once the
+// worker knows it, is what a stopped process gets before SIGKILL.
+func TestSetKillDelayLengthensTheGrace(t *testing.T) {
+	p := newPool(t, hangScript, execpool.Lines, 1) // KillDelay 200ms
+	p.SetKillDelay(2 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Handle(ctx, item("hang", "hang")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the deadline", err)
+	}
+	hung := p.pids(t)[0]
+	time.Sleep(500 * time.Millisecond) // past the 200ms of the config, well within the 2s set: SIGTERM alone so far
+	if groupGone(hung) {
+		t.Fatal("the process group was killed before the kill delay set")
+	}
+	eventually(t, "the hung process group to be killed", func() bool { return groupGone(hung) })
+}
+
+// TestStderrIsLoggedAsItsItems: what a process writes on its standard error
+// while it holds an item (its start-up for its first) is logged with that
+// item's id, within the budget of one item.
+func TestStderrIsLoggedAsItsItems(t *testing.T) {
+	p := newPool(t, `echo starting >&2; while IFS= read -r l; do
+	  if [ "$l" = loud ]; then i=0; while [ $i -lt 150 ]; do echo "noise $i" >&2; i=$((i+1)); done; fi
+	  echo "note: $l" >&2; echo "$l"; done`, execpool.Lines, 1)
+	mustHandle(t, p, "a", "a", "a")
+	mustHandle(t, p, "b", "loud", "loud")
+	mustHandle(t, p, "c", "c", "c")
+	p.Close() // the rest of its standard error is copied once it exits
+	log := p.log.String()
+	for _, want := range []string{`msg="item stderr" exec_mode=lines item=a line=starting`,
+		`msg="item stderr" exec_mode=lines item=a line="note: a"`, `item=b line="noise 99"`,
+		`msg="item stderr cut" exec_mode=lines item=b cut_bytes=`, `item=c line="note: c"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, `line="noise 100"`) || strings.Contains(log, `item=b line="note: loud"`) {
+		t.Errorf("item b's lines past its budget of %d were logged:\n%s", lines.ItemLines, log)
+	}
+}
+
 func TestCancelledWhileWaitingForAProcess(t *testing.T) {
-	p := newPool(t, hangScript, execpool.Lines, 1, nil)
+	p := newPool(t, hangScript, execpool.Lines, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := p.Handle(ctx, item("hang", "hang")); done <- err }()
@@ -222,7 +262,7 @@ func TestJSONBrokenProcessIsReplaced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			p := newPool(t, tt.script, execpool.JSON, 1, nil)
+			p := newPool(t, tt.script, execpool.JSON, 1)
 			for i := range 2 {
 				_, err := p.Handle(context.Background(), item("i"+strconv.Itoa(i), "x"))
 				if !errors.Is(err, execpool.ErrProcessFailed) || !strings.Contains(err.Error(), tt.want) {
@@ -244,7 +284,7 @@ func TestJSONWithJQ(t *testing.T) {
 	p := newPool(t, `echo $$ >> "$DIR/pids"; exec jq -c --unbuffered '
 	  if .payload == "bad" then {id, error: "refused: \(.payload)"}
 	  elif .payload == "n" then {id, result: 42}
-	  else {id, result: (.payload | ascii_upcase)} end'`, execpool.JSON, 1, nil)
+	  else {id, result: (.payload | ascii_upcase)} end'`, execpool.JSON, 1)
 	mustHandle(t, p, "1", "hello <world> é\n\"x\"", "HELLO <WORLD> é\n\"X\"")
 	mustHandle(t, p, "2", "n", "42")
 	if _, err := p.Handle(context.Background(), item("3", "bad")); err == nil || errors.Is(err, execpool.ErrProcessFailed) ||
@@ -259,7 +299,7 @@ func TestJSONWithJQ(t *testing.T) {
 
 func TestExitedIdleProcessIsReplacedBeforeTheItem(t *testing.T) {
 	// Each process answers one line and exits: the next item must not fail.
-	p := newPool(t, `echo $$ >> "$DIR/pids"; IFS= read -r l; echo "$l"`, execpool.Lines, 1, nil)
+	p := newPool(t, `echo $$ >> "$DIR/pids"; IFS= read -r l; echo "$l"`, execpool.Lines, 1)
 	mustHandle(t, p, "a", "a", "a")
 	first := p.pids(t)[0]
 	eventually(t, "the first process to exit", func() bool { return groupGone(first) })
@@ -287,7 +327,7 @@ func TestBufferingCommandIsReported(t *testing.T) {
 }
 
 func TestClosedPool(t *testing.T) {
-	p := newPool(t, catScript, execpool.Lines, 2, nil)
+	p := newPool(t, catScript, execpool.Lines, 2)
 	mustHandle(t, p, "a", "a", "a")
 	p.Close()
 	if _, err := p.Handle(context.Background(), item("b", "b")); !errors.Is(err, execpool.ErrClosed) {
@@ -302,7 +342,7 @@ func TestClosedPool(t *testing.T) {
 
 func TestCloseFailsTheItemsInFlight(t *testing.T) {
 	before := runtime.NumGoroutine()
-	p := newPool(t, hangScript, execpool.Lines, 1, nil)
+	p := newPool(t, hangScript, execpool.Lines, 1)
 	done := make(chan error, 1)
 	go func() { _, err := p.Handle(context.Background(), item("hang", "hang")); done <- err }()
 	eventually(t, "the process", func() bool { return len(p.pids(t)) == 1 })

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/pace-platform/pace/internal/lines"
 )
 
 // exitWait bounds the wait for the exit status of a process that closed its
@@ -28,6 +30,12 @@ type process struct {
 	lines  chan line     // its answers, one per line, then one with the read error; read by the item holding it
 	exited chan struct{} // closed once it is reaped; waitErr is set before
 	stderr *tail
+	item   atomic.Pointer[string] // the id of the item it holds, for its standard error
+
+	errR     *os.File      // the read end of its standard error, read by readStderr
+	errRead  atomic.Int64  // bytes of standard error read so far
+	errMoved chan struct{} // buffered 1: errRead grew
+	errDone  chan struct{} // closed when readStderr has returned
 
 	waitErr  error
 	stopping chan struct{} // closed by stop
@@ -41,41 +49,109 @@ type line struct {
 	err  error
 }
 
-// start runs a new process; its reader and reaper count in wg.
-func (p *Pool) start() (*process, error) {
+// start runs a new process for item; its readers and reaper count in wg.
+func (p *Pool) start(item string) (*process, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		inR.Close() //nolint:errcheck // unused pipe
-		inW.Close() //nolint:errcheck // unused pipe
+		closeAll(inR, inW)
 		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
 	}
-	pr := &process{stdin: inW, stdout: outR, lines: make(chan line), exited: make(chan struct{}),
-		stderr: &tail{w: p.cfg.Stderr}, stopping: make(chan struct{})}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
+	}
+	pr := &process{stdin: inW, stdout: outR, lines: make(chan line), exited: make(chan struct{}), stopping: make(chan struct{}),
+		errR: errR, errMoved: make(chan struct{}, 1), errDone: make(chan struct{})}
+	pr.item.Store(&item)
+	errLog := &stderrLog{log: p.log, item: &pr.item}
+	pr.stderr = &tail{w: &lines.Writer{Emit: errLog.emit}}
 	cmd := exec.Command("sh", "-c", p.cfg.Command)
 	cmd.Env = p.cfg.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, pr.stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = procAttr()
-	cmd.WaitDelay = p.cfg.KillDelay // bounds the copy of stderr when another program keeps it open
 	err = cmd.Start()
-	inR.Close()  //nolint:errcheck // the child's end, which it holds now
-	outW.Close() //nolint:errcheck // the child's end: the reader sees EOF once the child closes its own
+	closeAll(inR, outW, errW) // the child's ends, which it holds now: the readers see EOF once it closes its own
 	if err != nil {
-		inW.Close()  //nolint:errcheck // no child
-		outR.Close() //nolint:errcheck // no child
+		closeAll(inW, outR, errR) // no child
 		return nil, fmt.Errorf("start %s: %w", p.cfg.Command, err)
 	}
 	pr.cmd = cmd
 	p.wg.Go(pr.read)
+	p.wg.Go(pr.readStderr)
 	p.wg.Go(func() {
 		pr.waitErr = cmd.Wait()
+		t := time.NewTimer(exitWait)
+		select {
+		case <-pr.errDone:
+		case <-t.C: // a program the process started keeps its standard error open
+			errR.Close() //nolint:errcheck // ends readStderr
+			<-pr.errDone
+		}
+		t.Stop()
+		_ = pr.stderr.w.Close() // its last line, if unfinished
+		errLog.flushCut()
 		close(pr.exited)
 	})
 	return pr, nil
 }
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close() //nolint:errcheck // pipe ends no longer used
+	}
+}
+
+// readStderr passes the process's standard error to its tail (and so to
+// the log) until it ends, counting what it has read.
+func (pr *process) readStderr() {
+	defer close(pr.errDone)
+	buf := make([]byte, 4096)
+	for {
+		n, err := pr.errR.Read(buf)
+		if n > 0 {
+			_, _ = pr.stderr.Write(buf[:n])
+			pr.errRead.Add(int64(n))
+			select {
+			case pr.errMoved <- struct{}{}:
+			default:
+			}
+		}
+		if err != nil {
+			pr.errR.Close() //nolint:errcheck // read to its end
+			return
+		}
+	}
+}
+
+// drainStderr waits, briefly, until what the process had written on its
+// standard error when it answered has been read: the lines it wrote for an
+// item before its answer are logged as that item's, not the next one's.
+func (pr *process) drainStderr() {
+	pending := pendingBytes(pr.errR)
+	if pending <= 0 {
+		return
+	}
+	target := pr.errRead.Load() + int64(pending)
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	for pr.errRead.Load() < target {
+		select {
+		case <-pr.errMoved:
+		case <-pr.errDone:
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// drainWait bounds drainStderr.
+const drainWait = 100 * time.Millisecond
 
 // read passes the process's output lines to lines until it ends or the
 // process is stopped.
@@ -226,9 +302,9 @@ func (pr *process) stop(wg *sync.WaitGroup, killDelay time.Duration) {
 }
 
 // tail forwards a process's standard error to w and keeps its end for the
-// error of an item whose process dies.
+// error of an item whose process dies. Only readStderr writes to it.
 type tail struct {
-	w io.Writer // nil discards
+	w io.WriteCloser
 
 	mu  sync.Mutex
 	end []byte // guarded by mu; the last tailSize bytes
@@ -238,9 +314,7 @@ type tail struct {
 const tailSize = 2048
 
 func (t *tail) Write(b []byte) (int, error) {
-	if t.w != nil {
-		_, _ = t.w.Write(b) // a failed forward must not fail the process
-	}
+	_, _ = t.w.Write(b) // a failed forward must not fail the process
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.end = append(t.end, b...)
@@ -254,4 +328,33 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.end)
+}
+
+// stderrLog logs a process's standard error, a record per line: "item
+// stderr" with the id of the item the process held when the line was read,
+// at most a lines.Budget an item. Its methods run on readStderr's goroutine,
+// but flushCut, which runs after it.
+type stderrLog struct {
+	log    *slog.Logger
+	item   *atomic.Pointer[string]
+	last   string // the item of the budget
+	budget lines.Budget
+}
+
+func (s *stderrLog) emit(line string) {
+	if id := *s.item.Load(); id != s.last {
+		s.flushCut()
+		s.last, s.budget = id, lines.Budget{}
+	}
+	if s.budget.Keep(line) {
+		s.log.Info("item stderr", "item", s.last, "line", line)
+	}
+}
+
+// flushCut says how much of the last item's standard error was left out.
+func (s *stderrLog) flushCut() {
+	if s.budget.Cut > 0 {
+		s.log.Warn("item stderr cut", "item", s.last, "cut_bytes", s.budget.Cut, "kept_lines", s.budget.Lines)
+		s.budget.Cut = 0
+	}
 }

@@ -27,14 +27,17 @@
 //     ID. A string RESULT is the result as is, any other JSON value but null
 //     its compact JSON text; an ERROR (a string, or any JSON value but null and
 //     "") fails the item, and so does an answer with neither, but the process
-//     keeps serving. Payloads that are not valid UTF-8 are sent with U+FFFD in
-//     place of the invalid bytes, as encoding/json does.
+//     keeps serving. A line that is not a JSON object (its first byte but
+//     blanks is not '{') is output of the process's own, logged as its
+//     item's ("item stdout"), and the answer is still awaited. Payloads
+//     that are not valid UTF-8 are sent with U+FFFD in place of the invalid
+//     bytes, as encoding/json does.
 //
 // # Failures
 //
 // A process is out of step, and is stopped, when it exits or closes its
 // output, when its answer is longer than 8 MiB, and in JSON mode when its
-// answer is not a JSON object or carries another item's id. The item it held
+// answer is not valid JSON or carries another item's id. The item it held
 // fails with an error wrapping ErrProcessFailed, holding the exit status and
 // the end of the process's standard error when it exited. So does an item
 // whose context ends while its process works on it (the worker gave up on

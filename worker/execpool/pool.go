@@ -116,7 +116,7 @@ func (p *Pool) Handle(ctx context.Context, item *schemas.WorkItem) (string, erro
 	if err != nil {
 		return "", err
 	}
-	ans, err := p.call(ctx, pr, req)
+	ans, err := p.call(ctx, pr, item.ID, req)
 	if err != nil {
 		p.discard(pr)
 		return "", err
@@ -142,7 +142,7 @@ func (p *Pool) take(item string) (*process, error) {
 	for !p.closed && len(p.idle) > 0 {
 		pr := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if pr.healthy(p.log) {
+		if pr.healthy(p.log, p.cfg.Mode) {
 			pr.item.Store(&item)
 			return pr, nil
 		}

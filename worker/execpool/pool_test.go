@@ -35,7 +35,10 @@ const (
 	// answer every JSON line with another item's id.
 	wrongIDScript = `echo $$ >> "$DIR/pids"; while IFS= read -r l; do echo '{"id":"not-yours","result":"x"}'; done`
 	// answer every JSON line with a line that is not JSON.
-	garbageScript = `echo $$ >> "$DIR/pids"; while IFS= read -r l; do echo 'garbage'; done`
+	garbageScript = `echo $$ >> "$DIR/pids"; while IFS= read -r l; do echo '{"garbage'; done`
+	// json answers after a line of its own before and after each.
+	chattyScript = `echo $$ >> "$DIR/pids"; while IFS= read -r l; do echo "working on it"
+	  id=$(echo "$l" | sed 's/^{"id":"\([^"]*\)".*/\1/'); echo "{\"id\":\"$id\",\"result\":\"done $id\"}"; echo "after $id"; done`
 )
 
 // testPool is a pool whose processes note their pids in dir.
@@ -249,6 +252,26 @@ func TestCancelledWhileWaitingForAProcess(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("hung item: err = %v, want canceled", err)
+	}
+}
+
+// TestJSONOtherStdoutIsLogged: in JSON mode, stdout lines that are not JSON
+// objects are the process's own output, logged as its item's; the process
+// keeps serving, through a line written after an answer too.
+func TestJSONOtherStdoutIsLogged(t *testing.T) {
+	p := newPool(t, chattyScript, execpool.JSON, 1)
+	mustHandle(t, p, "a", "x", "done a")
+	mustHandle(t, p, "b", "y", "done b")
+	// A line written after an answer is logged too, as the item its
+	// process holds when the line is read: a or b.
+	for _, want := range []string{`msg="item stdout" exec_mode=json item=a line="working on it"`,
+		`msg="item stdout" exec_mode=json item=b line="working on it"`, `line="after a"`} {
+		if log := p.log.String(); !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+	if pids := p.pids(t); len(pids) != 1 {
+		t.Errorf("pids = %v, want one process serving both items", pids)
 	}
 }
 

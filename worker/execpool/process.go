@@ -192,10 +192,12 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// call sends an item's line and returns the answer line. It fails, with
-// ErrProcessFailed, when the process ends, is stopped or writes a line too
-// long; ctx ending stops the process.
-func (p *Pool) call(ctx context.Context, pr *process, req []byte) ([]byte, error) {
+// call sends an item's line and returns the answer line. In JSON mode a
+// line that is not a JSON object is the process's own output: it is logged
+// as the item's ("item stdout", within a lines.Budget) and the answer is
+// still awaited. It fails, with ErrProcessFailed, when the process ends, is
+// stopped or writes a line too long; ctx ending stops the process.
+func (p *Pool) call(ctx context.Context, pr *process, item string, req []byte) ([]byte, error) {
 	cancelled := context.AfterFunc(ctx, func() { p.discard(pr) })
 	defer cancelled()
 	if p.cfg.StallWarning > 0 && !pr.stalled.Load() {
@@ -214,6 +216,23 @@ func (p *Pool) call(ctx context.Context, pr *process, req []byte) ([]byte, error
 		}
 		return nil, pr.failure(fmt.Errorf("write item: %w", err))
 	}
+	var other lines.Budget // json mode: stdout lines that are not answers
+	for {
+		l, err := p.next(ctx, pr)
+		if err != nil || p.cfg.Mode != JSON || isObject(l) {
+			if other.Cut > 0 {
+				p.log.Warn("item stdout cut", "item", item, "cut_bytes", other.Cut, "kept_lines", other.Lines)
+			}
+			return l, err
+		}
+		if other.Keep(string(l)) {
+			p.log.Info("item stdout", "item", item, "line", string(l))
+		}
+	}
+}
+
+// next returns the process's next output line for the item that holds it.
+func (p *Pool) next(ctx context.Context, pr *process) ([]byte, error) {
 	select {
 	case l := <-pr.lines:
 		switch {
@@ -262,20 +281,27 @@ func (pr *process) failure(cause error) error {
 }
 
 // healthy reports whether an idle process may take an item: it has not
-// exited, and no line or end of output waits unread.
-func (pr *process) healthy(log *slog.Logger) bool {
-	select {
-	case <-pr.exited:
-		return false
-	case <-pr.stopping:
-		return false
-	case l := <-pr.lines:
-		if l.err == nil {
-			log.Warn("process wrote a line no item asked for: stopping it", "pid", pr.cmd.Process.Pid, "line", string(clip(l.text)))
+// exited, and no answer or end of output waits unread. In JSON mode, lines
+// of its own output waiting are logged as its last item's.
+func (pr *process) healthy(log *slog.Logger, mode Mode) bool {
+	for {
+		select {
+		case <-pr.exited:
+			return false
+		case <-pr.stopping:
+			return false
+		case l := <-pr.lines:
+			if l.err == nil && mode == JSON && !isObject(l.text) {
+				log.Info("item stdout", "item", *pr.item.Load(), "line", string(clip(l.text)))
+				continue
+			}
+			if l.err == nil {
+				log.Warn("process wrote a line no item asked for: stopping it", "pid", pr.cmd.Process.Pid, "line", string(clip(l.text)))
+			}
+			return false
+		default:
+			return true
 		}
-		return false
-	default:
-		return true
 	}
 }
 

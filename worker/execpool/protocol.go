@@ -88,6 +88,14 @@ func (m Mode) decode(item *schemas.WorkItem, line []byte) (string, error) {
 	return text(a.Result), nil
 }
 
+// isObject reports whether line looks like a JSON object (its first byte
+// but blanks is '{'): in JSON mode, an answer; any other line a process
+// writes is output of its own, logged as the item's.
+func isObject(line []byte) bool {
+	t := bytes.TrimLeft(line, " \t")
+	return len(t) > 0 && t[0] == '{'
+}
+
 // given reports whether an answer's field holds a value other than null and "".
 func given(v json.RawMessage) bool {
 	return len(v) > 0 && !isNull(v) && !bytes.Equal(v, []byte(`""`))

@@ -89,7 +89,7 @@ var stageRights = map[string]StageRights{
 			"$JS.API.DIRECT.GET.KV_pace_jobs.>", "$JS.API.STREAM.MSG.GET.KV_pace_jobs",
 			"$JS.API.CONSUMER.CREATE.KV_pace_jobs.>", "$JS.API.CONSUMER.DELETE.KV_pace_jobs.>", "$JS.FC.KV_pace_jobs.>",
 		},
-		Subscribe: []string{"pace.work.*", "pace.results.*.*", "pace.dead.*", "pace.jobs.*.*", "_INBOX.>"},
+		Subscribe: []string{"pace.work.*", "pace.results.*.*", "pace.ledger.*.*", "pace.dead.*", "pace.jobs.*.*", "_INBOX.>"},
 	},
 	"pace-processor": {
 		Publish: []string{

@@ -83,7 +83,7 @@ const (
 //
 // With queue activity sampling on (ActivityGap > 0), whatever changes a
 // job's counts samples it at once (an event, an item queued, a result, a
-// dead letter): what remains to sample for is time alone, so the job waits
+// ledger entry, a dead letter): what remains to sample for is time alone, so the job waits
 // its longestWait at once (done puts a quiet job's heartbeat on a phase of
 // its own, heartbeat.Next). Without it, the wait doubles up to
 // maxIdleRounds, so that a change is seen within that many rounds.
@@ -192,7 +192,9 @@ func (c *Collector) Run(ctx context.Context) error {
 	// queue activity within ActivityGap.
 	subjects := map[string]func(tokens []string){c.prefix.Jobs("*", "*"): c.onEvent}
 	if c.cfg.ActivityGap > 0 {
-		for _, s := range []string{c.prefix.Work("*"), c.prefix.Results("*", "*"), c.prefix.Dead("*")} {
+		// The ledger's entries too: a streaming job's done count is capped by
+		// them, and the ledger may enter items after their results came.
+		for _, s := range []string{c.prefix.Work("*"), c.prefix.Results("*", "*"), c.prefix.Ledger("*", "*"), c.prefix.Dead("*")} {
 			subjects[s] = func(tokens []string) { c.markActive(tokens[2]) }
 		}
 	}

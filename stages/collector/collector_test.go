@@ -531,3 +531,72 @@ func TestStreamingResultsCountOnlyQueuedItems(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerEntrySamplesAStreamingJob: a streaming job's done count is
+// capped by its ledger, which may enter items after their results came; the
+// ledger's entries are queue activity, so the job is sampled again once
+// they come, not at its quiet heartbeat minutes later.
+func TestLedgerEntrySamplesAStreamingJob(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bustest.Client(t, bustest.Server(t))
+	got := record(t, c)
+	t0 := time.Now()
+	rec := schemas.JobRecord{ID: "s", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
+		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
+	putRecord(t, c, rec)
+	if err := c.EnsureWork(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushItems(ctx, "s", bus.Items("a")); err != nil {
+		t.Fatal(err)
+	}
+	work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := work.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishResult(ctx, &schemas.Result{Job: "s", ItemID: it.ID, Output: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakeClock(t0)
+	col, err := collector.New(c, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond},
+		collector.WithReplicas(replicas{}), collector.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- col.Run(ctx) }()
+	got.waitFor(t, "s", "a sample with the result not entered yet", func(s schemas.Sample, _ int) bool {
+		return s.Done == 0 && s.Pending+s.InFlight == 0
+	})
+	for range 5 { // the job's counts stand still: it goes quiet, its heartbeat 300 rounds away
+		clk.Step(time.Second)
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, n := got.last("s")
+	bustest.KeepLedger(t, c) // enters the item now, after its result
+	steps := 0
+	got.waitFor(t, "s", "a sample counting the result once the ledger entered its item", func(s schemas.Sample, m int) bool {
+		clk.Step(200 * time.Millisecond)
+		steps++
+		return m > n && s.Done == 1
+	})
+	if steps > 100 { // 20 rounds: far from the heartbeat's 300
+		t.Errorf("the entry was sampled after %d activity gaps, want the next few", steps)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,24 +10,25 @@ import (
 )
 
 // TestLocalJobNeedingThreeReplicasMeetsItsDeadline is the control loop end
-// to end on one machine: 3,000 items of 50 ms (150 s of work, about 160 s
-// with each item's fork) due in 60 s, so at least three workers are needed
-// (2,000 items were not enough: two workers met the deadline in 54 s once the
-// controller had measured the rate);
+// to end on one machine: 1,500 items of 50 ms (75 s of work, about 80 s
+// with each item's fork) due in 30 s, so at least three workers are needed
+// (two would take 40 s; at half the work for twice the time, 2,000 items in
+// 60 s, two workers met the deadline in 54 s once the controller had
+// measured the rate);
 // the deadline controller scales out and the job completes, in time unless
 // a loaded machine slows every item and the controller is at its maximum.
 func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a one-minute job")
+		t.Skip("runs a half-minute job")
 	}
 	const maxReplicas = 8
 	u := startUp(t, t.TempDir())
-	items := make([]string, 3000)
+	items := make([]string, 1500) // 75 s of work: 2.5 replicas for the whole 30 s, more after the first one's start
 	for i := range items {
 		items[i] = fmt.Sprint(i)
 	}
 	jobID := submit(t, u.httpURL, map[string]any{
-		"name": "three", "mode": "batch", "deadline": "60s", "item_timeout": "10s",
+		"name": "three", "mode": "batch", "deadline": "30s", "item_timeout": "10s",
 		"workload":   map[string]any{"items": items},
 		"worker":     map[string]any{"exec": "sleep 0.05; cat"},
 		"replicas":   map[string]any{"min": 1, "max": maxReplicas, "initial": 1},

@@ -33,7 +33,8 @@ type process struct {
 	item   atomic.Pointer[string] // the id of the item it holds, for its standard error
 
 	errR     *os.File      // the read end of its standard error, read by readStderr
-	errRead  atomic.Int64  // bytes of standard error read so far
+	errTaken atomic.Int64  // bytes of standard error taken from the pipe so far
+	errRead  atomic.Int64  // of those, bytes logged; never more than errTaken
 	errMoved chan struct{} // buffered 1: errRead grew
 	errDone  chan struct{} // closed when readStderr has returned
 
@@ -114,6 +115,7 @@ func (pr *process) readStderr() {
 	for {
 		n, err := pr.errR.Read(buf)
 		if n > 0 {
+			pr.errTaken.Add(int64(n))
 			_, _ = pr.stderr.Write(buf[:n])
 			pr.errRead.Add(int64(n))
 			select {
@@ -133,10 +135,13 @@ func (pr *process) readStderr() {
 // item before its answer are logged as that item's, not the next one's.
 func (pr *process) drainStderr() {
 	pending := pendingBytes(pr.errR)
-	if pending <= 0 {
+	// What was written before the answer is in the pipe now or taken from
+	// it already, logged or not: all of it is logged once errRead reaches
+	// this (later writes only make the wait end at drainWait).
+	target := pr.errTaken.Load() + int64(pending)
+	if pr.errRead.Load() >= target {
 		return
 	}
-	target := pr.errRead.Load() + int64(pending)
 	t := time.NewTimer(drainWait)
 	defer t.Stop()
 	for pr.errRead.Load() < target {

@@ -483,33 +483,7 @@ func TestStreamingResultsCountOnlyQueuedItems(t *testing.T) {
 			ctx := context.Background()
 			c := bustest.Client(t, bustest.Server(t))
 			bustest.KeepLedger(t, c)
-			rec := schemas.JobRecord{ID: "s", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
-				State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
-			putRecord(t, c, rec)
-			if err := c.EnsureWork(ctx, &rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.PushItems(ctx, "s", bus.Items("a", "b", "c")); err != nil {
-				t.Fatal(err)
-			}
-			work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := work.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.PublishResult(ctx, &schemas.Result{Job: "s", ItemID: it.ID, Output: "ok"}); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.DoubleAck(ctx); err != nil {
-				t.Fatal(err)
-			}
+			rec := streamingJobWithAResult(t, c, t0, "a", "b", "c")
 			for _, id := range []string{"forged1", "forged2", "forged3"} {
 				bustest.Publish(t, c, c.Prefix().Results("s", id), &schemas.Result{Job: "s", ItemID: id, Output: "forged"})
 			}
@@ -542,33 +516,7 @@ func TestLedgerEntrySamplesAStreamingJob(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	got := record(t, c)
 	t0 := time.Now()
-	rec := schemas.JobRecord{ID: "s", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
-		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
-	putRecord(t, c, rec)
-	if err := c.EnsureWork(ctx, &rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.PushItems(ctx, "s", bus.Items("a")); err != nil {
-		t.Fatal(err)
-	}
-	work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := work.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.PublishResult(ctx, &schemas.Result{Job: "s", ItemID: it.ID, Output: "ok"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.DoubleAck(ctx); err != nil {
-		t.Fatal(err)
-	}
+	streamingJobWithAResult(t, c, t0, "a")
 	clk := testingclock.NewFakeClock(t0)
 	col, err := collector.New(c, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond},
 		collector.WithReplicas(replicas{}), collector.WithClock(clk))
@@ -599,4 +547,40 @@ func TestLedgerEntrySamplesAStreamingJob(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// streamingJobWithAResult records the streaming job "s", started at t0,
+// pushes items to it and works the first one as a worker would: its result
+// stored, then its delivery acknowledged. It returns the job's record.
+func streamingJobWithAResult(t *testing.T, c *bus.Client, t0 time.Time, items ...string) schemas.JobRecord {
+	t.Helper()
+	ctx := context.Background()
+	rec := schemas.JobRecord{ID: "s", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
+		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
+	putRecord(t, c, rec)
+	if err := c.EnsureWork(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushItems(ctx, "s", bus.Items(items...)); err != nil {
+		t.Fatal(err)
+	}
+	work, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamWork), "work-s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := work.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishResult(ctx, &schemas.Result{Job: "s", ItemID: it.ID, Output: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }

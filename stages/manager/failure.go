@@ -95,7 +95,7 @@ func (m *Manager) Fail(ctx context.Context, data []byte) (*schemas.JobRecord, er
 		Reason: req.Reason})
 	if err == nil {
 		m.log.Warn("job failed by its failure policy", "job", req.JobID, "reason", req.Reason)
-		m.jobEnded()
+		m.sweepSoon()
 	}
 	return rec, err
 }

@@ -24,12 +24,14 @@ func (m *Manager) keepLedger(ctx context.Context) {
 		rec, err := m.bus.Status(ctx, job)
 		switch {
 		case errors.Is(err, bus.ErrJobNotFound):
+			m.sweepSoon()
 			return bus.Placement{}, nil // no job (yet): the stray sweep decides
 		case err != nil:
 			return bus.Placement{}, err
 		}
 		p := bus.Placement{Enter: rec.Spec.Mode != schemas.Batch}
 		if rec.State.Final() {
+			m.sweepSoon()
 			return p, nil // the stray sweep refuses what was not processed
 		}
 		if at, ok := ensured[job]; !ok || !at.Equal(rec.CreatedAt) {

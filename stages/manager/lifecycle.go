@@ -234,7 +234,7 @@ func (m *Manager) Terminate(ctx context.Context, u auth.User, id string) (*schem
 	if err := release(ctx, id); err != nil {
 		m.log.Warn("terminated job's queue not released; its clean-up will", "job", id, "err", err)
 	}
-	m.jobEnded()
+	m.sweepSoon()
 	return rec, nil
 }
 
@@ -337,15 +337,22 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) sweepStrays(ctx context.Context) {
 	sweep := m.clock.NewTicker(m.cfg.StraySweep)
 	defer sweep.Stop()
+	whole := true
 	for {
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
-		m.SweepStrays(sctx)
+		if whole {
+			m.SweepStrays(sctx)
+		} else {
+			m.sweepIfDue(sctx)
+		}
 		cancel()
 		select {
 		case <-ctx.Done():
 			return
 		case <-sweep.C():
-		case <-m.ended:
+			whole = false
+		case <-m.sweepNow:
+			whole = true
 		}
 	}
 }
@@ -526,7 +533,7 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 		_, err = m.emit(ctx, ev)
 		if err == nil {
 			m.log.Info("job finished", "job", rec.ID, "state", ev.State, "results", ws.Results, "dead", ws.Dead)
-			m.jobEnded()
+			m.sweepSoon()
 			if ev.State == schemas.Completed && rec.Total <= learnLimit {
 				m.learn(ctx, rec)
 			}

@@ -50,12 +50,13 @@ type Manager struct {
 	slots    chan struct{}            // one per job check running, Config.CheckConcurrency at most
 	checking sync.WaitGroup           // the job checks running
 
-	metrics *strayMetrics
-	ended   chan struct{} // a job ended: sweep for stray items soon
+	metrics  *strayMetrics
+	sweepNow chan struct{} // a job ended or a stray item came: sweep for stray items soon
 
-	// sweeping guards sightings: one stray-item sweep at a time.
+	// sweeping guards sightings and swept: one stray-item sweep at a time.
 	sweeping  sync.Mutex
 	sightings map[string]sighting // by work subject, items of jobs not found
+	swept     sweepMark           // what the last whole sweep found
 
 	progress map[string]progressMark // by running job; guarded by mu
 	passes   uint64                  // job-check passes started; guarded by mu
@@ -93,7 +94,7 @@ func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
 	}
 	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
 		httpClient: http.DefaultClient, submitting: map[string]bool{},
-		metrics: newStrayMetrics(), ended: make(chan struct{}, 1), sightings: map[string]sighting{},
+		metrics: newStrayMetrics(), sweepNow: make(chan struct{}, 1), sightings: map[string]sighting{},
 		progress: map[string]progressMark{}, checks: map[string]jobCheck{},
 		inCheck: map[string]chan struct{}{}, slots: make(chan struct{}, cfg.CheckConcurrency)}
 	for _, opt := range opts {

@@ -73,18 +73,50 @@ func (m *Manager) setAsideNeverQueued(ctx context.Context, rec *schemas.JobRecor
 	return err
 }
 
-// jobEnded asks for a sweep soon: a job just stopped accepting items.
-func (m *Manager) jobEnded() {
+// sweepSoon asks for a whole sweep soon: a job just stopped accepting
+// items, or the ledger took in an item whose job takes none.
+func (m *Manager) sweepSoon() {
 	select {
-	case m.ended <- struct{}{}:
+	case m.sweepNow <- struct{}{}:
 	default: // one is pending already
+	}
+}
+
+// sweepMark is what the last whole sweep left: whether anything in it is
+// to retry, and the quiet sweeps since.
+type sweepMark struct {
+	retry bool
+	quiet int
+}
+
+// wholeSweepEvery bounds the quiet sweeps between two whole ones, should
+// the ledger have missed a stray item (it was down, or behind).
+const wholeSweepEvery = 30
+
+// sweepIfDue is the sweep of a Config.StraySweep tick. Whatever comes to
+// the work stream passes the ledger, which asks for a whole sweep at once
+// (sweepSoon) when an item's job takes none, as does a job that ends; so
+// a tick sweeps the whole stream only while items of a job with no record
+// wait their grace, after a sweep that failed, and every wholeSweepEvery
+// ticks. The others ask nothing of the bus.
+func (m *Manager) sweepIfDue(ctx context.Context) {
+	m.sweeping.Lock()
+	quiet := len(m.sightings) == 0 && !m.swept.retry && m.swept.quiet < wholeSweepEvery
+	if quiet {
+		m.swept.quiet++
+	}
+	m.sweeping.Unlock()
+	if !quiet {
+		m.SweepStrays(ctx)
 	}
 }
 
 // SweepStrays moves the items of jobs that do not accept items from the
 // work stream to their jobs' dead letters (reason refused, last error
-// naming why: "no such job", "job completed", …). Run calls it every
-// Config.StraySweep and when a job ends; it is safe to call concurrently.
+// naming why: "no such job", "job completed", …). Run calls it when a job
+// ends, when the ledger takes in an item whose job takes none, and on
+// Config.StraySweep ticks when due (sweepIfDue); it is safe to call
+// concurrently.
 //
 // It costs one stream-info request and, while the work stream holds items,
 // a listing of the job records (read again only when the jobs bucket
@@ -99,11 +131,13 @@ func (m *Manager) SweepStrays(ctx context.Context) {
 	defer m.sweeping.Unlock()
 	q, err := m.bus.QueuedWork(ctx)
 	if err != nil {
+		m.swept.retry = true
 		if ctx.Err() == nil {
 			m.log.Warn("stray item check failed", "err", err)
 		}
 		return
 	}
+	m.swept = sweepMark{}
 	now := m.clock.Now()
 	for subject := range m.sightings {
 		if q.Subjects[subject] == 0 {
@@ -117,14 +151,18 @@ func (m *Manager) SweepStrays(ctx context.Context) {
 		}
 		if known == nil {
 			if known, err = m.records(ctx); err != nil {
+				m.swept.retry = true
 				if ctx.Err() == nil {
 					m.log.Warn("stray item check failed", "err", err)
 				}
 				return
 			}
 		}
-		if err := m.sweepSubject(ctx, subject, q.LastSeq, now, known); err != nil && ctx.Err() == nil {
-			m.log.Warn("stray item check failed", "subject", subject, "err", err)
+		if err := m.sweepSubject(ctx, subject, q.LastSeq, now, known); err != nil {
+			m.swept.retry = true
+			if ctx.Err() == nil {
+				m.log.Warn("stray item check failed", "subject", subject, "err", err)
+			}
 		}
 	}
 }

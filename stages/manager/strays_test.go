@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/manager"
 )
@@ -243,6 +244,18 @@ func TestStrayItemsAreRefused(t *testing.T) {
 	if dead := e.letters("never-created"); len(dead) != 0 {
 		t.Errorf("letters after redrive = %d, want 0", len(dead))
 	}
+}
+
+// An item queued to a finished job is refused as soon as the ledger takes
+// it in, with no sweep tick (the manager's clock stands still here).
+func TestAStrayItemIsRefusedOnArrival(t *testing.T) {
+	e := newEnv(t)
+	js := carelessClient(t, e)
+	done := e.runBatch(`{"deadline":"10m","resources_lifetime":"1h","workload":{"items":["a"]}}`)
+	stray{done, itemBody(done, "late", "after the end"), nil}.publish(t, js)
+	bustest.Eventually(t, 10*time.Second, "the late item refused", func() bool {
+		return e.queued(done) == 0 && len(e.letters(done)) == 1
+	})
 }
 
 func storedLetter(t *testing.T, c *bus.Client, job string) *bus.StoredLetter {

@@ -9,6 +9,7 @@ import (
 	neturl "net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -37,6 +38,11 @@ type Client struct {
 	kvMu   sync.Mutex
 	jobs   jetstream.KeyValue // the jobs bucket, once opened; guarded by kvMu
 	listed jobListing         // what Jobs read last; guarded by kvMu
+	// jobsSeen counts the changes to the jobs bucket this client knows of
+	// (its own writes, and what its watch of the bucket saw); watching is
+	// whether that watch runs. See Jobs.
+	jobsSeen atomic.Uint64
+	watching atomic.Bool
 
 	streamsMu sync.Mutex
 	handles   map[schemas.Stream]jetstream.Stream // looked up by Stream; guarded by streamsMu

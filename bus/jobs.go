@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -176,26 +177,39 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 // others (UpdateJob replaces it).
 //
 // The records come in one pass over the bucket (its latest value per key),
-// not one request per job. While the bucket is unchanged (the same first
-// and last sequence and message count, which any write or removal moves)
-// the last pass is used again, and a record unchanged since then is not
-// decoded again: an idle manager lists a thousand jobs every second. The
-// slice is the caller's own; the records are shared with every other
-// caller, and must not change (copy one to change it): copying a thousand
-// records on every pass was most of an idle manager's garbage.
+// not one request per job, and a pass is used again until the bucket
+// changes: an idle manager lists a thousand jobs every second. A watch of
+// the bucket tells this client of others' writes (its own it counts as it
+// makes them), so that a listing of an unchanged bucket asks nothing of
+// the server; every jobsRecheck, and while the watch is down, the bucket's
+// state (its first and last sequence and message count, which any write
+// or removal moves) is read to be sure. A record unchanged since the last
+// pass is not decoded again. The slice is the caller's own; the records
+// are shared with every other caller, and must not change (copy one to
+// change it): copying a thousand records on every pass was most of an
+// idle manager's garbage.
 func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
 		return nil, err
 	}
-	state, err := bucketStateOf(ctx, kv) // read before the pass: a write after it shows next time
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
+	c.watchJobs(kv)
+	seen, now := c.jobsSeen.Load(), c.clk.Now() // read before the pass: a change after it shows next time
 	c.kvMu.Lock()
 	last := c.listed
 	c.kvMu.Unlock()
+	if last.records != nil && c.watching.Load() && last.seen == seen && now.Sub(last.checked) < jobsRecheck {
+		return last.shared(), nil
+	}
+	state, err := bucketStateOf(ctx, kv)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
 	if last.state == state && last.records != nil {
+		last.seen, last.checked = seen, now
+		c.kvMu.Lock()
+		c.listed = last
+		c.kvMu.Unlock()
 		return last.shared(), nil
 	}
 	watch, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
@@ -203,7 +217,7 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer watch.Stop() //nolint:errcheck // ending a one-pass read
-	next := jobListing{state: state, byKey: make(map[string]decodedRecord, len(last.byKey))}
+	next := jobListing{state: state, seen: seen, checked: now, byKey: make(map[string]decodedRecord, len(last.byKey))}
 	for {
 		select {
 		case <-ctx.Done():
@@ -235,12 +249,71 @@ func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
 	}
 }
 
+// jobsRecheck is how long Jobs trusts its watch of the jobs bucket alone.
+const jobsRecheck = 30 * time.Second
+
 // jobListing is what a pass of Jobs read: the records in their order and
-// by key, and the bucket's state before the pass.
+// by key, and before the pass the bucket's state, the changes the client
+// knew of and the time.
 type jobListing struct {
 	state   bucketState
+	seen    uint64
+	checked time.Time
 	records []*schemas.JobRecord
 	byKey   map[string]decodedRecord
+}
+
+// watchJobs starts the watch of the jobs bucket that counts others'
+// writes in jobsSeen, unless it runs. It ends with the connection, or when
+// the server ends it; the next Jobs starts it again.
+func (c *Client) watchJobs(kv jetstream.KeyValue) {
+	if !c.watching.CompareAndSwap(false, true) {
+		return
+	}
+	w, err := kv.WatchAll(context.Background(), jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		c.watching.Store(false)
+		return
+	}
+	go func() {
+		for range w.Updates() {
+			c.jobsSeen.Add(1)
+		}
+		c.watching.Store(false)
+		c.jobsSeen.Add(1)
+	}()
+}
+
+// countedKV is the jobs bucket, counting in seen each write made through
+// it, so that Jobs knows of this client's own writes at once.
+type countedKV struct {
+	jetstream.KeyValue
+	seen *atomic.Uint64
+}
+
+func (kv countedKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	defer kv.seen.Add(1)
+	return kv.KeyValue.Create(ctx, key, value, opts...)
+}
+
+func (kv countedKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	defer kv.seen.Add(1)
+	return kv.KeyValue.Update(ctx, key, value, rev)
+}
+
+func (kv countedKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	defer kv.seen.Add(1)
+	return kv.KeyValue.Put(ctx, key, value)
+}
+
+func (kv countedKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	defer kv.seen.Add(1)
+	return kv.KeyValue.Delete(ctx, key, opts...)
+}
+
+func (kv countedKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	defer kv.seen.Add(1)
+	return kv.KeyValue.Purge(ctx, key, opts...)
 }
 
 // shared returns the records in a slice of the caller's own.
@@ -320,8 +393,8 @@ func (c *Client) jobsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open jobs bucket (was the bus provisioned?): %w", err)
 	}
-	c.jobs = kv
-	return kv, nil
+	c.jobs = countedKV{KeyValue: kv, seen: &c.jobsSeen}
+	return c.jobs, nil
 }
 
 // PublishJobEvent stores a lifecycle event on pace.jobs.<job>.<type> and

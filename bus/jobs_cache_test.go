@@ -2,7 +2,9 @@ package bus_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 )
@@ -50,4 +52,60 @@ func TestJobsSeesChangesNotEdits(t *testing.T) {
 	if got := totals(); got["a"] != 10 {
 		t.Errorf("unchanged record listed as %v, want a:10 (a caller's edit of its slice must not stick)", got)
 	}
+}
+
+// A listing of an unchanged bucket asks nothing of the server; another
+// client's write shows in the listing once its watch has seen it, this
+// client's own at once.
+func TestJobsOfAnUnchangedBucketAskNothing(t *testing.T) {
+	ctx := testCtx(t)
+	srv := bustest.Server(t)
+	c, other := bustest.Client(t, srv), bustest.Client(t, srv)
+	put := func(c *bus.Client, id string, total int) {
+		t.Helper()
+		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+			return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Total: total}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	totals := func() map[string]int {
+		t.Helper()
+		recs, err := c.Jobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, r := range recs {
+			out[r.ID] = r.Total
+		}
+		return out
+	}
+	apiCalls := func() uint64 {
+		t.Helper()
+		info, err := other.JetStream().AccountInfo(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.API.Total
+	}
+
+	put(c, "a", 1)
+	if got := totals(); got["a"] != 1 {
+		t.Fatalf("first listing %v, want a:1", got)
+	}
+	before := apiCalls()
+	for range 20 {
+		totals()
+	}
+	if n := apiCalls() - before; n > 1 { // the count's own request
+		t.Errorf("20 listings of an unchanged bucket made %d API requests, want none", n-1)
+	}
+
+	put(c, "a", 2)
+	if got := totals(); got["a"] != 2 {
+		t.Errorf("after its own write: %v, want a:2 at once", got)
+	}
+	put(other, "b", 3)
+	bustest.Eventually(t, 5*time.Second, "another client's write listed", func() bool { return totals()["b"] == 3 })
 }

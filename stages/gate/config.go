@@ -41,21 +41,32 @@ func OpenConfig(ctx context.Context, c *bus.Client, log *slog.Logger) (*ConfigSt
 // Load reads every stored object with its revision; undecodable entries are
 // logged and skipped.
 func (s *ConfigStore) Load(ctx context.Context) (policy.Objects, map[string]uint64, error) {
-	var objs policy.Objects
-	revs := map[string]uint64{}
 	lister, err := s.kv.ListKeys(ctx)
 	if err != nil {
-		return objs, nil, fmt.Errorf("list flowcontrol config: %w", err)
+		return policy.Objects{}, nil, fmt.Errorf("list flowcontrol config: %w", err)
 	}
 	defer lister.Stop() //nolint:errcheck // read-only
+	entries := map[string]jetstream.KeyValueEntry{}
 	for key := range lister.Keys() {
 		e, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return objs, nil, fmt.Errorf("get %s: %w", key, err)
+			return policy.Objects{}, nil, fmt.Errorf("get %s: %w", key, err)
 		}
+		entries[key] = e
+	}
+	objs, revs := s.decode(entries)
+	return objs, revs, nil
+}
+
+// decode turns stored entries into objects and their revisions, with
+// defaults set; undecodable entries are logged and skipped.
+func (s *ConfigStore) decode(entries map[string]jetstream.KeyValueEntry) (policy.Objects, map[string]uint64) {
+	var objs policy.Objects
+	revs := make(map[string]uint64, len(entries))
+	for key, e := range entries {
 		revs[key] = e.Revision()
 		switch {
 		case strings.HasPrefix(key, "flowschemas."):
@@ -75,7 +86,7 @@ func (s *ConfigStore) Load(ctx context.Context) (policy.Objects, map[string]uint
 		}
 	}
 	policy.SetDefaults(&objs)
-	return objs, revs, nil
+	return objs, revs
 }
 
 // Maintain runs one config maintenance (policy.Maintain) with
@@ -86,6 +97,11 @@ func (s *ConfigStore) Maintain(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return s.maintain(ctx, objs, revs)
+}
+
+// maintain is Maintain on objs, stored at revs.
+func (s *ConfigStore) maintain(ctx context.Context, objs policy.Objects, revs map[string]uint64) (int, error) {
 	n := 0
 	for _, ch := range policy.Maintain(objs) {
 		key := ch.Key()
@@ -120,7 +136,10 @@ func (s *ConfigStore) Maintain(ctx context.Context) (int, error) {
 
 // Run maintains the configuration at start and every MaintenancePeriod, and
 // reconfigures gate whenever the stored objects change, with file (the
-// --flowcontrol-config objects) applied over them. It returns nil when ctx ends.
+// --flowcontrol-config objects) applied over them. It returns nil when ctx
+// ends. After the first maintenance it reads the bucket only through its
+// watch: the stored objects are what the watch delivered, so that a quiet
+// configuration costs no request.
 func (s *ConfigStore) Run(ctx context.Context, gate *apf.Gate, file policy.Objects) error {
 	if _, err := s.Maintain(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -138,37 +157,45 @@ func (s *ConfigStore) Run(ctx context.Context, gate *apf.Gate, file policy.Objec
 	defer w.Stop() //nolint:errcheck // best effort
 	tick := time.NewTicker(MaintenancePeriod)
 	defer tick.Stop()
-	dirty := false
+	stored := map[string]jetstream.KeyValueEntry{}
+	dirty, current := false, false // current: the watch has delivered every stored object
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if _, err := s.Maintain(ctx); err != nil && ctx.Err() == nil {
+			if !current {
+				continue
+			}
+			objs, revs := s.decode(stored)
+			if _, err := s.maintain(ctx, objs, revs); err != nil && ctx.Err() == nil {
 				s.log.Warn("flowcontrol config maintenance failed", "err", err)
 			}
 		case e, ok := <-w.Updates():
 			if !ok {
 				return nil
 			}
+			if e == nil {
+				current = true
+			} else if e.Operation() == jetstream.KeyValuePut {
+				stored[e.Key()] = e
+			} else {
+				delete(stored, e.Key())
+			}
 			dirty = true
-			if e != nil && len(w.Updates()) > 0 {
+			if len(w.Updates()) > 0 {
 				continue // coalesce a burst of changes
 			}
 		}
-		if dirty {
+		if dirty && current {
 			dirty = false
-			s.apply(ctx, gate, file)
+			s.apply(ctx, gate, file, stored)
 		}
 	}
 }
 
-func (s *ConfigStore) apply(ctx context.Context, gate *apf.Gate, file policy.Objects) {
-	objs, _, err := s.Load(ctx)
-	if err != nil {
-		s.log.Warn("flowcontrol config not reloaded", "err", err)
-		return
-	}
+func (s *ConfigStore) apply(ctx context.Context, gate *apf.Gate, file policy.Objects, stored map[string]jetstream.KeyValueEntry) {
+	objs, _ := s.decode(stored)
 	objs = policy.Overlay(objs, file)
 	if err := gate.Reconfigure(ctx, objs); err != nil {
 		s.log.Error("flowcontrol reconfiguration failed", "err", err)

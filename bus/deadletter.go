@@ -166,7 +166,7 @@ func (c *Client) DeadLetters(ctx context.Context) error {
 			nextSweep = c.clk.Now().Add(letterObjectSweep)
 		}
 		fctx, cancel := context.WithTimeout(ctx, IdleWait)
-		batch, err := cons.Fetch(64, jetstream.FetchContext(fctx))
+		batch, err := cons.Fetch(64, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(IdleHeartbeat))
 		if err == nil {
 			for msg := range batch.Messages() {
 				if err := c.deadLetter(ctx, work, failures, msg.Data()); err != nil {

@@ -114,7 +114,11 @@ func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
 func fetchAll(ctx context.Context, cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+	if wait >= IdleWait {
+		opts = append(opts, jetstream.FetchHeartbeat(IdleHeartbeat))
+	}
+	batch, err := cons.Fetch(n, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -226,12 +226,14 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 // IdleWait when it follows a read that is caught up, 500 ms otherwise.
 // The fetch ends with ctx; cancel releases it once its batch is read.
 func fetchStored(ctx context.Context, cons jetstream.Consumer, following bool) (jetstream.MessageBatch, context.CancelFunc, error) {
+	opts := []jetstream.FetchOpt{}
 	wait := 500 * time.Millisecond
 	if following {
 		wait = IdleWait
+		opts = append(opts, jetstream.FetchHeartbeat(IdleHeartbeat))
 	}
 	fctx, cancel := context.WithTimeout(ctx, wait)
-	batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
+	batch, err := cons.Fetch(256, append(opts, jetstream.FetchContext(fctx))...)
 	return batch, cancel, err
 }
 

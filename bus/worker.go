@@ -256,9 +256,15 @@ func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, star
 // the dead-letter stage, a stage's subscription). A message that comes is
 // handed out at once whatever the wait, so the wait only sets how often an
 // idle reader asks again: each request wakes the client and the server,
-// and an ordered consumer is made anew at each. nats.go's heartbeat (every
-// 5 s on a wait this long) still tells within 10 s that a consumer is lost.
+// and an ordered consumer is made anew at each. The server's heartbeat on
+// such a wait (IdleHeartbeat) still tells within 20 s that a consumer is
+// lost.
 const IdleWait = 30 * time.Second
+
+// IdleHeartbeat is the heartbeat a request waiting IdleWait asks of the
+// server (nats.go's default on a wait that long is 5 s): an idle reader's
+// only traffic, and nats.go tells a lost consumer after two missed.
+const IdleHeartbeat = 10 * time.Second
 
 // IgnoreWaitEnd returns err, or nil for the errors that only mean a
 // fetch's wait ended (its deadline or context, a timeout).

@@ -207,7 +207,7 @@ func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, 
 	slots chan struct{}, pending *sync.WaitGroup) (got int, err error) {
 	fctx, cancel := context.WithTimeout(ctx, bus.IdleWait)
 	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(bus.IdleHeartbeat))
 	if err != nil {
 		return 0, bus.IgnoreWaitEnd(err)
 	}

@@ -332,27 +332,36 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// sweepStrays sweeps the work stream for stray items every
-// Config.StraySweep and when a job ends, until ctx ends.
+// sweepStrays sweeps the work stream for stray items when asked
+// (sweepSoon) and on every Config.StraySweep tick that is due (sweepIfDue),
+// until ctx ends. One asked sweep runs at once per tick; a second ask
+// waits for the next tick, so that a flood of stray items costs a whole
+// sweep a tick, not back-to-back ones.
 func (m *Manager) sweepStrays(ctx context.Context) {
 	sweep := m.clock.NewTicker(m.cfg.StraySweep)
 	defer sweep.Stop()
-	whole := true
+	run, asked, pending := (*Manager).SweepStrays, false, false
 	for {
-		sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
-		if whole {
-			m.SweepStrays(sctx)
-		} else {
-			m.sweepIfDue(sctx)
+		if run != nil {
+			sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
+			run(m, sctx)
+			cancel()
 		}
-		cancel()
+		run = nil
 		select {
 		case <-ctx.Done():
 			return
 		case <-sweep.C():
-			whole = false
+			asked, run = false, (*Manager).sweepIfDue
+			if pending {
+				pending, run = false, (*Manager).SweepStrays
+			}
 		case <-m.sweepNow:
-			whole = true
+			if asked {
+				pending = true
+			} else {
+				asked, run = true, (*Manager).SweepStrays
+			}
 		}
 	}
 }

@@ -246,13 +246,15 @@ func TestStrayItemsAreRefused(t *testing.T) {
 	}
 }
 
-// An item queued to a finished job is refused as soon as the ledger takes
-// it in, with no sweep tick (the manager's clock stands still here).
+// An item queued to a finished job is refused because the ledger took it
+// in and asked for a sweep: the sweep ticks alone, quiet, would not.
+// (The job's end asked for one too, so this ask may wait for the tick.)
 func TestAStrayItemIsRefusedOnArrival(t *testing.T) {
 	e := newEnv(t)
 	js := carelessClient(t, e)
 	done := e.runBatch(`{"deadline":"10m","resources_lifetime":"1h","workload":{"items":["a"]}}`)
 	stray{done, itemBody(done, "late", "after the end"), nil}.publish(t, js)
+	e.clock.Step(2 * time.Second) // one tick of the default stray sweep
 	bustest.Eventually(t, 10*time.Second, "the late item refused", func() bool {
 		return e.queued(done) == 0 && len(e.letters(done)) == 1
 	})

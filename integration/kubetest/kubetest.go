@@ -89,23 +89,23 @@ func Start(binDir, dir string, apiserverFlags ...string) (cp *ControlPlane, err 
 	if err := writeCredentials(dir); err != nil {
 		return cp, err
 	}
-	ep, pp, ap := freePort(), freePort(), freePort()
-	eURL, pURL := "http://127.0.0.1:"+strconv.Itoa(ep), "http://127.0.0.1:"+strconv.Itoa(pp)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	if cp.etcd, err = start(dir, "etcd.log", filepath.Join(binDir, "etcd"),
-		"--name=pace", "--data-dir="+filepath.Join(dir, "etcd"), "--unsafe-no-fsync", "--log-level=warn",
-		"--listen-client-urls="+eURL, "--advertise-client-urls="+eURL,
-		"--listen-peer-urls="+pURL, "--initial-advertise-peer-urls="+pURL, "--initial-cluster=pace="+pURL); err != nil {
-		return cp, err
-	}
-	if err := waitOK(ctx, eURL+"/health", cp.etcd); err != nil {
+	var eURL string
+	cp.etcd, err = startOnFreePort(ctx, dir, "etcd.log", filepath.Join(binDir, "etcd"), func(ep int) (string, []string) {
+		pURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
+		eURL = "http://127.0.0.1:" + strconv.Itoa(ep)
+		return eURL + "/health", []string{"--name=pace", "--data-dir=" + filepath.Join(dir, "etcd"), "--unsafe-no-fsync", "--log-level=warn",
+			"--listen-client-urls=" + eURL, "--advertise-client-urls=" + eURL,
+			"--listen-peer-urls=" + pURL, "--initial-advertise-peer-urls=" + pURL, "--initial-cluster=pace=" + pURL}
+	})
+	if err != nil {
 		return cp, err
 	}
 	certs := filepath.Join(dir, "certs")
 	args := []string{"--etcd-servers=" + eURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ap),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none", // a loopback advertise address is refused otherwise
 		"--cert-dir=" + certs,
 		"--service-account-issuer=https://kubernetes.default.svc",
@@ -122,11 +122,11 @@ func Start(binDir, dir string, apiserverFlags ...string) (cp *ControlPlane, err 
 		"--kubelet-client-certificate=" + filepath.Join(dir, "kubelet-client.crt"),
 		"--kubelet-client-key=" + filepath.Join(dir, "kubelet-client.key"),
 	}
-	if cp.apiserver, err = start(dir, "apiserver.log", filepath.Join(binDir, "kube-apiserver"), append(args, apiserverFlags...)...); err != nil {
-		return cp, err
-	}
-	cp.URL = "https://127.0.0.1:" + strconv.Itoa(ap)
-	if err := waitOK(ctx, cp.URL+"/readyz", cp.apiserver); err != nil {
+	cp.apiserver, err = startOnFreePort(ctx, dir, "apiserver.log", filepath.Join(binDir, "kube-apiserver"), func(ap int) (string, []string) {
+		cp.URL = "https://127.0.0.1:" + strconv.Itoa(ap)
+		return cp.URL + "/readyz", append(append(args, "--secure-port="+strconv.Itoa(ap)), apiserverFlags...)
+	})
+	if err != nil {
 		return cp, err
 	}
 	if cp.CA, err = os.ReadFile(filepath.Join(certs, "apiserver.crt")); err != nil {
@@ -248,6 +248,41 @@ func stop(c *exec.Cmd) {
 	}
 }
 
+// startOnFreePort starts name with the arguments setup gives for a free
+// port and waits until the URL setup gives for it answers 200. A port
+// freePort found free can be taken before the server binds it (by any
+// process on the machine): a server that ends saying so is started again
+// on another port, three times at most.
+func startOnFreePort(ctx context.Context, dir, log, name string, setup func(port int) (url string, args []string)) (*exec.Cmd, error) {
+	for attempt := 1; ; attempt++ {
+		url, args := setup(freePort())
+		c, err := start(dir, log, name, args...)
+		if err != nil {
+			return nil, err
+		}
+		err = waitOK(ctx, url, c)
+		if err == nil {
+			return c, nil
+		}
+		stop(c)
+		if b, _ := os.ReadFile(filepath.Join(dir, log)); attempt < 3 && strings.Contains(string(b), "address already in use") {
+			continue
+		}
+		return nil, err
+	}
+}
+
+// ended reports whether c's process has ended: it stays a zombie until
+// stop reaps it, so it is read from /proc rather than c.ProcessState.
+func ended(c *exec.Cmd) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Process.Pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')') // the state follows the command's name
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
+
 func waitOK(ctx context.Context, url string, c *exec.Cmd) error {
 	cl := &http.Client{Timeout: time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // probing our own self-signed server
@@ -262,8 +297,8 @@ func waitOK(ctx context.Context, url string, c *exec.Cmd) error {
 			err = fmt.Errorf("status %s", resp.Status)
 		}
 		last = err
-		if c.ProcessState != nil {
-			return fmt.Errorf("%s exited", c.Path)
+		if ended(c) {
+			return fmt.Errorf("%s exited (last: %w)", c.Path, last)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,27 +17,8 @@ import (
 func TestJobsSeesChangesNotEdits(t *testing.T) {
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
-	put := func(id string, total int) {
-		t.Helper()
-		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
-			return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Total: total}, nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	totals := func() map[string]int {
-		t.Helper()
-		recs, err := c.Jobs(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, r := range recs {
-			out[r.ID] = r.Total
-		}
-		clear(recs) // a caller's edit of its slice
-		return out
-	}
+	put := func(id string, total int) { t.Helper(); putTotal(ctx, t, c, id, total) }
+	totals := func() map[string]int { t.Helper(); return listedTotals(ctx, t, c) }
 	put("a", 1)
 	put("b", 2)
 	if got := totals(); got["a"] != 1 || got["b"] != 2 || len(got) != 2 {
@@ -61,26 +43,8 @@ func TestJobsOfAnUnchangedBucketAskNothing(t *testing.T) {
 	ctx := testCtx(t)
 	srv := bustest.Server(t)
 	c, other := bustest.Client(t, srv), bustest.Client(t, srv)
-	put := func(c *bus.Client, id string, total int) {
-		t.Helper()
-		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
-			return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Total: total}, nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	totals := func() map[string]int {
-		t.Helper()
-		recs, err := c.Jobs(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, r := range recs {
-			out[r.ID] = r.Total
-		}
-		return out
-	}
+	put := func(c *bus.Client, id string, total int) { t.Helper(); putTotal(ctx, t, c, id, total) }
+	totals := func() map[string]int { t.Helper(); return listedTotals(ctx, t, c) }
 	apiCalls := func() uint64 {
 		t.Helper()
 		info, err := other.JetStream().AccountInfo(ctx)
@@ -108,4 +72,30 @@ func TestJobsOfAnUnchangedBucketAskNothing(t *testing.T) {
 	}
 	put(other, "b", 3)
 	bustest.Eventually(t, 5*time.Second, "another client's write listed", func() bool { return totals()["b"] == 3 })
+}
+
+// putTotal stores a record of an ongoing job id with total items.
+func putTotal(ctx context.Context, t *testing.T, c *bus.Client, id string, total int) {
+	t.Helper()
+	if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Total: total}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listedTotals lists the jobs and returns their totals by id; it then
+// clears its slice, as a caller editing its own may.
+func listedTotals(ctx context.Context, t *testing.T, c *bus.Client) map[string]int {
+	t.Helper()
+	recs, err := c.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range recs {
+		out[r.ID] = r.Total
+	}
+	clear(recs)
+	return out
 }

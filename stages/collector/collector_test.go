@@ -132,19 +132,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	if len(held) != 4 {
 		t.Fatalf("fetched %d items, want 4", len(held))
 	}
-	finish := func(m jetstream.Msg) {
-		t.Helper()
-		it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PublishResult(ctx, &schemas.Result{Job: "j1", ItemID: it.ID, Output: "ok"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	finish := func(m jetstream.Msg) { t.Helper(); workItem(ctx, t, c, "j1", m) }
 	finish(held[0])
 	finish(held[1])
 	if _, err := js.Publish(ctx, c.Prefix().Results("j1", "forged"), []byte(`{"job":"j1","item_id":"forged"}`)); err != nil {
@@ -572,15 +560,21 @@ func streamingJobWithAResult(t *testing.T, c *bus.Client, t0 time.Time, items ..
 	if err != nil {
 		t.Fatal(err)
 	}
+	workItem(ctx, t, c, "s", m)
+	return rec
+}
+
+// workItem works job's item m as a worker does: its result, then its ack.
+func workItem(ctx context.Context, t *testing.T, c *bus.Client, job string, m jetstream.Msg) {
+	t.Helper()
 	it, err := bus.Decode[schemas.WorkItem](m.Data(), m.Headers())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishResult(ctx, &schemas.Result{Job: "s", ItemID: it.ID, Output: "ok"}); err != nil {
+	if err := c.PublishResult(ctx, &schemas.Result{Job: job, ItemID: it.ID, Output: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.DoubleAck(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return rec
 }

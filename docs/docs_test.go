@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pace-platform/pace/stages/actuator/local/localtest"
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // A fenced block opened with "```sh" runs against the live pace up. One that
@@ -208,13 +208,13 @@ type pace struct {
 }
 
 // natsCLIVersion is the NATS CLI that docs/clients.md's blocks run, as
-// scripts/ensure-clients.sh installs it.
+// integration/scripts/ensure-clients.sh installs it.
 const natsCLIVersion = "v0.5.0"
 
 // nodeExamples holds the nats.js examples, with their package-lock.json.
 const nodeExamples = "examples/clients/node"
 
-// clients are what scripts/ensure-clients.sh installs for docs/clients.md.
+// clients are what integration/scripts/ensure-clients.sh installs for docs/clients.md.
 type clients struct {
 	bin         string // holds nats
 	nodeModules string // examples/clients/node's packages
@@ -237,7 +237,7 @@ func installedClients(t *testing.T, root string) clients {
 		bin:         filepath.Join(tools, "natscli-"+natsCLIVersion),
 		nodeModules: filepath.Join(tools, "node-clients", "node_modules"),
 	}
-	const fix = "run scripts/test-setup.sh (task setup) once"
+	const fix = "run integration/scripts/test-setup.sh (task setup) once"
 	if _, err := os.Stat(filepath.Join(c.bin, "nats")); err != nil {
 		t.Fatalf("the NATS CLI %s, which docs/clients.md runs: %v; %s", natsCLIVersion, err, fix)
 	}

@@ -73,6 +73,23 @@ const (
 	KubernetesActuator = "kubernetes"
 )
 
+// Controller names a JobSpec may select for the plugins compiled into Pace
+// (the controller stage's registry holds exactly these); a name registered
+// at run time selects an external controller.
+const (
+	ThresholdController = "default" // Asperathos's "default": scale by the error's sign
+	PIDController       = "pid"     // Asperathos's "pid"
+	DeadlineController  = "deadline"
+	HPAController       = "hpa" // KEDA/HPA-style baseline
+	// DefaultController scales a native job spec that names none.
+	DefaultController = DeadlineController
+)
+
+// BuiltinControllers are the controller names compiled into Pace, sorted.
+func BuiltinControllers() []string {
+	return []string{DeadlineController, ThresholdController, HPAController, PIDController}
+}
+
 // JobSpec is what a user submits: Pace's native job specification.
 type JobSpec struct {
 	// Name is a human-readable label; the job id is assigned by Pace.
@@ -195,7 +212,7 @@ func Forecast(items, replicas int, itemTime, startup, deadline time.Duration) Pr
 	p := Prediction{Feasible: &feasible, ETA: Duration(eta), ItemTime: Duration(itemTime), Startup: Duration(startup)}
 	// Each replica finishes ⌊(deadline − start-up) / item time⌋ items in time.
 	if perReplica := math.Floor(float64(deadline-startup) / float64(max(itemTime, time.Nanosecond))); perReplica >= 1 {
-		p.ReplicasNeeded = int(math.Ceil(float64(items) / perReplica))
+		p.ReplicasNeeded = ReplicasFor(float64(items), perReplica)
 	}
 	return p
 }

@@ -116,6 +116,18 @@ func (s *Sample) Validate() field.ErrorList {
 	return errs
 }
 
+// ReplicasFor is the one sizing rule of Pace: the fewest replicas that do
+// work when each does perReplica of it (⌈work/perReplica⌉, float noise
+// below 10⁻⁹ ignored); 0 when there is no work or no capacity to size by.
+// The processor's replicas_needed, Forecast, the deadline controller and the
+// simulator's oracle all size by it.
+func ReplicasFor(work, perReplica float64) int {
+	if work <= 0 || perReplica <= 0 {
+		return 0
+	}
+	return int(math.Ceil(work/perReplica - 1e-9))
+}
+
 // Progress is the processor's view of a job, on pace.metrics.<job>.progress.
 // Error = JobProgress - TimeProgress: negative means late (Asperathos' sign).
 // Every field's formula is in docs/monitoring.md.

@@ -8,10 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
 	natsconf "github.com/pace-platform/pace/deploy/nats"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 )
 

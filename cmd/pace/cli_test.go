@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator/local"
-	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
 // paceBin is the pace binary built once for the end-to-end tests.

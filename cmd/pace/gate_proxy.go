@@ -20,11 +20,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/policysource"
-	"github.com/pace-platform/pace/kubestatus"
+	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/internal/kubestatus"
 )
 
 type gateProxyOptions struct {

@@ -19,10 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/integration/kubetest"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // TestProxyAuthenticatesAsTheCluster puts pace gate proxy with the whole

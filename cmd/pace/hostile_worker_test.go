@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus/bustest"
-	"github.com/pace-platform/pace/stages/actuator/local/localtest"
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // grab is a hostile item command: it reports, as "key: value" lines (its

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
+	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator/local/localtest"
-	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // jobCLI runs pace job commands against a pace up with a token file.

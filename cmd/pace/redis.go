@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/pace-platform/pace/bus"
-	"github.com/pace-platform/pace/worker/rediswq"
+	"github.com/pace-platform/pace/bus/rediswq"
 )
 
 // listenRedis opens the Redis front's listener (--redis-listen) once; the

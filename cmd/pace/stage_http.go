@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // httpFlags configure the HTTP server of pace up and pace stage: health,

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
 

@@ -15,11 +15,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
+	"github.com/pace-platform/pace/bus/rediswq"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
@@ -34,7 +35,6 @@ import (
 	"github.com/pace-platform/pace/stages/sink/influx"
 	"github.com/pace-platform/pace/stages/sink/prom"
 	"github.com/pace-platform/pace/stages/visualizer"
-	"github.com/pace-platform/pace/worker/rediswq"
 )
 
 // stageFlags hold the flags of every stage; each command registers the

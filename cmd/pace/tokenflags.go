@@ -6,7 +6,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/pflag"
 
-	"github.com/pace-platform/pace/auth/natsauth"
+	"github.com/pace-platform/pace/bus/natsauth"
 )
 
 // tokenFlags are the distributed stages' flags of NATS authentication by

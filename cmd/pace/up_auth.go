@@ -7,12 +7,12 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/pace-platform/pace/auth"
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
+	"github.com/pace-platform/pace/bus/rediswq"
 	natsconf "github.com/pace-platform/pace/deploy/nats"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/rediswq"
 )
 
 // busAuth is how pace up's embedded server authenticates: Pace's stages as

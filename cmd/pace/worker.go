@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/execpool"
 	"github.com/pace-platform/pace/internal/lines"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/execpool"
 )
 
 type workerOptions struct {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/internal/execpool"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/execpool"
 )
 
 var benchJobs atomic.Int64

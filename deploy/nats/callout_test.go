@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
 	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/schemas"
 )

@@ -14,9 +14,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/natsauth"
 )
 
 // freePort returns a loopback TCP port nobody listens on right now.

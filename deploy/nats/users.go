@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/pace-platform/pace/auth/natsauth"
+	"github.com/pace-platform/pace/bus/natsauth"
 	"github.com/pace-platform/pace/schemas"
 )
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 go build -o bin/pace ./cmd/pace
-INFLUXD=$(scripts/ensure-influxd.sh)
+INFLUXD=$(integration/scripts/ensure-influxd.sh)
 D=$(mktemp -d)
 cleanup() { kill -INT "${worker:-}" "${pace:-}" "${influxd:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$D"; }
 trap cleanup EXIT

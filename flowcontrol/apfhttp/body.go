@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // BodyLimits bound what ReadBody reads before a request is admitted.

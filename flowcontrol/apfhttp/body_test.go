@@ -14,10 +14,10 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // bodyServer serves, behind auth.Middleware, ReadBody(l) and the APF filter

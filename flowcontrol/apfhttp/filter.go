@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // The response headers naming the classification, as kube-apiserver sets them.

@@ -10,11 +10,11 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/apf/apftest"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // TestFilterInqueueRequestsCountsOnlyQueuedRequests checks the filter's

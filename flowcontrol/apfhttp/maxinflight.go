@@ -3,8 +3,8 @@ package apfhttp
 import (
 	"net/http"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // maxInflight is kube-apiserver's filter without APF: two non-blocking

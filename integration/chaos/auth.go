@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
 )
 
 // busAuth is the chaos system's NATS authentication, that of a distributed

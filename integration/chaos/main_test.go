@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator/local/localtest"
 )
 
 // bins are built once for every test of the run.

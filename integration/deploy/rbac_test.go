@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/auth/natsauth"
+	"github.com/pace-platform/pace/bus/natsauth"
 	"github.com/pace-platform/pace/schemas"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 )

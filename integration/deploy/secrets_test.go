@@ -12,8 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/natsauth"
 )
 
 // testSecrets returns the contents of the Secrets that docs/deploy.md has

@@ -21,11 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
+	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
 	"github.com/pace-platform/pace/schemas"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
-	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // workerSecretTemplate is the documented template of the worker Secret.

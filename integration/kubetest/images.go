@@ -47,7 +47,7 @@ func (n *Node) ImportWorkerImages(dir string) (string, error) {
 	}
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
-		return "", fmt.Errorf("busybox (Debian's busybox-static, scripts/ensure-node-packages.sh): %w", err)
+		return "", fmt.Errorf("busybox (Debian's busybox-static, integration/scripts/ensure-node-packages.sh): %w", err)
 	}
 	var files []ociarchive.File
 	for dst, src := range map[string]string{"/usr/local/bin/pace": paceBin, "/bin/busybox": busybox} {

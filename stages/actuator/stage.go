@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nuid"
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/pubsub"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 )
 

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/flowcontrol/policy"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/stages/manager"
 )
 

@@ -14,9 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // components are the routes of Asperathos' monitor, controller and
@@ -267,7 +266,7 @@ func monitorPlugin(rec *schemas.JobRecord) string {
 // controllerOf is the controller plugin that scales a job.
 func controllerOf(rec *schemas.JobRecord) string {
 	if rec.Spec.Controller.Name == "" {
-		return builtin.DefaultName
+		return schemas.DefaultController
 	}
 	return rec.Spec.Controller.Name
 }

@@ -12,9 +12,9 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/manager"
 )

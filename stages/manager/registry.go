@@ -12,19 +12,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
-// Built-in plugins, by kind; the controllers are those of the controller
-// stage's registry, so the two cannot drift. External controllers are
+// Built-in plugins, by kind; the controllers are the names schemas lists,
+// which the controller stage's registry holds exactly (its test), so the two
+// cannot drift. External controllers are
 // registered at run time (POST /plugins): any program that reads
 // pace.metrics.<job>.progress and publishes pace.decisions.<job> for the
 // jobs whose spec names it.
 var builtinPlugins = map[string][]string{
-	"controller": builtin.Registry().Names(),
+	"controller": schemas.BuiltinControllers(),
 	"actuator":   {schemas.LocalActuator, schemas.KubernetesActuator},
 	"sink":       {"influxdb"},
 }

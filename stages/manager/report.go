@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 // reportTime is the format of report timestamps (Asperathos' Influx time).
@@ -174,7 +173,7 @@ func summarize(rec *schemas.JobRecord, d Detailed, results []*schemas.Result, de
 	s := &Summary{ScalingStrategy: rec.Spec.Controller.Name, HeuristicOptions: json.RawMessage("null"),
 		ItemsOK: len(results), ItemsDead: len(dead), Samples: len(d), ControllerParams: rec.Spec.Controller.Params}
 	if s.ScalingStrategy == "" {
-		s.ScalingStrategy = builtin.DefaultName
+		s.ScalingStrategy = schemas.DefaultController
 	}
 	if s.ScalingStrategy == "pid" {
 		var p controllerParams

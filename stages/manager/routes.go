@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 )
 

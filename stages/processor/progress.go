@@ -87,7 +87,7 @@ func (t *Tracker) Observe(s *schemas.Sample) (*schemas.Progress, error) {
 	remaining := max(0, s.Total-finished)
 	if s.Total > 0 {
 		p.ETA = ETA(remaining, p.Throughput)
-		p.ReplicasNeeded = ReplicasNeeded(remaining, p.PerReplica, s.Deadline.Sub(s.At))
+		p.ReplicasNeeded = schemas.ReplicasFor(float64(remaining), p.PerReplica*s.Deadline.Sub(s.At).Seconds())
 	}
 	if s.Mode == schemas.Streaming || s.Total == 0 {
 		p.OutputRate = p.Throughput
@@ -176,16 +176,6 @@ func ETA(remaining int, throughput float64) *schemas.Duration {
 	}
 	d := schemas.Duration(time.Duration(float64(remaining) / throughput * float64(time.Second)).Round(time.Millisecond))
 	return &d
-}
-
-// ReplicasNeeded is ceil(remaining / (perReplica · left)): the replicas that
-// finish the remaining items within left at the measured per-replica rate.
-// It is 0 when unknown: nothing remains, no rate, or no time left.
-func ReplicasNeeded(remaining int, perReplica float64, left time.Duration) int {
-	if remaining <= 0 || perReplica <= 0 || left <= 0 {
-		return 0
-	}
-	return int(math.Ceil(float64(remaining)/(perReplica*left.Seconds()) - 1e-9))
 }
 
 // round keeps 6 decimals, so that JSON and Influx carry no float noise.

@@ -172,29 +172,6 @@ func TestObserveStale(t *testing.T) {
 	}
 }
 
-func TestReplicasNeeded(t *testing.T) {
-	tests := []struct {
-		name       string
-		remaining  int
-		perReplica float64
-		left       time.Duration
-		want       int
-	}{
-		{"exact", 100, 1, 50 * time.Second, 2},
-		{"rounds up", 101, 1, 50 * time.Second, 3},
-		{"nothing left to do", 0, 1, time.Second, 0},
-		{"no rate yet", 10, 0, time.Second, 0},
-		{"past the deadline", 10, 1, -time.Second, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := ReplicasNeeded(tt.remaining, tt.perReplica, tt.left); got != tt.want {
-				t.Errorf("ReplicasNeeded(%d, %v, %s) = %d, want %d", tt.remaining, tt.perReplica, tt.left, got, tt.want)
-			}
-		})
-	}
-}
-
 // A job with a cost is priced as Asperathos' kubejobs_cost monitor did:
 // rate = cpu_price·vCPUs + memory_price·GB, error = rate − desired; what
 // it spent grows by the rate over the time between samples.

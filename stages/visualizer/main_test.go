@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/manager"
 	"github.com/pace-platform/pace/stages/visualizer"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/internal/promset"
 	"github.com/pace-platform/pace/schemas"
 )

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 )
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/pace-platform/pace/schemas"
 )
 
 // packed is an item to pack: its service time, how many of its attempts are left
@@ -60,7 +62,7 @@ func oracle(s Scenario, items []float64, seed uint64) OracleResult {
 	}
 	lb := math.Inf(1)
 	if deadline > d {
-		lb = math.Ceil(work/(deadline-d)-1e-9)*d + work
+		lb = float64(schemas.ReplicasFor(work, deadline-d))*d + work
 	}
 	best := OracleResult{ReplicaSeconds: math.Inf(1)}
 	var last OracleResult

@@ -4,7 +4,7 @@
 // real node (containerd, runc, a kubelet, one bridge network) with Pace's
 // worker images imported. It prints the kubeconfig and a pace up command
 // line whose workers run as pods, and tears everything down on Ctrl-C,
-// restoring the host. It needs root and what scripts/test-setup.sh installs.
+// restoring the host. It needs root and what integration/scripts/test-setup.sh installs.
 package main
 
 import (

@@ -6,6 +6,7 @@ package builtin
 import (
 	"maps"
 
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 	"github.com/pace-platform/pace/stages/controller/plugin/deadline"
 	"github.com/pace-platform/pace/stages/controller/plugin/hpa"
@@ -14,7 +15,7 @@ import (
 )
 
 // DefaultName is the controller of a native job spec that names none.
-const DefaultName = deadline.Name
+const DefaultName = schemas.DefaultController
 
 var registry = plugin.Registry{
 	threshold.Name: threshold.New, // Asperathos "default"

@@ -8,12 +8,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller/plugin"
 )
 
 func TestRegistry(t *testing.T) {
 	reg := Registry()
-	if diff := cmp.Diff([]string{"deadline", "default", "hpa", "pid"}, reg.Names()); diff != "" {
+	if diff := cmp.Diff(schemas.BuiltinControllers(), reg.Names()); diff != "" { // what job specs may name
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
 	job := plugin.Job{Name: "j", Expected: time.Minute, Min: 1, Max: 4, Initial: 1}

@@ -11,7 +11,7 @@ import (
 )
 
 // Name is the plugin's registry name.
-const Name = "deadline"
+const Name = schemas.DeadlineController
 
 // Point is one timed recommendation.
 type Point struct {
@@ -297,7 +297,7 @@ func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu floa
 	if g := gap.Seconds(); g > 0 && t > g {
 		// The queue runs dry before the next decision: keep the replicas that
 		// will take its items, the others finish the item they hold and exit.
-		keep := max(1, ceil(float64(p.QueueLength)/(mu*g)), ceil(need/t))
+		keep := max(1, schemas.ReplicasFor(float64(p.QueueLength), mu*g), schemas.ReplicasFor(need, t))
 		if keep < r && float64(p.QueueLength) < live*mu*g {
 			return plan{want: float64(keep), urgent: true, why: head + fmt.Sprintf(
 				": %d queued items last %g live replicas less than %.0fs: keep %d to take them, the others finish their item and exit", p.QueueLength, live, g, keep)}
@@ -306,7 +306,7 @@ func (c *Controller) batch(p schemas.Progress, r int, gap time.Duration, mu floa
 	switch {
 	case t <= 0:
 		return plan{want: float64(c.Job.Max), urgent: true, why: head + ": deadline reached, finish as fast as possible"}
-	case live*t >= need && ceil(need/t) < r:
+	case live*t >= need && schemas.ReplicasFor(need, t) < r:
 		// Busy replicas cost only the work they do, which is the same whoever
 		// does it: releasing them early saves nothing and risks a start-up later.
 		return plan{want: float64(r), why: head + fmt.Sprintf(": %.1f replica-seconds of work fit %.2f replicas, but busy replicas cost no more than their work: keep them until the queue drains", need, need/t)}

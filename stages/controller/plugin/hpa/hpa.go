@@ -13,7 +13,7 @@ import (
 )
 
 // Name is the plugin's registry name.
-const Name = "hpa"
+const Name = schemas.HPAController
 
 // Config holds the baseline's parameters.
 type Config struct {

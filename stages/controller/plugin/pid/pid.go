@@ -13,7 +13,7 @@ import (
 )
 
 // Name is the plugin's registry name.
-const Name = "pid"
+const Name = schemas.PIDController
 
 // Gains are Asperathos' heuristic_options.
 type Gains struct {

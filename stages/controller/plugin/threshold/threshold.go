@@ -12,7 +12,7 @@ import (
 )
 
 // Name is the plugin's registry name (Asperathos' schedule_strategy).
-const Name = "default"
+const Name = schemas.ThresholdController
 
 // Config holds Asperathos' control parameters for the default scheduler.
 type Config struct {

@@ -1,5 +1,5 @@
 // Package influxtest starts a real InfluxDB 1.8.10 for tests: built from the
-// Go module proxy by scripts/ensure-influxd.sh (once per machine, about two
+// Go module proxy by integration/scripts/ensure-influxd.sh (once per machine, about two
 // minutes), on free loopback ports with its data in a temporary directory,
 // Flux off for a fast start, so reads use InfluxQL over /query. A failed
 // build fails the test; it never skips.
@@ -55,12 +55,12 @@ func Binary(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(t), "scripts", "ensure-influxd.sh"))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(t), "integration", "scripts", "ensure-influxd.sh"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("scripts/ensure-influxd.sh: %v\n%s", err, stderr.String())
+		t.Fatalf("integration/scripts/ensure-influxd.sh: %v\n%s", err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
 }

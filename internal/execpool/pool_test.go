@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pace-platform/pace/internal/execpool"
 	"github.com/pace-platform/pace/internal/lines"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/execpool"
 )
 
 // Scripts run by the tests' processes; each notes its pid in $DIR/pids.

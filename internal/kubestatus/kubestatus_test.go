@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pace-platform/pace/kubestatus"
+	"github.com/pace-platform/pace/internal/kubestatus"
 )
 
 // TestWrite: the bodies kube-apiserver writes, byte for byte in field order

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pace-platform/pace/auth"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // TestClientCert: the common name is the user, the organizations the

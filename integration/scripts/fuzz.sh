@@ -4,15 +4,15 @@
 # that breaks it. A finding is written by Go under the package's
 # testdata/fuzz/<Target>/: commit it with the fix, as a regression seed.
 #
-#   scripts/fuzz.sh                              # every target, 10s each
-#   FUZZTIME=5m FUZZ_PARALLEL=1 scripts/fuzz.sh FuzzLoad FuzzDecode
+#   integration/scripts/fuzz.sh                              # every target, 10s each
+#   FUZZTIME=5m FUZZ_PARALLEL=1 integration/scripts/fuzz.sh FuzzLoad FuzzDecode
 #
 # FUZZTIME is go test's -fuzztime (a duration, or Nx for N executions);
 # FUZZ_PARALLEL is its -parallel (default: GOMAXPROCS); FUZZMINIMIZETIME is
 # its -fuzzminimizetime (default here 10s). docs/fuzzing.md
 # describes the targets and their properties.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 fuzztime="${FUZZTIME:-10s}"

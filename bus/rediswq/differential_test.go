@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/rediswq"
+	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/rediswq"
-	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // lease is rediswq's lease key of an item.

@@ -8,10 +8,10 @@
 # returns at once when its output is already there. The first run on a fresh
 # machine takes about 15 minutes (docs/development.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 step() { local t=$SECONDS; "$@" >/dev/null; echo "setup: $1 ok ($((SECONDS - t)) s)"; }
-step scripts/ensure-tools.sh
-step scripts/ensure-clients.sh
-step scripts/ensure-node-packages.sh
+step integration/scripts/ensure-tools.sh
+step integration/scripts/ensure-clients.sh
+step integration/scripts/ensure-node-packages.sh
 step integration/kubetools/build.sh
-step scripts/ensure-influxd.sh
+step integration/scripts/ensure-influxd.sh

@@ -12,9 +12,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/rediswq"
+	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/rediswq"
-	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // dial opens a RESP connection to the front for the test's life.

@@ -7,7 +7,7 @@
 # each is skipped when already there (the CLI by version, the packages while
 # the lock file is unchanged).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 tools=${PACE_TOOLS:-$HOME/.cache/pace-tools}
 natscli=v0.5.0 # keep in step with natsCLIVersion in docs/docs_test.go
 mkdir -p "$tools"

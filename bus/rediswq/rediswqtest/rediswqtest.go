@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pace-platform/pace/stages/actuator/local/localtest"
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // Worker is the path of examples/asperathos/rediswq-worker/worker.py.
@@ -28,7 +28,7 @@ func Worker() string {
 }
 
 // Python returns a python3 that imports redis (Debian's python3-redis,
-// which scripts/ensure-tools.sh installs), failing the test without one:
+// which integration/scripts/ensure-tools.sh installs), failing the test without one:
 // the tests need a real Redis client.
 func Python(t testing.TB) string {
 	t.Helper()
@@ -37,19 +37,19 @@ func Python(t testing.TB) string {
 			return p
 		}
 	}
-	t.Fatal("no python3 with the redis module: run scripts/ensure-tools.sh (apt-get install python3-redis)")
+	t.Fatal("no python3 with the redis module: run integration/scripts/ensure-tools.sh (apt-get install python3-redis)")
 	return ""
 }
 
 // Server starts a real redis-server (Debian's redis-server, which
-// scripts/ensure-tools.sh installs) on a free loopback port for the test's
+// integration/scripts/ensure-tools.sh installs) on a free loopback port for the test's
 // life, with no persistence, and returns its address. The test fails
 // without one: the front's replies are compared with a real Redis.
 func Server(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatal("no redis-server: run scripts/ensure-tools.sh (apt-get install redis-server)")
+		t.Fatal("no redis-server: run integration/scripts/ensure-tools.sh (apt-get install redis-server)")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

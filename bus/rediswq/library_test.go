@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/rediswq"
+	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/rediswq"
-	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // TestPublishedLibraryWorkersLoseNothing runs workers written to the

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 
-	"github.com/pace-platform/pace/auth/natsauth"
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/natsauth"
 	"github.com/pace-platform/pace/schemas"
 )
 

@@ -15,9 +15,9 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/bus/rediswq"
+	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/worker/rediswq"
-	"github.com/pace-platform/pace/worker/rediswq/rediswqtest"
 )
 
 // front serves the Redis protocol on a loopback port for the test's life.
@@ -168,7 +168,7 @@ func redisCLI(t *testing.T, addr string, commands ...string) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Fatal("redis-cli is missing: run scripts/ensure-tools.sh (apt-get install redis-tools)")
+		t.Fatal("redis-cli is missing: run integration/scripts/ensure-tools.sh (apt-get install redis-tools)")
 	}
 	cmd := exec.Command("redis-cli", "-h", host, "-p", port)
 	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\n")

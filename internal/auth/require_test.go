@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 func TestRequire(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/pace-platform/pace/auth"
+	"github.com/pace-platform/pace/internal/auth"
 )
 
 // reviews answers TokenReviews from a map of tokens, counting them. A fake

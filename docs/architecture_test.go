@@ -1,0 +1,128 @@
+package docs_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/pace-platform/pace/"
+
+// goPackage is what the architecture rules read of `go list -json`.
+type goPackage struct {
+	ImportPath string
+	Imports    []string
+}
+
+// listPackages lists the module's packages (nested modules are their own)
+// with their imports (tests' not), paths relative to the module.
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	for dec := json.NewDecoder(strings.NewReader(string(out))); ; {
+		var p goPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		p.ImportPath = strings.TrimPrefix(p.ImportPath, module)
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages, want the whole module", len(pkgs))
+	}
+	return pkgs
+}
+
+// under reports whether path is dir or inside it.
+func under(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
+
+// stageOf is the stage a package belongs to ("manager" for
+// stages/manager/...), or "".
+func stageOf(path string) string {
+	rest, ok := strings.CutPrefix(path, "stages/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}
+
+// TestImportRules checks the claims of architecture.md's "Packages" against
+// the import graph of the code (a test may start a neighbour to test a
+// handoff): stages talk over subjects, never by importing each other;
+// schemas and flowcontrol know nothing of NATS or of the bus; the bus and
+// internal packages know no stage; nothing imports cmd.
+func TestImportRules(t *testing.T) {
+	pkgs := listPackages(t)
+	own := map[string]bool{}
+	for _, p := range pkgs {
+		own[p.ImportPath] = true
+	}
+	nats := func(imp string) bool { return strings.HasPrefix(imp, "github.com/nats-io/") }
+	// Rules name packages of the module by their path in it; an import of
+	// the module is trimmed likewise, others are whole.
+	rules := []struct {
+		name   string
+		from   func(pkg string) bool
+		denied func(pkg, imp string) bool
+	}{
+		{"a stage imports another stage", func(p string) bool { return stageOf(p) != "" },
+			func(p, imp string) bool { return stageOf(imp) != "" && stageOf(imp) != stageOf(p) }},
+		{"schemas imports NATS or more of Pace", func(p string) bool { return under(p, "schemas") },
+			func(_, imp string) bool {
+				return nats(imp) || own[imp] && !under(imp, "schemas")
+			}},
+		{"flowcontrol imports NATS, the bus or a stage", func(p string) bool { return under(p, "flowcontrol") },
+			func(_, imp string) bool { return nats(imp) || under(imp, "bus") || stageOf(imp) != "" }},
+		{"the bus imports a stage", func(p string) bool { return under(p, "bus") },
+			func(_, imp string) bool { return stageOf(imp) != "" }},
+		{"an internal package imports a stage", func(p string) bool { return under(p, "internal") },
+			func(_, imp string) bool { return stageOf(imp) != "" }},
+		{"a package imports cmd", func(p string) bool { return !under(p, "cmd") },
+			func(_, imp string) bool { return under(imp, "cmd") }},
+	}
+	for _, p := range pkgs {
+		for _, r := range rules {
+			if !r.from(p.ImportPath) {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if r.denied(p.ImportPath, strings.TrimPrefix(imp, module)) {
+					t.Errorf("%s: %s imports %s", r.name, p.ImportPath, imp)
+				}
+			}
+		}
+	}
+}
+
+// TestLayout: the module's top level is the design's (DESIGN.md's layout,
+// architecture.md's packages), and nothing else.
+func TestLayout(t *testing.T) {
+	want := []string{"bus", "cmd", "deploy", "docs", "examples", "flowcontrol", "integration", "internal", "schemas", "stages"}
+	entries, err := os.ReadDir("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			got = append(got, e.Name())
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("top-level folders = %v, want %v", got, want)
+	}
+}

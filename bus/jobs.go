@@ -411,6 +411,25 @@ func (c *Client) PublishJobEvent(ctx context.Context, ev *schemas.JobEvent) (uin
 	return ack.Sequence, nil
 }
 
+// RecordJobEvent publishes ev, then applies it to its job's record with
+// schemas.ApplyEvent and compare-and-set: the record follows the event
+// stream (its Seq is the last event applied), whoever writes the event. It
+// returns the record after ev, or an error when the event was stored but
+// the job has no readable record (the manager's Recover rebuilds it).
+func (c *Client) RecordJobEvent(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
+	seq, err := c.PublishJobEvent(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := c.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		return schemas.ApplyEvent(cur, ev, seq), nil
+	})
+	if err == nil && rec == nil { // deleted meanwhile, or its record unreadable
+		err = fmt.Errorf("%s event of %s stored, but the job has no readable record", ev.Type, ev.Job)
+	}
+	return rec, err
+}
+
 // JobEvent is a stored lifecycle event and its stream sequence.
 type JobEvent struct {
 	*schemas.JobEvent

@@ -622,6 +622,53 @@ type JobRecord struct {
 	Seq uint64 `json:"seq,omitempty"`
 }
 
+// ApplyEvent returns the record after ev (stream sequence seq), or nil when
+// ev changes nothing: it is older than the record, or a state change of a
+// finished job. It is deterministic, so replaying events rebuilds a record; every
+// writer of job records applies events through it.
+func ApplyEvent(cur *JobRecord, ev *JobEvent, seq uint64) *JobRecord {
+	if cur == nil {
+		if ev.Type != EventCreated || ev.Spec == nil {
+			return nil
+		}
+		return &JobRecord{ID: ev.Job, Spec: *ev.Spec, State: Created, Format: ev.Format,
+			Total: ev.Total, Prediction: ev.Prediction, Trace: ev.Trace, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
+	}
+	if seq <= cur.Seq {
+		return nil
+	}
+	next := *cur
+	next.Seq = seq
+	switch ev.Type {
+	case EventCreated, EventDeleted:
+		return nil
+	case EventStarted:
+		if cur.State != Created {
+			return nil
+		}
+		next.State, next.StartedAt, next.Total, next.Replicas = Ongoing, ev.At, ev.Total, ev.Replicas
+	case EventScaled:
+		next.Replicas = ev.Replicas
+	case EventStopping:
+		if cur.State.Final() {
+			return nil
+		}
+		next.StopRequested = true
+		next.Reason = ev.Reason
+	case EventCleaned:
+		if !cur.State.Final() {
+			return nil
+		}
+		next.CleanedAt = ev.At
+	default: // completed, failed, stopped, terminated, error
+		if cur.State.Final() {
+			return nil
+		}
+		next.State, next.FinishedAt, next.Reason = ev.State, ev.At, ev.Reason
+	}
+	return &next
+}
+
 // Schema implements Message.
 func (*JobRecord) Schema() (string, int) { return "job_record", 2 }
 

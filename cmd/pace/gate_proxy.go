@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
@@ -25,6 +23,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/policysource"
 	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/internal/kubestatus"
+	"github.com/pace-platform/pace/stages/gate/kubeproxy"
 )
 
 type gateProxyOptions struct {
@@ -45,19 +44,9 @@ type gateProxyOptions struct {
 	authorizedTTL, unauthorizedTTL time.Duration
 }
 
-// Upstream limits: connecting, the TLS handshake and the response headers
-// are bounded (kube-apiserver answers within its 60 s request timeout and
-// starts a watch at once); response bodies stream without a limit. Request
-// bodies are read whole before admission, at most --max-body
-// (kube-apiserver's own limit by default).
-const (
-	upstreamDialTimeout     = 10 * time.Second
-	upstreamTLSTimeout      = 10 * time.Second
-	upstreamHeaderTimeout   = 90 * time.Second
-	upstreamMaxHeaderBytes  = 1 << 20
-	upstreamIdleConnTimeout = 90 * time.Second
-	proxyMaxBody            = 3 << 20
-)
+// proxyMaxBody bounds request bodies, read whole before admission: the
+// default of --max-body, kube-apiserver's own limit.
+const proxyMaxBody = 3 << 20
 
 func newGateProxyCmd(a *app) *cobra.Command {
 	o := &gateProxyOptions{}
@@ -184,48 +173,6 @@ func (o *gateProxyOptions) upstreamToken() (string, error) {
 	return token, nil
 }
 
-// impersonation sets r's upstream identity: the proxy's (its token, or its
-// client certificate on the transport) acting as the authenticated caller,
-// system:anonymous for a caller without credentials.
-func impersonation(r *http.Request, token string) {
-	r.Header.Del("Authorization")
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	u, ok := auth.FromContext(r.Context())
-	if !ok {
-		u = auth.AnonymousUser()
-	}
-	r.Header.Set("Impersonate-User", u.Name)
-	if u.UID != "" {
-		r.Header.Set("Impersonate-Uid", u.UID)
-	}
-	for _, g := range u.Groups {
-		if g != auth.Authenticated { // added by the upstream to every impersonated user
-			r.Header.Add("Impersonate-Group", g)
-		}
-	}
-	for k, vs := range u.Extra {
-		for _, v := range vs {
-			r.Header.Add("Impersonate-Extra-"+url.PathEscape(k), v)
-		}
-	}
-}
-
-// noClientImpersonation refuses requests that ask to act as someone else:
-// the proxy would classify its caller while the upstream acted as another.
-func noClientImpersonation(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for name := range r.Header {
-			if strings.HasPrefix(name, "Impersonate-") { // net/http keeps header names canonical
-				kubestatus.Write(w, http.StatusForbidden, name+": impersonation is not passed through pace gate proxy; call as the identity itself")
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // readers returns who may read the proxy's own endpoints (/metrics, the APF
 // dumps): whom the cluster of --authorization-kubeconfig allows on the path
 // (a SubjectAccessReview, as kube's delegated authorizer); else, when
@@ -278,7 +225,7 @@ func warnIgnored(log *slog.Logger, d *policy.Digest) {
 }
 
 // transport returns the HTTP transport to the upstream, with its TLS settings.
-func (o *gateProxyOptions) transport(up *url.URL) (*upstreamTransport, error) {
+func (o *gateProxyOptions) transport(up *url.URL) (*kubeproxy.Transport, error) {
 	if (o.upstreamCert == "") != (o.upstreamKey == "") {
 		return nil, usageError("--upstream-cert and --upstream-key go together: set both or neither")
 	}
@@ -300,63 +247,7 @@ func (o *gateProxyOptions) transport(up *url.URL) (*upstreamTransport, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	h2 := &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:        cfg,
-		TLSHandshakeTimeout:    upstreamTLSTimeout,
-		ResponseHeaderTimeout:  upstreamHeaderTimeout,
-		MaxResponseHeaderBytes: upstreamMaxHeaderBytes,
-		IdleConnTimeout:        upstreamIdleConnTimeout,
-		MaxIdleConnsPerHost:    100, // as many as requests the levels run at once, roughly
-		ForceAttemptHTTP2:      true,
-	}
-	// Upgrades go over HTTP/1.1: ALPN offers only http/1.1, and no
-	// TLSNextProto entry lets the transport switch to HTTP/2.
-	h1 := h2.Clone()
-	h1.ForceAttemptHTTP2 = false
-	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	h1.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	h1.MaxIdleConnsPerHost = 0 // the default, 2: an upgraded connection is never reused
-	return &upstreamTransport{h2: h2, h1: h1}, nil
-}
-
-// copyBuffers are the buffers httputil.ReverseProxy copies response
-// bodies through, reused (an httputil.BufferPool).
-type copyBuffers struct{ pool sync.Pool }
-
-// Get returns a buffer of 32 KiB, the size ReverseProxy would allocate.
-func (c *copyBuffers) Get() []byte {
-	if b, ok := c.pool.Get().(*[]byte); ok {
-		return *b
-	}
-	return make([]byte, 32<<10)
-}
-
-// Put returns b to the pool.
-func (c *copyBuffers) Put(b []byte) { c.pool.Put(&b) }
-
-// upstreamTransport sends requests to the upstream over HTTP/2 when it
-// speaks it, except protocol upgrades: SPDY/3.1 and WebSocket (exec, attach,
-// port-forward, proxy) switch an HTTP/1.1 connection to another protocol,
-// which HTTP/2 cannot carry.
-type upstreamTransport struct {
-	h2, h1 *http.Transport
-}
-
-// RoundTrip implements http.RoundTripper. httputil.ReverseProxy keeps a
-// client's Upgrade header (and Connection: Upgrade) on the outgoing request.
-func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get("Upgrade") != "" {
-		return t.h1.RoundTrip(r)
-	}
-	return t.h2.RoundTrip(r)
-}
-
-// CloseIdleConnections closes both transports' idle connections.
-func (t *upstreamTransport) CloseIdleConnections() {
-	t.h2.CloseIdleConnections()
-	t.h1.CloseIdleConnections()
+	return kubeproxy.NewTransport(cfg), nil
 }
 
 func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
@@ -398,38 +289,14 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	warnIgnored(log, gate.Digest())
-	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(up)
-		pr.SetXForwarded()
-		auth.StripIdentity(pr.Out.Header, rh) // consumed by authentication, or forged
-		if o.impersonate {
-			impersonation(pr.Out, token)
-		}
-	}}
-	proxy.Transport = transport
-	proxy.BufferPool = &copyBuffers{} // else a 32 KiB buffer allocated and cleared per response
-	proxy.ModifyResponse = func(res *http.Response) error {
-		// The client sees the proxy's classification, not kube-apiserver's
-		// of the relayed request besides it.
-		res.Header.Del(apfhttp.HeaderFlowSchemaUID)
-		res.Header.Del(apfhttp.HeaderPriorityLevelUID)
-		return nil
-	}
-	proxy.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
-		log.Warn("upstream failed", "err", err)
-		code := http.StatusBadGateway
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-			code = http.StatusGatewayTimeout
-		}
-		kubestatus.Write(w, code, "upstream: "+err.Error())
-	}
+	proxy := kubeproxy.New(kubeproxy.Config{Upstream: up, Transport: transport, Impersonate: o.impersonate,
+		Token: token, RequestHeader: rh, Log: log})
 
 	mux := http.NewServeMux()
-	upstreamReady := newUpstreamReadiness(transport, up, token, log)
-	mux.HandleFunc("/healthz", healthHandler("healthz", ping))
-	mux.HandleFunc("/livez", healthHandler("livez", ping))
-	mux.HandleFunc("/readyz", healthHandler("readyz", ping, healthCheck{name: "upstream", check: upstreamReady.check}))
+	upstreamReady := kubeproxy.NewReadiness(transport, up, token, log)
+	mux.HandleFunc("/healthz", kubeproxy.HealthHandler("healthz", kubeproxy.Ping))
+	mux.HandleFunc("/livez", kubeproxy.HealthHandler("livez", kubeproxy.Ping))
+	mux.HandleFunc("/readyz", kubeproxy.HealthHandler("readyz", kubeproxy.Ping, kubeproxy.HealthCheck{Name: "upstream", Check: upstreamReady.Check}))
 	kubeErrors := []auth.Option{auth.WithErrorWriter(kubestatus.Write)} // the proxy's own answers, as kube-apiserver's
 	readers, err := o.readers(authn != nil, kubeErrors)
 	if err != nil {
@@ -441,7 +308,7 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	admitted := apfhttp.Middleware(gate, apfhttp.KubeResolver, apfhttp.LearnObjectCounts(), apfhttp.WithErrorWriter(kubestatus.Write))(mux)
 	limits := o.http.bodyLimits(int64(o.maxBody), authn != nil)
 	limits.Errors = kubestatus.Write
-	handler := auth.Middleware(authn, kubeErrors...)(noClientImpersonation(apfhttp.ReadBody(limits)(admitted)))
+	handler := auth.Middleware(authn, kubeErrors...)(kubeproxy.RefuseImpersonation(apfhttp.ReadBody(limits)(admitted)))
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {

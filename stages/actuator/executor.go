@@ -170,10 +170,8 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 		Reason: retries.String(), At: e.clk.Now()}, nil
 }
 
-// recordScale publishes a scaled event, saying which request's reason
-// caused it, and applies it to the job record, as the manager does with its
-// own events: the record follows the event stream (its Seq is the last
-// event applied).
+// recordScale records a scaled event, saying which request's reason caused
+// it, as the manager records its own (bus.Client.RecordJobEvent).
 func (e *Executor) recordScale(ctx context.Context, req *schemas.KubeRequest, replicas int, state schemas.JobState) error {
 	job := req.Job
 	reason := fmt.Sprintf("workers scaled to %d", replicas)
@@ -182,17 +180,7 @@ func (e *Executor) recordScale(ctx context.Context, req *schemas.KubeRequest, re
 	}
 	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
 		At: e.clk.Now(), Reason: reason}
-	seq, err := e.c.PublishJobEvent(ctx, ev)
-	if err == nil {
-		_, err = e.c.UpdateJob(ctx, job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
-			if cur == nil || seq <= cur.Seq {
-				return nil, nil
-			}
-			next := *cur
-			next.Replicas, next.Seq = replicas, seq
-			return &next, nil
-		})
-	}
+	_, err := e.c.RecordJobEvent(ctx, ev)
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,7 +133,7 @@ func asperathosSpec(d *asperathosDoc, lenient bool) (schemas.JobSpec, []string, 
 		switch {
 		case v == "" && required:
 			errs = append(errs, field.Required(p, ""))
-		case v != "" && !contains(allowed, v):
+		case v != "" && !slices.Contains(allowed, v):
 			errs = append(errs, field.NotSupported(p, v, allowed))
 		}
 	}
@@ -367,19 +368,24 @@ var asperathosPaths = map[string]string{
 	"spec.worker.termination_grace":  "plugin_info.termination_grace_period_seconds",
 }
 
+// inDocument names errs' fields as the submitted document does: those of
+// an Asperathos submission by its own paths (asperathosPaths, whose paths
+// are never keys, so naming twice changes nothing).
+func (sub *submission) inDocument(errs field.ErrorList) field.ErrorList {
+	if sub.format == FormatAsperathos {
+		for _, e := range errs {
+			if p, ok := asperathosPaths[e.Field]; ok {
+				e.Field = p
+			}
+		}
+	}
+	return errs
+}
+
 func stringMap(m map[string]any) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		out[k] = fmt.Sprint(v)
 	}
 	return out
-}
-
-func contains(list []string, v string) bool {
-	for _, s := range list {
-		if s == v {
-			return true
-		}
-	}
-	return false
 }

@@ -18,25 +18,15 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// emit publishes ev, then applies it to the job's record with
-// compare-and-set, and logs it on the job's log.
+// emit records ev (bus.Client.RecordJobEvent) and logs it on the job's log.
 func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
 	if ev.At.IsZero() {
 		ev.At = m.clock.Now()
 	}
-	seq, err := m.bus.PublishJobEvent(ctx, ev)
-	if err != nil {
-		return nil, err
-	}
+	rec, err := m.bus.RecordJobEvent(ctx, ev)
 	m.wake(ev.Job)
-	rec, err := m.bus.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
-		return applyEvent(cur, ev, seq), nil
-	})
 	if err != nil {
 		return nil, err
-	}
-	if rec == nil { // deleted meanwhile, or its record unreadable: the next Recover rebuilds it
-		return nil, fmt.Errorf("%s event of %s stored, but the job has no readable record", ev.Type, ev.Job)
 	}
 	line := string(ev.Type)
 	if ev.Reason != "" {
@@ -46,52 +36,6 @@ func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobR
 		m.log.Warn("job log line lost", "job", ev.Job, "err", err)
 	}
 	return rec, nil
-}
-
-// applyEvent returns the record after ev (stream sequence seq), or nil when
-// ev changes nothing: it is older than the record, or a state change of a
-// finished job. It is deterministic, so replaying events rebuilds a record.
-func applyEvent(cur *schemas.JobRecord, ev *schemas.JobEvent, seq uint64) *schemas.JobRecord {
-	if cur == nil {
-		if ev.Type != schemas.EventCreated || ev.Spec == nil {
-			return nil
-		}
-		return &schemas.JobRecord{ID: ev.Job, Spec: *ev.Spec, State: schemas.Created, Format: ev.Format,
-			Total: ev.Total, Prediction: ev.Prediction, Trace: ev.Trace, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
-	}
-	if seq <= cur.Seq {
-		return nil
-	}
-	next := *cur
-	next.Seq = seq
-	switch ev.Type {
-	case schemas.EventCreated, schemas.EventDeleted:
-		return nil
-	case schemas.EventStarted:
-		if cur.State != schemas.Created {
-			return nil
-		}
-		next.State, next.StartedAt, next.Total, next.Replicas = schemas.Ongoing, ev.At, ev.Total, ev.Replicas
-	case schemas.EventScaled:
-		next.Replicas = ev.Replicas
-	case schemas.EventStopping:
-		if cur.State.Final() {
-			return nil
-		}
-		next.StopRequested = true
-		next.Reason = ev.Reason
-	case schemas.EventCleaned:
-		if !cur.State.Final() {
-			return nil
-		}
-		next.CleanedAt = ev.At
-	default: // completed, failed, stopped, terminated, error
-		if cur.State.Final() {
-			return nil
-		}
-		next.State, next.FinishedAt, next.Reason = ev.State, ev.At, ev.Reason
-	}
-	return &next
 }
 
 // Job returns a job the user may see.
@@ -379,7 +323,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			if ev.Type == schemas.EventDeleted {
 				return nil, nil
 			}
-			next := applyEvent(cur, ev.JobEvent, ev.Seq)
+			next := schemas.ApplyEvent(cur, ev.JobEvent, ev.Seq)
 			changed = next != nil
 			return next, nil
 		})

@@ -249,14 +249,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 	if at := sub.spec.Deadline.At; !at.IsZero() && !at.After(m.clock.Now()) {
 		more = append(more, field.Invalid(field.NewPath("spec", "deadline"), sub.spec.Deadline.String(), "is in the past"))
 	}
-	if sub.format == FormatAsperathos {
-		for _, e := range more {
-			if p, ok := asperathosPaths[e.Field]; ok {
-				e.Field = p
-			}
-		}
-	}
-	errs = merge(errs, more)
+	errs = merge(errs, sub.inDocument(more))
 	if len(errs) == 0 {
 		if ferr := m.price(ctx, &sub.spec); ferr != nil {
 			errs = append(errs, ferr)
@@ -270,14 +263,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 		sub.items = items
 	}
 	if len(errs) > 0 {
-		if sub.format == FormatAsperathos {
-			for _, e := range errs {
-				if p, ok := asperathosPaths[e.Field]; ok {
-					e.Field = p
-				}
-			}
-		}
-		return nil, invalid(errs)
+		return nil, invalid(sub.inDocument(errs))
 	}
 	if sub.spec.Mode == schemas.Batch {
 		sub.prediction = m.predict(ctx, &sub.spec, len(sub.items))

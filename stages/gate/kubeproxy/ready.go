@@ -1,4 +1,4 @@
-package main
+package kubeproxy
 
 import (
 	"context"
@@ -14,17 +14,17 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Readiness checks of pace gate proxy: the upstream is asked at most every
-// upstreamCheckEvery, each check bounded by upstreamCheckTimeout.
+// Readiness checks: the upstream is asked at most every
+// checkEvery, each check bounded by checkTimeout.
 const (
-	upstreamCheckEvery   = time.Second
-	upstreamCheckTimeout = 2 * time.Second
+	checkEvery   = time.Second
+	checkTimeout = 2 * time.Second
 )
 
-// upstreamReadiness reports whether the upstream answers its own /readyz
-// with 200, asking it at most once every upstreamCheckEvery however many
+// Readiness reports whether the upstream answers its own /readyz
+// with 200, asking it at most once every checkEvery however many
 // probes come: the others get the last answer.
-type upstreamReadiness struct {
+type Readiness struct {
 	rt    http.RoundTripper
 	url   string // the upstream's /readyz
 	token string // the proxy's own bearer token upstream, if any
@@ -36,21 +36,23 @@ type upstreamReadiness struct {
 	err     error
 }
 
-func newUpstreamReadiness(rt http.RoundTripper, up *url.URL, token string, log *slog.Logger) *upstreamReadiness {
+// NewReadiness checks the /readyz of up through rt, with the proxy's own
+// bearer token when it has one.
+func NewReadiness(rt http.RoundTripper, up *url.URL, token string, log *slog.Logger) *Readiness {
 	u := *up
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/readyz"
 	u.RawQuery = ""
-	return &upstreamReadiness{rt: rt, url: u.String(), token: token, clk: clock.RealClock{}, log: log}
+	return &Readiness{rt: rt, url: u.String(), token: token, clk: clock.RealClock{}, log: log}
 }
 
-// check returns nil when the upstream is ready, else why not.
-func (u *upstreamReadiness) check(ctx context.Context) error {
+// Check returns nil when the upstream is ready, else why not.
+func (u *Readiness) Check(ctx context.Context) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if now := u.clk.Now(); !u.checked.IsZero() && now.Sub(u.checked) < upstreamCheckEvery {
+	if now := u.clk.Now(); !u.checked.IsZero() && now.Sub(u.checked) < checkEvery {
 		return u.err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), upstreamCheckTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
 	defer cancel()
 	u.err = u.ask(ctx)
 	u.checked = u.clk.Now()
@@ -60,7 +62,7 @@ func (u *upstreamReadiness) check(ctx context.Context) error {
 	return u.err
 }
 
-func (u *upstreamReadiness) ask(ctx context.Context) error {
+func (u *Readiness) ask(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.url, nil)
 	if err != nil {
 		return err
@@ -80,27 +82,27 @@ func (u *upstreamReadiness) ask(ctx context.Context) error {
 	return nil
 }
 
-// healthCheck is one named check of a health endpoint; nil is healthy.
-type healthCheck struct {
-	name  string
-	check func(ctx context.Context) error
+// HealthCheck is one named check of a health endpoint; nil is healthy.
+type HealthCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
 }
 
-// healthHandler answers a probe as kube-apiserver does: 200 "ok" when every
+// HealthHandler answers a probe as kube-apiserver does: 200 "ok" when every
 // check passes (with ?verbose, one "[+]name ok" line per check and
 // "<endpoint> check passed"); else 500 with the list, each failure as
 // "[-]name failed: reason withheld" (the reason is logged, not shown).
-func healthHandler(endpoint string, checks ...healthCheck) http.HandlerFunc {
+func HealthHandler(endpoint string, checks ...HealthCheck) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var b strings.Builder
 		failed := false
 		for _, c := range checks {
-			if err := c.check(r.Context()); err != nil {
+			if err := c.Check(r.Context()); err != nil {
 				failed = true
-				fmt.Fprintf(&b, "[-]%s failed: reason withheld\n", c.name)
+				fmt.Fprintf(&b, "[-]%s failed: reason withheld\n", c.Name)
 				continue
 			}
-			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
+			fmt.Fprintf(&b, "[+]%s ok\n", c.Name)
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -117,5 +119,5 @@ func healthHandler(endpoint string, checks ...healthCheck) http.HandlerFunc {
 	}
 }
 
-// ping is the check that always passes: the server answers.
-var ping = healthCheck{name: "ping", check: func(context.Context) error { return nil }}
+// Ping is the check that always passes: the server answers.
+var Ping = HealthCheck{Name: "ping", Check: func(context.Context) error { return nil }}

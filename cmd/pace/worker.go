@@ -1,23 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/internal/execpool"
-	"github.com/pace-platform/pace/internal/lines"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -125,17 +119,17 @@ func (o *workerOptions) run(ctx context.Context, a *app, job string) error {
 	if o.id != "" {
 		opts = append(opts, bus.WithWorkerID(o.id))
 	}
-	run := &itemCommand{command: o.exec, killGrace: defaultKillGrace, log: a.log.With("job", job)}
+	perItem := execpool.NewPerItem(o.exec, cleanEnv(), a.log.With("job", job))
 	var pool *execpool.Pool
 	opts = append(opts, bus.WithJobOpened(func(rec *schemas.JobRecord) { // before the first item
 		if g := rec.Spec.Worker.TerminationGrace.D(); g > 0 {
-			run.killGrace = g
+			perItem.SetKillDelay(g)
 			if pool != nil {
 				pool.SetKillDelay(g)
 			}
 		}
 	}))
-	handler := run.handle
+	handler := perItem.Handle
 	if o.execMode != schemas.ExecItem { // lines or json, which execpool names alike
 		pool, err = execpool.New(execpool.Config{Command: o.exec, Mode: execpool.Mode(o.execMode),
 			Processes: o.concurrency, Env: append(cleanEnv(), "PACE_JOB="+job)},
@@ -164,72 +158,4 @@ func cleanEnv() []string {
 		k, _, _ := strings.Cut(kv, "=")
 		return k == "PACE_TOKEN" || strings.HasPrefix(k, "PACE_NATS_") && k != "PACE_NATS_URL"
 	})
-}
-
-// commandEnv is the environment of an item's command (item mode): the clean
-// environment and the item's job and id. A process of the lines and json
-// modes serves many items: it gets the job alone.
-func commandEnv(item *schemas.WorkItem) []string {
-	return append(cleanEnv(), "PACE_JOB="+item.Job, "PACE_ITEM_ID="+item.ID)
-}
-
-// stderrTail bounds the standard error kept in an item's error.
-const stderrTail = 2048
-
-// defaultKillGrace is how long a cancelled item's command has between
-// SIGTERM and SIGKILL when the job sets no worker.termination_grace.
-const defaultKillGrace = 5 * time.Second
-
-// itemCommand runs command with sh -c per item. A cancelled item (past the
-// job's worker.timeout, or the worker stopping past its grace) gets
-// SIGTERM, then SIGKILL killGrace later. What the command writes on its
-// standard error is logged, line by line, whether it succeeded, failed or
-// hung (at most lines.ItemLines lines and lines.ItemBytes bytes an item): the
-// local runtime and the pods' logs bring it to the job's log.
-type itemCommand struct {
-	command   string
-	killGrace time.Duration
-	log       *slog.Logger
-}
-
-func (c *itemCommand) handle(ctx context.Context, item *schemas.WorkItem) (string, error) {
-	cmd := exec.CommandContext(ctx, "sh", "-c", c.command)
-	cmd.Stdin = strings.NewReader(item.Payload)
-	cmd.Env = commandEnv(item)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = c.killGrace
-	err := cmd.Run()
-	c.logStderr(item.ID, stderr.Bytes())
-	if err != nil {
-		tail := stderr.Bytes()
-		if len(tail) > stderrTail {
-			tail = tail[len(tail)-stderrTail:]
-		}
-		if msg := strings.TrimSpace(string(tail)); msg != "" {
-			return "", fmt.Errorf("%s: %w: %s", c.command, err, msg)
-		}
-		return "", fmt.Errorf("%s: %w", c.command, err)
-	}
-	return strings.TrimRight(stdout.String(), "\r\n"), nil
-}
-
-// logStderr logs an item's standard error, a record per line, within the
-// bounds of lines.Budget, and says how much was cut beyond them.
-func (c *itemCommand) logStderr(item string, out []byte) {
-	if c.log == nil || len(out) == 0 {
-		return
-	}
-	var budget lines.Budget
-	w := &lines.Writer{Emit: func(line string) {
-		if budget.Keep(line) {
-			c.log.Info("item stderr", "item", item, "line", line)
-		}
-	}}
-	_, _ = w.Write(out)
-	_ = w.Close()
-	if budget.Cut > 0 {
-		c.log.Warn("item stderr cut", "item", item, "cut_bytes", budget.Cut, "kept_lines", budget.Lines)
-	}
 }

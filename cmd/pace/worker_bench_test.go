@@ -48,7 +48,7 @@ func benchExec(b *testing.B, c *bus.Client, mode string, concurrency int) {
 	if err := c.PushItems(ctx, job, items); err != nil {
 		b.Fatal(err)
 	}
-	h := (&itemCommand{command: "cat", killGrace: defaultKillGrace}).handle
+	h := execpool.NewPerItem("cat", cleanEnv(), nil).Handle
 	switch mode {
 	case inProcess:
 		h = func(_ context.Context, it *schemas.WorkItem) (string, error) { return it.Payload, nil }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pace-platform/pace/internal/execpool"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -14,7 +15,7 @@ func TestItemCommandSeesNoCredentials(t *testing.T) {
 	t.Setenv("PACE_NATS_PASSWORD", "s3cr3t-password")
 	t.Setenv("PACE_NATS_CREDS", "/s3cr3t/nats.creds")
 	t.Setenv("PACE_TOKEN", "s3cr3t-token")
-	out, err := (&itemCommand{command: "env", killGrace: defaultKillGrace}).handle(context.Background(), &schemas.WorkItem{Job: "j", ID: "i1", Payload: ""})
+	out, err := execpool.NewPerItem("env", cleanEnv(), nil).Handle(context.Background(), &schemas.WorkItem{Job: "j", ID: "i1", Payload: ""})
 	if err != nil {
 		t.Fatal(err)
 	}

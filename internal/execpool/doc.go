@@ -4,7 +4,8 @@
 // --pipe do. A Pool starts `sh -c CMD` when an item needs a process and none
 // is idle, at most one process per concurrency slot (Config.Processes), and
 // keeps it for item after item: the fork and the command's start-up are paid
-// once, not per item.
+// once, not per item. PerItem is the plain way, the item mode: a process per
+// item, payload in, result out.
 //
 // # Protocol
 //

@@ -35,12 +35,16 @@ type Config struct {
 	Env []string `json:"-"`
 }
 
+// defaultKillDelay is the time between SIGTERM and SIGKILL of a process
+// being stopped when the job sets no worker.termination_grace.
+const defaultKillDelay = 5 * time.Second
+
 func (c Config) withDefaults() Config {
 	if c.Processes == 0 {
 		c.Processes = 1
 	}
 	if c.KillDelay == 0 {
-		c.KillDelay = 5 * time.Second
+		c.KillDelay = defaultKillDelay
 	}
 	if c.StallWarning == 0 {
 		c.StallWarning = 10 * time.Second

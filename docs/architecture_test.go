@@ -3,9 +3,13 @@ package docs_test
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -124,5 +128,97 @@ func TestLayout(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("top-level folders = %v, want %v", got, want)
+	}
+}
+
+// TestStagesHaveOneShape: every stage package (a folder of stages/) has
+// New(deps Deps, cfg Config, opts ...Option) (*Stage, error) and
+// (*Stage).Run(ctx context.Context) error, as architecture.md says.
+func TestStagesHaveOneShape(t *testing.T) {
+	const newShape, runShape = "func(Deps, Config, ...Option) (*Stage, error)", "func(context.Context) error"
+	dirs, err := os.ReadDir("../stages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := 0
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		stages++
+		files, err := filepath.Glob(filepath.Join("../stages", d.Name(), "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, decl := range f.Decls {
+				fn, ok := decl.(*ast.FuncDecl)
+				switch {
+				case !ok:
+				case fn.Name.Name == "New" && fn.Recv == nil:
+					got["New"] = signature(fn.Type)
+				case fn.Name.Name == "Run" && fn.Recv != nil && typeString(fn.Recv.List[0].Type) == "*Stage":
+					got["Run"] = signature(fn.Type)
+				}
+			}
+		}
+		if got["New"] != newShape {
+			t.Errorf("stages/%s: New is %q, want %q", d.Name(), got["New"], newShape)
+		}
+		if got["Run"] != runShape {
+			t.Errorf("stages/%s: (*Stage).Run is %q, want %q", d.Name(), got["Run"], runShape)
+		}
+	}
+	if stages < 8 {
+		t.Errorf("found %d stages, want the 8 of architecture.md", stages)
+	}
+}
+
+// signature writes a function type with its parameters' types alone.
+func signature(ft *ast.FuncType) string {
+	list := func(fl *ast.FieldList) []string {
+		var out []string
+		if fl == nil {
+			return out
+		}
+		for _, f := range fl.List {
+			for range max(1, len(f.Names)) {
+				out = append(out, typeString(f.Type))
+			}
+		}
+		return out
+	}
+	sig := "func(" + strings.Join(list(ft.Params), ", ") + ")"
+	switch res := list(ft.Results); len(res) {
+	case 0:
+	case 1:
+		sig += " " + res[0]
+	default:
+		sig += " (" + strings.Join(res, ", ") + ")"
+	}
+	return sig
+}
+
+// typeString writes the types a stage's New and Run use.
+func typeString(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.StarExpr:
+		return "*" + typeString(e.X)
+	case *ast.SelectorExpr:
+		return typeString(e.X) + "." + e.Sel.Name
+	case *ast.Ellipsis:
+		return "..." + typeString(e.Elt)
+	default:
+		return "?"
 	}
 }

@@ -47,12 +47,17 @@ func startActuatorPath(t *testing.T, c *bus.Client, rt actuator.Runtime, log *sl
 		t.Fatal(err)
 	}
 	bustest.Run(t, g.Run)
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, actuator.WithLogger(log)), gate.Config{}, gate.WithLogger(log))
+	exec := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, actuator.WithLogger(log))
+	gs, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: exec}, gate.Config{}, gate.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.Run(t, gs.Run)
-	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run)
+	act, err := actuator.New(actuator.Deps{Bus: c}, actuator.Config{}, actuator.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Run(t, act.Run)
 }
 
 // defaultFaultSeed makes the proxy's first 24 draws (the fewest writes the

@@ -136,7 +136,7 @@ func floodAPI(t *testing.T, cfg apf.Config) (string, map[tenant]string) {
 		}
 	}
 	c := bustest.Client(t, bustest.Server(t))
-	mgr, err := manager.New(c, manager.Config{}, manager.WithAuthenticator(tf), manager.WithUsers(tf),
+	mgr, err := manager.New(manager.Deps{Bus: c}, manager.Config{}, manager.WithAuthenticator(tf), manager.WithUsers(tf),
 		manager.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

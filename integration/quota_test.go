@@ -58,7 +58,7 @@ func TestSubmissionKnowsTheNamespaceQuota(t *testing.T) {
 
 	c := bustest.Client(t, bustest.Server(t))
 	registerCluster(t, c, "lab", kubetest.AdminToken, false)
-	m, err := manager.New(c, manager.Config{})
+	m, err := manager.New(manager.Deps{Bus: c}, manager.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

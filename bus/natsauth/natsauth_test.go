@@ -43,7 +43,7 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manager.New(a.Admin, manager.Config{}, manager.WithUsers(tf), manager.WithAuthenticator(tf))
+	m, err := manager.New(manager.Deps{Bus: a.Admin}, manager.Config{}, manager.WithUsers(tf), manager.WithAuthenticator(tf))
 	if err != nil {
 		t.Fatal(err)
 	}

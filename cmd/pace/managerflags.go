@@ -64,7 +64,7 @@ func (f *managerFlags) validate() error {
 // workers per job when one runs beside it (0: none). authn is the --token-file authenticator;
 // without one the API is open, which is logged as a warning (an error when
 // not on loopback).
-func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL, redisAddr string, localMax int, log *slog.Logger) (*manager.Manager, *manager.API, error) {
+func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, uiURL, redisAddr string, localMax int, log *slog.Logger) (*manager.Stage, *manager.API, error) {
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
 		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, RedisAddr: redisAddr, AsperathosCORS: f.asperathosCORS, AllowPrivileged: f.allowPrivileged, LocalMaxReplicas: localMax, LocalExec: f.localExec,
@@ -84,7 +84,7 @@ func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, 
 			log.Error("job API is open on a non-loopback address: no --token-file, anyone who reaches it may see and change every job", "http", httpAddr)
 		}
 	}
-	m, err := manager.New(c, cfg, opts...)
+	m, err := manager.New(manager.Deps{Bus: c}, cfg, opts...)
 	if err != nil {
 		return nil, nil, usageError("%v", err)
 	}

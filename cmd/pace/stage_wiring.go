@@ -125,7 +125,7 @@ type wiring struct {
 	apiGate bool             // the job API is served: api goes behind fc
 	resolve apfhttp.Resolver // classifies the job API's requests by their routes
 	authn   auth.Authenticator
-	mgr     *manager.Manager // the manager of the job API, if wired
+	mgr     *manager.Stage // the manager of the job API, if wired
 
 	loops []func(context.Context) error // run on every replica
 	terms []*runner.Term                // run by each stage's leader
@@ -330,7 +330,7 @@ func wireCollector(ctx context.Context, w *wiring) error {
 	presence := c.Presence(nil)
 	w.loops = append(w.loops, presence.Run)
 	return w.lead("collector", func() (func(context.Context) error, prometheus.Collector, error) {
-		col, err := collector.New(c, collector.Config{Interval: w.f.monitor.interval},
+		col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: w.f.monitor.interval},
 			collector.WithReplicas(presence), collector.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, usageError("collector: %v", err)
@@ -345,7 +345,7 @@ func wireProcessor(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("processor", func() (func(context.Context) error, prometheus.Collector, error) {
-		proc, err := processor.New(c, processor.Config{}, processor.WithLogger(w.log))
+		proc, err := processor.New(processor.Deps{Bus: c}, processor.Config{}, processor.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -362,7 +362,7 @@ func wireSink(ctx context.Context, w *wiring) error {
 		return err
 	}
 	ps := prom.New(prom.Config{})
-	pst, err := sink.New(c, ps, sink.Config{Name: "prom", Start: sink.Latest}, sink.WithLogger(w.log))
+	pst, err := sink.New(sink.Deps{Bus: c, Sink: ps}, sink.Config{Name: "prom", Start: sink.Latest}, sink.WithLogger(w.log))
 	if err != nil {
 		return err
 	}
@@ -375,7 +375,7 @@ func wireSink(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return usageError("--influx-*: %v", err)
 	}
-	ist, err := sink.New(c, is, sink.Config{Name: "influx", Start: sink.Durable}, sink.WithLogger(w.log))
+	ist, err := sink.New(sink.Deps{Bus: c, Sink: is}, sink.Config{Name: "influx", Start: sink.Durable}, sink.WithLogger(w.log))
 	if err != nil {
 		return err
 	}
@@ -393,7 +393,7 @@ func wireController(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
-		ctl, err := controller.New(c, w.f.controllerConfig(), controller.WithLogger(w.log))
+		ctl, err := controller.New(controller.Deps{Bus: c}, w.f.controllerConfig(), controller.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -463,7 +463,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 		}
 		loops = append(loops, actuator.NewUsageReporter(c, meters, actuator.WithLogger(w.log)).Run)
 		exec := actuator.NewExecutor(c, runtimes, actuator.WithLogger(w.log))
-		gs, err := gate.New(c, fc, exec, gate.Config{}, gate.WithLogger(w.log))
+		gs, err := gate.New(gate.Deps{Bus: c, Gate: fc, Actuator: exec}, gate.Config{}, gate.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -491,7 +491,11 @@ func wireActuator(ctx context.Context, w *wiring) error {
 		return err
 	}
 	return w.lead("actuator", func() (func(context.Context) error, prometheus.Collector, error) {
-		return actuator.New(c, actuator.WithLogger(w.log)).Run, nil, nil
+		st, err := actuator.New(actuator.Deps{Bus: c}, actuator.Config{}, actuator.WithLogger(w.log))
+		if err != nil {
+			return nil, nil, err
+		}
+		return st.Run, nil, nil
 	})
 }
 
@@ -528,8 +532,11 @@ func wireVisualizer(ctx context.Context, w *wiring) error {
 			return err
 		}
 	}
-	ui := visualizer.New(jobs, c, visualizer.Config{Open: authn == nil, TraceURL: w.f.trace.viewer},
+	ui, err := visualizer.New(visualizer.Deps{Jobs: jobs, Bus: c}, visualizer.Config{Open: authn == nil, TraceURL: w.f.trace.viewer},
 		visualizer.WithLogger(w.log))
+	if err != nil {
+		return err
+	}
 	if w.fc != nil {
 		ui.SetFlowControl(w.fc)
 	} else {

@@ -82,7 +82,7 @@ func (b *authBus) calloutWith(t *testing.T, cfg manager.Config) {
 	mc := connect(t, context.Background(), b.url, "manager")
 	bustest.Run(t, natsauth.New(mc, b.issuer, tokens, b.jobs, nil).Run)
 	// The manager answers pace.control.read: tenants read through consumers it makes.
-	m, err := manager.New(mc, cfg, manager.WithUsers(tokens), manager.WithAuthenticator(tokens))
+	m, err := manager.New(manager.Deps{Bus: mc}, cfg, manager.WithUsers(tokens), manager.WithAuthenticator(tokens))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	}
 	bustest.Run(t, rt.Run)
 	runGate(t, c, actuator.Local(rt), log)
-	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run)
+	bustest.Run(t, newActuator(t, c, actuator.WithLogger(log)).Run)
 	presence := c.Presence(nil)
 	bustest.Run(t, presence.Run)
 
@@ -113,4 +113,15 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	if verbs < 2 {
 		t.Errorf("%d admission events, want the scale and the delete", verbs)
 	}
+}
+
+// newActuator returns the actuator stage on c, failing the test if it
+// cannot be made.
+func newActuator(tb testing.TB, c actuator.Bus, opts ...actuator.Option) *actuator.Stage {
+	tb.Helper()
+	st, err := actuator.New(actuator.Deps{Bus: c}, actuator.Config{}, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
 }

@@ -98,7 +98,7 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 	runGate(t, c, rt, log)
 	// The actuator starts before the job exists, so that its reconcile at
 	// start (which asks for a job's initial replicas, at least 1) stays out.
-	st := actuator.New(c, actuator.WithLogger(log))
+	st := newActuator(t, c, actuator.WithLogger(log))
 	bustest.Run(t, st.Run)
 	bustest.Eventually(t, 60*time.Second, "the actuator's decision consumer", func() bool {
 		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamDecisions), "pace-actuator")
@@ -168,7 +168,7 @@ func TestQueueOnlyJobIsNeverActuated(t *testing.T) {
 		Replicas: schemas.Replicas{Min: 0, Max: 4, Initial: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run) // its reconcile skips the queue too
+	bustest.Run(t, newActuator(t, c, actuator.WithLogger(log)).Run) // its reconcile skips the queue too
 	bustest.Eventually(t, 60*time.Second, "the actuator's decision consumer", func() bool {
 		_, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(schemas.StreamDecisions), "pace-actuator")
 		return err == nil
@@ -203,7 +203,8 @@ func runGate(t *testing.T, c *bus.Client, rt actuator.Runtime, log *slog.Logger)
 		t.Fatal(err)
 	}
 	bustest.Run(t, g.Run)
-	gs, err := gate.New(c, g, actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, actuator.WithLogger(log)), gate.Config{}, gate.WithLogger(log))
+	exec := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, actuator.WithLogger(log))
+	gs, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: exec}, gate.Config{}, gate.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

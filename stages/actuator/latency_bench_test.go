@@ -35,12 +35,12 @@ func BenchmarkProgressToRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sub.Unsubscribe() })
-	ctl, err := controller.New(c, controller.Config{}, controller.WithLogger(log))
+	ctl, err := controller.New(controller.Deps{Bus: c}, controller.Config{}, controller.WithLogger(log))
 	if err != nil {
 		b.Fatal(err)
 	}
 	bustest.Run(b, ctl.Run)
-	bustest.Run(b, actuator.New(c, actuator.WithLogger(log)).Run)
+	bustest.Run(b, newActuator(b, c, actuator.WithLogger(log)).Run)
 	select { // the reconcile at start asks for the initial replica
 	case <-requests:
 	case <-time.After(bustest.MinWait):

@@ -10,7 +10,6 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
 )
 
 // TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn publishes every
@@ -34,7 +33,7 @@ func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	bustest.Run(t, actuator.New(c).Run)
+	bustest.Run(t, newActuator(t, c).Run)
 	// Its decision consumer starts from the last decision per subject: wait
 	// until it exists, so both messages below reach it.
 	bustest.Eventually(t, 20*time.Second, "the actuator's decision consumer", func() bool {

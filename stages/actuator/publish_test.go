@@ -13,7 +13,10 @@ import (
 func TestRequestPublishedTwiceIsStoredOnce(t *testing.T) {
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
-	s := New(c)
+	s, err := New(Deps{Bus: c}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := &schemas.JobRecord{ID: "j", Spec: schemas.JobSpec{Owner: "alice"}}
 	for range 2 {
 		req := &schemas.KubeRequest{ID: "req-1", Verb: "patch", Subresource: "scale", Replicas: 2}

@@ -123,7 +123,7 @@ func TestFailedRequestIsAskedAgain(t *testing.T) {
 	}
 	rt := &failOnceRuntime{}
 	runGate(t, c, rt, log)
-	bustest.Run(t, actuator.New(c, actuator.WithLogger(log)).Run) // its reconcile asks for the initial 3, which fails
+	bustest.Run(t, newActuator(t, c, actuator.WithLogger(log)).Run) // its reconcile asks for the initial 3, which fails
 
 	// Waits are on the events themselves, with bounds generous enough for a
 	// loaded machine: the test's speed is the bus's.

@@ -57,10 +57,22 @@ type Bus interface {
 	SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error)
 }
 
+// Deps is what the stage works on.
+type Deps struct {
+	Bus Bus
+}
+
+// Config is the stage's configuration. It has no settings: the requests
+// the stage makes follow the jobs' specs and decisions.
+type Config struct{}
+
 // New returns the stage.
-func New(c Bus, opts ...Option) *Stage {
+func New(deps Deps, _ Config, opts ...Option) (*Stage, error) {
+	if deps.Bus == nil {
+		return nil, errors.New("actuator: Deps.Bus is nil")
+	}
 	o := apply("actuator", opts)
-	return &Stage{c: c, log: o.log, clk: o.clk, requested: map[string]request{}}
+	return &Stage{c: deps.Bus, log: o.log, clk: o.clk, requested: map[string]request{}}, nil
 }
 
 // Run follows request outcomes, reconciles running jobs, then consumes

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -24,8 +25,9 @@ type Replicas interface {
 	Count(job string) int
 }
 
-// Collector samples running jobs. Create it with New and run it with Run.
-type Collector struct {
+// Stage is the collector: it samples running jobs. Create it with New and run
+// it with Run.
+type Stage struct {
 	bus      Bus
 	js       jetstream.JetStream
 	nc       *nats.Conn
@@ -87,7 +89,7 @@ const (
 // its longestWait at once (done puts a quiet job's heartbeat on a phase of
 // its own, heartbeat.Next). Without it, the wait doubles up to
 // maxIdleRounds, so that a change is seen within that many rounds.
-func (c *Collector) wait(rec *schemas.JobRecord, counts sampleCounts, every int, now time.Time) int {
+func (c *Stage) wait(rec *schemas.JobRecord, counts sampleCounts, every int, now time.Time) int {
 	if c.cfg.ActivityGap <= 0 {
 		return min(2*every, maxIdleRounds)
 	}
@@ -103,7 +105,7 @@ func (c *Collector) wait(rec *schemas.JobRecord, counts sampleCounts, every int,
 // alone may call for a decision then; with a deadline, up to a hundredth
 // of the time left to it, so that its controller sees at least every 1 %
 // of the time it has left.
-func (c *Collector) longestWait(rec *schemas.JobRecord, counts sampleCounts, now time.Time) int {
+func (c *Stage) longestWait(rec *schemas.JobRecord, counts sampleCounts, now time.Time) int {
 	if rec.Spec.Cost != nil && max(counts.repls, rec.Replicas) > 0 {
 		return 1 // what its workers use, and so its cost, changes with time alone
 	}
@@ -137,28 +139,37 @@ type Bus interface {
 	PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error
 }
 
-// Option configures a Collector.
-type Option func(*Collector)
+// Option configures a Stage.
+type Option func(*Stage)
 
 // WithReplicas counts a job's workers with r; by default a sample takes the
 // job record's replica count.
-func WithReplicas(r Replicas) Option { return func(c *Collector) { c.replicas = r } }
+func WithReplicas(r Replicas) Option { return func(c *Stage) { c.replicas = r } }
 
 // WithClock sets the clock (default: the real one).
-func WithClock(clk clock.WithTicker) Option { return func(c *Collector) { c.clk = clk } }
+func WithClock(clk clock.WithTicker) Option { return func(c *Stage) { c.clk = clk } }
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(c *Collector) { c.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *Stage) { c.log = l } }
 
-// New returns a collector publishing with c.
-func New(c Bus, cfg Config, opts ...Option) (*Collector, error) {
+// Deps is what the stage works on.
+type Deps struct {
+	Bus Bus
+}
+
+// New returns a collector publishing on deps.Bus.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	c := deps.Bus
+	if c == nil {
+		return nil, errors.New("collector: Deps.Bus is nil")
+	}
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("collector config: %w", errs.ToAggregate())
 	}
 	done := make(chan struct{})
 	close(done)
-	col := &Collector{
+	col := &Stage{
 		bus: c, js: c.JetStream(), nc: c.Conn(), prefix: c.Prefix(), cfg: cfg, clk: clock.RealClock{},
 		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(), more: make(chan struct{}, 1), activity: make(chan struct{}, 1),
 		jobs: map[string]*job{}, active: map[string]struct{}{}, counters: map[counter]string{}, queued: map[string]bool{}, roundDone: done,
@@ -171,10 +182,10 @@ func New(c Bus, cfg Config, opts ...Option) (*Collector, error) {
 }
 
 // Metrics returns the collector's Prometheus metrics.
-func (c *Collector) Metrics() *Metrics { return c.metrics }
+func (c *Stage) Metrics() *Metrics { return c.metrics }
 
 // Run samples jobs until ctx ends; cancellation returns nil.
-func (c *Collector) Run(ctx context.Context) error {
+func (c *Stage) Run(ctx context.Context) error {
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(schemas.BucketJobs))
 	if err != nil {
 		return fmt.Errorf("jobs bucket (was the bus provisioned?): %w", err)
@@ -262,7 +273,7 @@ func (c *Collector) Run(ctx context.Context) error {
 
 // startWorkers starts Concurrency sampling goroutines and an acknowledger
 // of their publishes; the returned func waits for them after ctx ends.
-func (c *Collector) startWorkers(ctx context.Context) (wait func()) {
+func (c *Stage) startWorkers(ctx context.Context) (wait func()) {
 	futures := make(chan jetstream.PubAckFuture, 4096)
 	var wg sync.WaitGroup
 	for range c.cfg.Concurrency {
@@ -289,7 +300,7 @@ func (c *Collector) startWorkers(ctx context.Context) (wait func()) {
 }
 
 // apply follows one change of the jobs bucket.
-func (c *Collector) apply(ctx context.Context, e jetstream.KeyValueEntry) {
+func (c *Stage) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 	id := e.Key()
 	if e.Operation() != jetstream.KeyValuePut {
 		c.mu.Lock()
@@ -356,7 +367,7 @@ func readRecord(e jetstream.KeyValueEntry) (schemas.JobRecord, error) {
 // setAside counts an unreadable job record and keeps a copy as a dead
 // letter on pace.metrics.<job>.dead; the record itself stays in its bucket.
 // Each revision is kept once, however often it is read.
-func (c *Collector) setAside(ctx context.Context, e jetstream.KeyValueEntry, cause error) {
+func (c *Stage) setAside(ctx context.Context, e jetstream.KeyValueEntry, cause error) {
 	c.metrics.malformed.Inc()
 	job := e.Key()
 	if !schemas.ValidToken(job) {
@@ -373,7 +384,7 @@ func (c *Collector) setAside(ctx context.Context, e jetstream.KeyValueEntry, cau
 	log.Warn("unreadable job record ignored and dead-lettered")
 }
 
-func (c *Collector) signal() {
+func (c *Stage) signal() {
 	select {
 	case c.more <- struct{}{}:
 	default:
@@ -381,7 +392,7 @@ func (c *Collector) signal() {
 }
 
 // queueUrgentLocked queues a job ahead of the interval's bulk.
-func (c *Collector) queueUrgentLocked(id string) {
+func (c *Stage) queueUrgentLocked(id string) {
 	if !c.queued[id] {
 		c.queued[id] = true
 		c.urgent = append(c.urgent, id)
@@ -393,7 +404,7 @@ func (c *Collector) queueUrgentLocked(id string) {
 // makes the job due at once; a scaled event does not, as it reports Pace's
 // own actuation, and sampling on it would make every decision's effect the
 // cause of the next decision.
-func (c *Collector) onEvent(tokens []string) {
+func (c *Stage) onEvent(tokens []string) {
 	if len(tokens) > 3 && tokens[3] == string(schemas.EventScaled) {
 		return
 	}
@@ -401,7 +412,7 @@ func (c *Collector) onEvent(tokens []string) {
 }
 
 // markDue queues a known job at once (a lifecycle event).
-func (c *Collector) markDue(id string) {
+func (c *Stage) markDue(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if j, ok := c.jobs[id]; ok {
@@ -411,7 +422,7 @@ func (c *Collector) markDue(id string) {
 }
 
 // markActive notes queue activity of a job; promoteActive queues it.
-func (c *Collector) markActive(id string) {
+func (c *Stage) markActive(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if j, ok := c.jobs[id]; ok {
@@ -429,7 +440,7 @@ func (c *Collector) markActive(id string) {
 // promoteActive queues the jobs with queue activity since the last
 // promotion, an ActivityGap after the first of it: at most one activity
 // sample per job per gap.
-func (c *Collector) promoteActive() {
+func (c *Stage) promoteActive() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.active {
@@ -443,7 +454,7 @@ func (c *Collector) promoteActive() {
 // startRound queues every running job not queued yet, with the dead-letter
 // counts of all jobs read in one request. A job still queued from the last
 // round is not queued twice: an overloaded collector samples less often.
-func (c *Collector) startRound(ctx context.Context) {
+func (c *Stage) startRound(ctx context.Context) {
 	var dead map[string]uint64 // nil when no job is due: a job that becomes due reads its own
 	if c.anyDue() {
 		var err error
@@ -483,7 +494,7 @@ func (c *Collector) startRound(ctx context.Context) {
 }
 
 // anyDue reports whether a round started now would queue a job.
-func (c *Collector) anyDue() bool {
+func (c *Stage) anyDue() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, j := range c.jobs {
@@ -496,7 +507,7 @@ func (c *Collector) anyDue() bool {
 
 // take returns the next job to sample, urgent ones first; dead is nil for
 // an urgent job (its dead letters are read with it).
-func (c *Collector) take() (id string, dead map[string]uint64, bulk, ok bool) {
+func (c *Stage) take() (id string, dead map[string]uint64, bulk, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.takes++
@@ -516,7 +527,7 @@ func (c *Collector) take() (id string, dead map[string]uint64, bulk, ok bool) {
 }
 
 // worker samples queued jobs until ctx ends.
-func (c *Collector) worker(ctx context.Context, futures chan<- jetstream.PubAckFuture) {
+func (c *Stage) worker(ctx context.Context, futures chan<- jetstream.PubAckFuture) {
 	for ctx.Err() == nil {
 		id, dead, bulk, ok := c.take()
 		if !ok {
@@ -549,7 +560,7 @@ func (c *Collector) worker(ctx context.Context, futures chan<- jetstream.PubAckF
 // done records a job's sample s (nil: none was taken) and forgets the job
 // after its final one; a job whose counts did not change since its last
 // sample waits twice as many rounds for its next.
-func (c *Collector) done(ctx context.Context, id string, final, bulk bool, s *schemas.Sample) {
+func (c *Stage) done(ctx context.Context, id string, final, bulk bool, s *schemas.Sample) {
 	now := c.clk.Now()
 	c.mu.Lock()
 	if j, ok := c.jobs[id]; ok {
@@ -584,7 +595,7 @@ func (c *Collector) done(ctx context.Context, id string, final, bulk bool, s *sc
 // collect samples one job and publishes the sample asynchronously; dead
 // nil reads the job's dead letters with it. It returns the publish and the
 // sample, both nil when the job could not be sampled.
-func (c *Collector) collect(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) (jetstream.PubAckFuture, *schemas.Sample) {
+func (c *Stage) collect(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) (jetstream.PubAckFuture, *schemas.Sample) {
 	var s *schemas.Sample
 	var err error
 	if dead == nil {

@@ -158,7 +158,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	// A long interval, so that activity samples cannot be interval ones.
 	// From 2 results on, a job's results are counted by a consumer: j1's
 	// (2, then 3), not j2's (none).
-	col, err := collector.New(c, collector.Config{Interval: time.Hour, ActivityGap: 200 * time.Millisecond, CountConsumerFrom: 2},
+	col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: time.Hour, ActivityGap: 200 * time.Millisecond, CountConsumerFrom: 2},
 		collector.WithReplicas(replicas{"j1": 2}), collector.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestUnreadableJobRecordsAreSetAside(t *testing.T) {
 	}
 	putRecord(t, c, batchRecord("j1", 1))
 
-	col, err := collector.New(c, collector.Config{Interval: time.Hour}, collector.WithClock(testingclock.NewFakeClock(t0)))
+	col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: time.Hour}, collector.WithClock(testingclock.NewFakeClock(t0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestActuationDoesNotSample(t *testing.T) {
 	idle, marker := batchRecord("idle", 1), batchRecord("marker", 1)
 	putRecord(t, c, idle)
 	putRecord(t, c, marker)
-	col, err := collector.New(c, collector.Config{Interval: time.Hour, ActivityGap: -1, Concurrency: 1},
+	col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: time.Hour, ActivityGap: -1, Concurrency: 1},
 		collector.WithClock(testingclock.NewFakeClock(t0)))
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func TestIdleJobsAreSampledLessOften(t *testing.T) {
 		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
 	putRecord(t, c, idle)
 	clk := testingclock.NewFakeClock(t0)
-	col, err := collector.New(c, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond},
+	col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond},
 		collector.WithReplicas(replicas{}), collector.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +475,7 @@ func TestStreamingResultsCountOnlyQueuedItems(t *testing.T) {
 			for _, id := range []string{"forged1", "forged2", "forged3"} {
 				bustest.Publish(t, c, c.Prefix().Results("s", id), &schemas.Result{Job: "s", ItemID: id, Output: "forged"})
 			}
-			col, err := collector.New(c, collector.Config{CountConsumerFrom: from})
+			col, err := collector.New(collector.Deps{Bus: c}, collector.Config{CountConsumerFrom: from})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -506,7 +506,7 @@ func TestLedgerEntrySamplesAStreamingJob(t *testing.T) {
 	t0 := time.Now()
 	streamingJobWithAResult(t, c, t0, "a")
 	clk := testingclock.NewFakeClock(t0)
-	col, err := collector.New(c, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond},
+	col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: time.Second, ActivityGap: 200 * time.Millisecond},
 		collector.WithReplicas(replicas{}), collector.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)

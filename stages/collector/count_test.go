@@ -22,7 +22,7 @@ func TestCountSubjectsAgrees(t *testing.T) {
 	if err := c.PublishResult(ctx, &schemas.Result{Job: "other", ItemID: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	col, err := New(c, Config{})
+	col, err := New(Deps{Bus: c}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

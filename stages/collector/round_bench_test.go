@@ -52,7 +52,7 @@ func BenchmarkRound(b *testing.B) {
 		b.Run(fmt.Sprintf("jobs=%d/mode=%s/raw-ttl=%s", n, mode, ttl), func(b *testing.B) {
 			c := bustest.Client(b, bustest.Server(b), bus.WithName("bench"))
 			recs := benchJobs(b, c, n)
-			col, err := New(c, Config{RawTTL: tc.ttl})
+			col, err := New(Deps{Bus: c}, Config{RawTTL: tc.ttl})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -47,7 +47,7 @@ type counter struct {
 }
 
 // counting reports whether k has a counting consumer, or had one.
-func (c *Collector) counting(k counter) bool {
+func (c *Stage) counting(k counter) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.counters[k]
@@ -56,7 +56,7 @@ func (c *Collector) counting(k counter) bool {
 
 // countName returns k's counting consumer's name, a new one when it has
 // none yet.
-func (c *Collector) countName(k counter) string {
+func (c *Stage) countName(k counter) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	name, ok := c.counters[k]
@@ -68,7 +68,7 @@ func (c *Collector) countName(k counter) string {
 }
 
 // loadCounters learns the names of the counting consumers that exist.
-func (c *Collector) loadCounters(ctx context.Context) error {
+func (c *Stage) loadCounters(ctx context.Context) error {
 	for _, family := range counted {
 		st, err := c.bus.Stream(ctx, family)
 		if err != nil {
@@ -100,7 +100,7 @@ type stray struct {
 }
 
 // Sample reads the queue state of the job whose record is rec.
-func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schemas.Sample, error) {
+func (c *Stage) Sample(ctx context.Context, rec *schemas.JobRecord) (*schemas.Sample, error) {
 	dead, err := c.deadCounts(ctx, c.prefix.Dead(rec.ID))
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (c *Collector) Sample(ctx context.Context, rec *schemas.JobRecord) (*schema
 
 // deadCounts returns the number of dead letters per subject matching filter:
 // one request for every job of a round (one subject per job).
-func (c *Collector) deadCounts(ctx context.Context, filter string) (map[string]uint64, error) {
+func (c *Stage) deadCounts(ctx context.Context, filter string) (map[string]uint64, error) {
 	st, err := c.bus.Stream(ctx, schemas.StreamDead)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func (c *Collector) deadCounts(ctx context.Context, filter string) (map[string]u
 }
 
 // sample reads a job's queue state; dead holds the dead-letter counts.
-func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) (*schemas.Sample, error) {
+func (c *Stage) sample(ctx context.Context, rec *schemas.JobRecord, dead map[string]uint64) (*schemas.Sample, error) {
 	s := &schemas.Sample{
 		Job: rec.ID, At: c.clk.Now(), Mode: rec.Spec.Mode, State: rec.State, Total: rec.Total,
 		StartedAt: rec.StartedAt, Deadline: rec.Spec.Deadline.Time(rec.StartedAt), Replicas: rec.Replicas,
@@ -178,7 +178,7 @@ func (c *Collector) sample(ctx context.Context, rec *schemas.JobRecord, dead map
 // stream's subject list while they are fewer than Config.CountConsumerFrom
 // (a thousand idle jobs then hold no consumer), then from the NumPending of
 // a consumer that never delivers, created then.
-func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filter string) (int, error) {
+func (c *Stage) count(ctx context.Context, family schemas.Stream, job, filter string) (int, error) {
 	stream := c.prefix.Stream(family)
 	k := counter{family, job}
 	if !c.counting(k) {
@@ -218,7 +218,7 @@ func (c *Collector) count(ctx context.Context, family schemas.Stream, job, filte
 // countDeliver returns the subject a counting consumer would deliver to,
 // were anyone allowed to subscribe: <prefix>.count.<job> for results,
 // <prefix>.count.<stream>.<job> for the others.
-func (c *Collector) countDeliver(k counter) string {
+func (c *Stage) countDeliver(k counter) string {
 	if k.stream == schemas.StreamResults {
 		return string(c.prefix) + ".count." + k.job
 	}
@@ -227,7 +227,7 @@ func (c *Collector) countDeliver(k counter) string {
 
 // countInfo reads a counting consumer's info: a push consumer, or the pull
 // consumer an earlier version made, kept until its job ends.
-func (c *Collector) countInfo(ctx context.Context, stream, name string) (*jetstream.ConsumerInfo, error) {
+func (c *Stage) countInfo(ctx context.Context, stream, name string) (*jetstream.ConsumerInfo, error) {
 	pc, err := c.js.PushConsumer(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrNotPushConsumer) {
 		cons, err := c.js.Consumer(ctx, stream, name)
@@ -245,7 +245,7 @@ func (c *Collector) countInfo(ctx context.Context, stream, name string) (*jetstr
 // countSubjects counts the messages on filter from a subject-filtered
 // stream info, which lists every matching subject: correct, but its cost
 // grows with the job's results.
-func (c *Collector) countSubjects(ctx context.Context, family schemas.Stream, filter string) (int, error) {
+func (c *Stage) countSubjects(ctx context.Context, family schemas.Stream, filter string) (int, error) {
 	st, err := c.bus.Stream(ctx, family)
 	if err == nil {
 		var info *jetstream.StreamInfo
@@ -261,7 +261,7 @@ func (c *Collector) countSubjects(ctx context.Context, family schemas.Stream, fi
 }
 
 // forget deletes a job's counting consumers.
-func (c *Collector) forget(ctx context.Context, job string) {
+func (c *Stage) forget(ctx context.Context, job string) {
 	for _, family := range counted {
 		k := counter{family, job}
 		c.mu.Lock()
@@ -274,7 +274,7 @@ func (c *Collector) forget(ctx context.Context, job string) {
 	}
 }
 
-func (c *Collector) deleteCounter(ctx context.Context, s stray) {
+func (c *Stage) deleteCounter(ctx context.Context, s stray) {
 	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(s.stream), s.name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
 		c.log.Warn("counting consumer not deleted", "stream", c.prefix.Stream(s.stream), "consumer", s.name, "err", err)
@@ -283,7 +283,7 @@ func (c *Collector) deleteCounter(ctx context.Context, s stray) {
 
 // sweep deletes the counting consumers of jobs that are not running, left
 // behind when jobs ended while no collector ran, and spare ones.
-func (c *Collector) sweep(ctx context.Context) {
+func (c *Stage) sweep(ctx context.Context) {
 	c.mu.Lock()
 	stale := map[string]bool{}
 	for k := range c.counters {

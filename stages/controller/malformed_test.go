@@ -34,7 +34,7 @@ func TestUnreadableProgressIsDeadLetteredAndTheNextOneDecidedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = decisions.Unsubscribe() })
-	st, err := controller.New(c, controller.Config{}, controller.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+	st, err := controller.New(controller.Deps{Bus: c}, controller.Config{}, controller.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

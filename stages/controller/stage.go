@@ -136,9 +136,18 @@ func WithRegistry(reg plugin.Registry) Option { return func(s *Stage) { s.reg = 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
 
-// New returns a controller stage on c. It keeps no clock: a decision's
-// time is its progress's.
-func New(c Bus, cfg Config, opts ...Option) (*Stage, error) {
+// Deps is what the stage works on.
+type Deps struct {
+	Bus Bus
+}
+
+// New returns a controller stage on deps.Bus. It keeps no clock: a
+// decision's time is its progress's.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	c := deps.Bus
+	if c == nil {
+		return nil, errors.New("controller: Deps.Bus is nil")
+	}
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("controller config: %w", errs.ToAggregate())

@@ -31,7 +31,7 @@ func runStage(t testing.TB, c *bus.Client) (stop func()) {
 // runStageWith runs a controller stage with cfg until the returned stop is called.
 func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config) (stop func()) {
 	t.Helper()
-	st, err := controller.New(c, cfg, controller.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+	st, err := controller.New(controller.Deps{Bus: c}, cfg, controller.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,9 +112,21 @@ func WithClock(clk clock.PassiveClock) Option { return func(s *Stage) { s.clk = 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
 
-// New returns the stage admitting c's infrastructure requests through gate
-// to act; cfg is defaulted and validated.
-func New(c bus.Consuming, gate *apf.Gate, act Actuator, cfg Config, opts ...Option) (*Stage, error) {
+// Deps is what the stage works on: the bus it consumes requests from, the
+// APF gate that admits them and what executes them.
+type Deps struct {
+	Bus      bus.Consuming
+	Gate     *apf.Gate
+	Actuator Actuator
+}
+
+// New returns the stage admitting the bus's infrastructure requests through
+// the gate to the actuator; cfg is defaulted and validated.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	c, gate, act := deps.Bus, deps.Gate, deps.Actuator
+	if c == nil || gate == nil || act == nil {
+		return nil, errors.New("gate: Deps.Bus, Deps.Gate and Deps.Actuator are required")
+	}
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errs.ToAggregate()

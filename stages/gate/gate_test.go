@@ -125,7 +125,7 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 	})
 	// The time-out frees hold's seat too: it must outlast the rejection of
 	// second by far, on a slow machine as well, and only lost waits it out.
-	st, err := gate.New(c, g, act, gate.Config{OutcomeTimeout: 5 * time.Second})
+	st, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: act}, gate.Config{OutcomeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestStageEventsCarryEstimatedSeats(t *testing.T) {
 		}
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, At: time.Now()}, nil
 	})
-	st, err := gate.New(c, g, act, gate.Config{})
+	st, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: act}, gate.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func runApplyingGate(t *testing.T, c *bus.Client) *gate.Stage {
 	act := gate.ActuatorFunc(func(_ context.Context, req *schemas.KubeRequest) (*schemas.KubeOutcome, error) {
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
 	})
-	st, err := gate.New(c, g, act, gate.Config{}, gate.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+	st, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: act}, gate.Config{}, gate.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

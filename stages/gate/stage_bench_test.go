@@ -38,7 +38,7 @@ func BenchmarkStageThroughput(b *testing.B) {
 		}
 		return &schemas.KubeOutcome{RequestID: req.ID, Job: req.Job, Status: schemas.Applied, Replicas: req.Replicas, At: time.Now()}, nil
 	})
-	st, err := gate.New(c, g, act, gate.Config{})
+	st, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: act}, gate.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ const retryAfterFull = 60
 // admit refuses, before anything is stored, a submission larger than
 // Config.MaxJobItems (413) or that would take its owner past
 // Config.MaxUserQueued items queued or running in unfinished jobs (429).
-func (m *Manager) admit(ctx context.Context, sub *submission) error {
+func (m *Stage) admit(ctx context.Context, sub *submission) error {
 	n := len(sub.items)
 	if n == 0 {
 		return nil
@@ -39,7 +39,7 @@ func (m *Manager) admit(ctx context.Context, sub *submission) error {
 
 // queuedBy counts the items waiting or running in the unfinished jobs of
 // owner: one look at the work stream's subjects.
-func (m *Manager) queuedBy(ctx context.Context, owner string) (int, error) {
+func (m *Stage) queuedBy(ctx context.Context, owner string) (int, error) {
 	jobs, err := m.bus.Jobs(ctx)
 	if err != nil {
 		return 0, err
@@ -61,7 +61,7 @@ func (m *Manager) queuedBy(ctx context.Context, owner string) (int, error) {
 // submission stores its job and all its items or nothing, and returns the
 // refusal: 507 when the bus is full, 503 otherwise, both with Retry-After.
 // Should the removal itself fail, the job is left in the error state.
-func (m *Manager) undo(ctx context.Context, job string, cause error) error {
+func (m *Stage) undo(ctx context.Context, job string, cause error) error {
 	ctx = context.WithoutCancel(ctx)
 	if err := m.bus.PurgeJob(ctx, job); err != nil {
 		m.log.Error("job whose items could not be stored not removed", "job", job, "err", err)

@@ -30,7 +30,7 @@ type route struct {
 // API serves the manager's HTTP API. It expects the caller in the request
 // context (auth.Middleware); without one the caller is anonymous.
 type API struct {
-	m      *Manager
+	m      *Stage
 	routes []route
 	// compat is Asperathos' compatibility mode (see AsperathosPrefix);
 	// asperathos is the API's twin in that mode.
@@ -39,7 +39,7 @@ type API struct {
 }
 
 // NewAPI returns the HTTP API of m.
-func NewAPI(m *Manager) *API {
+func NewAPI(m *Stage) *API {
 	a := &API{m: m}
 	a.routes = a.table()
 	a.asperathos = &API{m: m, compat: true}
@@ -211,7 +211,7 @@ func (a *API) bodyUser(r *http.Request, u auth.User) (auth.User, error) {
 	return a.decode(r, u, &c)
 }
 
-func (m *Manager) credentialsUser(u auth.User, c credentials) (auth.User, error) {
+func (m *Stage) credentialsUser(u auth.User, c credentials) (auth.User, error) {
 	if !c.EnableAuth {
 		return u, nil
 	}
@@ -352,7 +352,7 @@ type responseKey struct{}
 // clients may add to /submissions/{id}.
 func jobID(r *http.Request) string { return strings.TrimSuffix(r.PathValue("id"), ".json") }
 
-func collectLogs(m *Manager, ctx context.Context, job string) ([]*schemas.LogLine, error) {
+func collectLogs(m *Stage, ctx context.Context, job string) ([]*schemas.LogLine, error) {
 	var out []*schemas.LogLine
 	for l, err := range m.bus.Logs(ctx, job, false) {
 		if err != nil {

@@ -321,7 +321,7 @@ const labelClusterInfo = "asperathos/cluster_info_url"
 // price reads the prices of a kubejobs_cost job from its cluster_info_url,
 // {"cpu_price": …, "memory_price": …}, as Asperathos' monitor did, but once,
 // at submission: the job is refused (400) when the URL does not answer them.
-func (m *Manager) price(ctx context.Context, spec *schemas.JobSpec) *field.Error {
+func (m *Stage) price(ctx context.Context, spec *schemas.JobSpec) *field.Error {
 	url := spec.Labels[labelClusterInfo]
 	if url == "" || spec.Cost == nil {
 		return nil

@@ -30,7 +30,7 @@ type jobCheck struct {
 // due reports whether running job is checked in this pass: at once after a
 // change (its own, or one it was woken for), then, while nothing changes,
 // every maxQuietPasses, and when its stall clock runs out.
-func (m *Manager) due(job string) bool {
+func (m *Stage) due(job string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.checks[job]
@@ -45,7 +45,7 @@ func (m *Manager) due(job string) bool {
 // checked notes what a check of rec found, ws, and when to check it next:
 // at the next pass after a change or while it holds results it never
 // queued; else on its quiet heartbeat, or when its stall clock runs out.
-func (m *Manager) checked(rec *schemas.JobRecord, ws bus.WorkState) {
+func (m *Stage) checked(rec *schemas.JobRecord, ws bus.WorkState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.checks[rec.ID]
@@ -71,7 +71,7 @@ func stallClockRuns(rec *schemas.JobRecord, ws bus.WorkState) bool {
 
 // moved wakes a job whose progress differs from what its last check found,
 // its workers included (a heartbeat sample of an idle job does not).
-func (m *Manager) moved(p *schemas.Progress) {
+func (m *Stage) moved(p *schemas.Progress) {
 	m.mu.Lock()
 	c, ok := m.checks[p.Job]
 	m.mu.Unlock()
@@ -84,7 +84,7 @@ func (m *Manager) moved(p *schemas.Progress) {
 
 // wake has job checked at the next pass: its progress moved, or an event
 // changed it.
-func (m *Manager) wake(job string) {
+func (m *Stage) wake(job string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.checks[job]; ok {
@@ -94,7 +94,7 @@ func (m *Manager) wake(job string) {
 }
 
 // forgetCheck drops a job that is no longer running.
-func (m *Manager) forgetCheck(job string) {
+func (m *Stage) forgetCheck(job string) {
 	m.mu.Lock()
 	delete(m.checks, job)
 	m.mu.Unlock()

@@ -23,7 +23,7 @@ type progressMark struct {
 // breach returns the event that fails a running job by its failure policy
 // (see schemas.FailurePolicy), or nil. ws is the job's work now. A job
 // being stopped is left to drain.
-func (m *Manager) breach(ctx context.Context, rec *schemas.JobRecord, ws bus.WorkState) *schemas.JobEvent {
+func (m *Stage) breach(ctx context.Context, rec *schemas.JobRecord, ws bus.WorkState) *schemas.JobEvent {
 	policy := rec.Spec.Failure
 	if rec.StopRequested || !rec.Spec.Actuated() {
 		m.forgetProgress(rec.ID)
@@ -61,7 +61,7 @@ func (m *Manager) breach(ctx context.Context, rec *schemas.JobRecord, ws bus.Wor
 	return nil
 }
 
-func (m *Manager) forgetProgress(job string) {
+func (m *Stage) forgetProgress(job string) {
 	m.mu.Lock()
 	delete(m.progress, job)
 	m.mu.Unlock()
@@ -71,7 +71,7 @@ func (m *Manager) forgetProgress(job string) {
 // sees the job's workers break asks it, by the job's failure policy. On a
 // bus that authenticates only Pace's stages may ask; it answers the job's
 // record as it is after.
-func (m *Manager) Fail(ctx context.Context, data []byte) (*schemas.JobRecord, error) {
+func (m *Stage) Fail(ctx context.Context, data []byte) (*schemas.JobRecord, error) {
 	var req bus.FailRequest
 	errs, _ := decodeStrict(data, &req, nil)
 	if len(errs) == 0 && !schemas.ValidToken(req.JobID) {

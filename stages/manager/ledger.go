@@ -18,7 +18,7 @@ const ensuredLimit = 4096
 
 // keepLedger runs the ledger until ctx ends, starting it again a second
 // after an error.
-func (m *Manager) keepLedger(ctx context.Context) {
+func (m *Stage) keepLedger(ctx context.Context) {
 	ensured := map[string]time.Time{} // by job, the creation of the record made sure of: an id can be reused
 	place := func(ctx context.Context, job string) (bus.Placement, error) {
 		rec, err := m.bus.Status(ctx, job)

@@ -19,7 +19,7 @@ import (
 )
 
 // emit records ev (bus.Client.RecordJobEvent) and logs it on the job's log.
-func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
+func (m *Stage) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
 	if ev.At.IsZero() {
 		ev.At = m.clock.Now()
 	}
@@ -39,7 +39,7 @@ func (m *Manager) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobR
 }
 
 // Job returns a job the user may see.
-func (m *Manager) Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+func (m *Stage) Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
 	rec, err := m.bus.Status(ctx, id)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return nil, apiError(http.StatusNotFound, "job %s not found", id)
@@ -55,7 +55,7 @@ func (m *Manager) Job(ctx context.Context, u auth.User, id string) (*schemas.Job
 }
 
 // Jobs returns the jobs the user may see.
-func (m *Manager) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error) {
+func (m *Stage) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error) {
 	all, err := m.bus.Jobs(ctx)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (m *Manager) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, 
 
 // changer returns the job for a state-changing request, refusing anonymous
 // callers when the API is not open.
-func (m *Manager) changer(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+func (m *Stage) changer(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
 	if m.refusesAnonymous(u) {
 		return nil, apiError(http.StatusUnauthorized, "changing a job needs credentials")
 	}
@@ -85,7 +85,7 @@ func (m *Manager) changer(ctx context.Context, u auth.User, id string) (*schemas
 // the SDK's OpenJob asks over NATS (pace.control.declare) for a connection
 // that may not write job records, a tenant's on a bus that authenticates.
 // Another user's job is a conflict: its id is taken.
-func (m *Manager) Declare(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+func (m *Stage) Declare(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
 	if m.refusesAnonymous(u) {
 		return nil, apiError(http.StatusUnauthorized, "declaring a job needs credentials")
 	}
@@ -124,7 +124,7 @@ func (m *Manager) Declare(ctx context.Context, u auth.User, id string) (*schemas
 
 // Stop stops a job: a batch job's queued items are dropped, a streaming job
 // takes no new items; items in flight finish, then the job is stopped.
-func (m *Manager) Stop(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+func (m *Stage) Stop(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
 	rec, err := m.changer(ctx, u, id)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (m *Manager) Stop(ctx context.Context, u auth.User, id string) (*schemas.Jo
 
 // Terminate ends a job at once: its queue is released and actuators
 // delete its workers on the terminated event.
-func (m *Manager) Terminate(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
+func (m *Stage) Terminate(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
 	rec, err := m.changer(ctx, u, id)
 	if err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ func (m *Manager) Terminate(ctx context.Context, u auth.User, id string) (*schem
 
 // Delete removes a finished job and everything stored about it. A job
 // that is not finished is refused with 409.
-func (m *Manager) Delete(ctx context.Context, u auth.User, id string) error {
+func (m *Stage) Delete(ctx context.Context, u auth.User, id string) error {
 	rec, err := m.changer(ctx, u, id)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func (m *Manager) Delete(ctx context.Context, u auth.User, id string) error {
 
 // DeleteFinished deletes every finished job the user may change and
 // returns the ids deleted and those kept (still running).
-func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kept []string, err error) {
+func (m *Stage) DeleteFinished(ctx context.Context, u auth.User) (deleted, kept []string, err error) {
 	if m.refusesAnonymous(u) {
 		return nil, nil, apiError(http.StatusUnauthorized, "deleting jobs needs credentials")
 	}
@@ -233,7 +233,7 @@ func (m *Manager) DeleteFinished(ctx context.Context, u auth.User) (deleted, kep
 // until ctx ends; cancellation, even during recovery, returns nil. Job
 // checks and sweeps run apart, so that neither waits for the other, and a
 // pass does not wait for a job still being checked since an earlier one.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *Stage) Run(ctx context.Context) error {
 	if err := m.Recover(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while recovering: cancellation is how it stops
@@ -281,10 +281,10 @@ func (m *Manager) Run(ctx context.Context) error {
 // until ctx ends. One asked sweep runs at once per tick; a second ask
 // waits for the next tick, so that a flood of stray items costs a whole
 // sweep a tick, not back-to-back ones.
-func (m *Manager) sweepStrays(ctx context.Context) {
+func (m *Stage) sweepStrays(ctx context.Context) {
 	sweep := m.clock.NewTicker(m.cfg.StraySweep)
 	defer sweep.Stop()
-	run, asked, pending := (*Manager).SweepStrays, false, false
+	run, asked, pending := (*Stage).SweepStrays, false, false
 	for {
 		if run != nil {
 			sctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
@@ -296,15 +296,15 @@ func (m *Manager) sweepStrays(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-sweep.C():
-			asked, run = false, (*Manager).sweepIfDue
+			asked, run = false, (*Stage).sweepIfDue
 			if pending {
-				pending, run = false, (*Manager).SweepStrays
+				pending, run = false, (*Stage).SweepStrays
 			}
 		case <-m.sweepNow:
 			if asked {
 				pending = true
 			} else {
-				asked, run = true, (*Manager).SweepStrays
+				asked, run = true, (*Stage).SweepStrays
 			}
 		}
 	}
@@ -312,7 +312,7 @@ func (m *Manager) sweepStrays(ctx context.Context) {
 
 // Recover applies every stored event that a record has not seen yet, so
 // that records lost or behind (a crash between event and update) catch up.
-func (m *Manager) Recover(ctx context.Context) error {
+func (m *Stage) Recover(ctx context.Context) error {
 	applied := 0
 	for ev, err := range m.bus.JobEvents(ctx, "", false) {
 		if err != nil {
@@ -343,14 +343,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 // due for cleanup. It returns once each check has ended, waiting first for
 // the check of a job that is being checked already. Errors are logged; the
 // next pass retries.
-func (m *Manager) Reconcile(ctx context.Context) { m.reconcile(ctx, true) }
+func (m *Stage) Reconcile(ctx context.Context) { m.reconcile(ctx, true) }
 
 // reconcile starts a check of every job that needs one, at most
 // Config.CheckConcurrency at a time, each bounded by Config.CheckTimeout,
 // so that a job whose checks hang costs the others one slot at most. A job
 // being checked already is waited for with wait, skipped without it; with
 // wait, reconcile returns once its checks have ended.
-func (m *Manager) reconcile(ctx context.Context, wait bool) {
+func (m *Stage) reconcile(ctx context.Context, wait bool) {
 	m.mu.Lock()
 	m.passes++
 	m.mu.Unlock()
@@ -394,7 +394,7 @@ func (m *Manager) reconcile(ctx context.Context, wait bool) {
 // beginCheck claims the check of job and reports whether it may run: not
 // while another check of job runs, for which it waits when wait is set.
 // Call endCheck when the check is over.
-func (m *Manager) beginCheck(ctx context.Context, job string, wait bool) bool {
+func (m *Stage) beginCheck(ctx context.Context, job string, wait bool) bool {
 	for {
 		m.mu.Lock()
 		running, busy := m.inCheck[job]
@@ -416,7 +416,7 @@ func (m *Manager) beginCheck(ctx context.Context, job string, wait bool) bool {
 }
 
 // endCheck releases the check of job that beginCheck claimed.
-func (m *Manager) endCheck(job string) {
+func (m *Stage) endCheck(job string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	close(m.inCheck[job])
@@ -426,7 +426,7 @@ func (m *Manager) endCheck(job string) {
 // needsCheck reports whether rec's job has anything to check in this pass:
 // a job being created, a running job due (see due), a finished one not yet
 // cleaned up. A finished job's check state is forgotten, however it ended.
-func (m *Manager) needsCheck(rec *schemas.JobRecord) bool {
+func (m *Stage) needsCheck(rec *schemas.JobRecord) bool {
 	switch {
 	case rec.State == schemas.Ongoing:
 		return m.due(rec.ID)
@@ -439,7 +439,7 @@ func (m *Manager) needsCheck(rec *schemas.JobRecord) bool {
 }
 
 // reconcileJob checks one job (see Reconcile) that needsCheck chose.
-func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error {
+func (m *Stage) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error {
 	switch rec.State {
 	case schemas.Created:
 		m.mu.Lock()
@@ -503,7 +503,7 @@ func (m *Manager) reconcileJob(ctx context.Context, rec *schemas.JobRecord) erro
 // items still queued were published after it ended and go to its dead
 // letters, not unseen with a purge; so do results for items it never had;
 // then its work consumer goes.
-func (m *Manager) release(ctx context.Context, rec *schemas.JobRecord) (err error) {
+func (m *Stage) release(ctx context.Context, rec *schemas.JobRecord) (err error) {
 	ctx, end := jobSpan(ctx, rec, "release job")
 	defer func() { end(err) }()
 	if err := m.setAsideNeverQueued(ctx, rec); err != nil {

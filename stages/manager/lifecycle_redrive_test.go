@@ -100,7 +100,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	if v := e.status("alice-token", id); v["done"] != 3.0 || v["dead"] != 0.0 {
 		t.Errorf("view done = %v, dead = %v, want 3 and 0", v["done"], v["dead"])
 	}
-	col, err := collector.New(e.c, collector.Config{})
+	col, err := collector.New(collector.Deps{Bus: e.c}, collector.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type env struct {
 	t      *testing.T
 	srv    *bus.Server
 	c      *bus.Client
-	m      *manager.Manager
+	m      *manager.Stage
 	clock  *clocktesting.FakeClock
 	http   *httptest.Server
 	files  *httptest.Server // serves workloads
@@ -58,7 +58,7 @@ func newEnvAt(t *testing.T, srv *bus.Server, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.m, err = manager.New(e.c, cfg, manager.WithClock(e.clock), manager.WithUsers(tf), manager.WithAuthenticator(tf))
+	e.m, err = manager.New(manager.Deps{Bus: e.c}, cfg, manager.WithClock(e.clock), manager.WithUsers(tf), manager.WithAuthenticator(tf))
 	if err != nil {
 		t.Fatal(err)
 	}

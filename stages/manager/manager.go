@@ -31,8 +31,9 @@ type Users interface {
 	Lookup(token string) (auth.User, bool)
 }
 
-// Manager runs the job lifecycle. Its methods are safe for concurrent use.
-type Manager struct {
+// Stage is the manager: it runs the job lifecycle. Its methods are safe for
+// concurrent use.
+type Stage struct {
 	bus        *bus.Client
 	cfg        Config
 	clock      clock.WithTicker
@@ -64,35 +65,44 @@ type Manager struct {
 }
 
 // Option configures New.
-type Option func(*Manager)
+type Option func(*Stage)
 
 // WithClock sets the clock (default: the real one).
-func WithClock(c clock.WithTicker) Option { return func(m *Manager) { m.clock = c } }
+func WithClock(c clock.WithTicker) Option { return func(m *Stage) { m.clock = c } }
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(m *Stage) { m.log = l } }
 
 // WithUsers sets the user table of Asperathos enable_auth submissions.
-func WithUsers(u Users) Option { return func(m *Manager) { m.users = u } }
+func WithUsers(u Users) Option { return func(m *Stage) { m.users = u } }
 
 // WithAuthenticator sets who NATS requests come from (their Authorization
 // header); HTTP requests are authenticated by auth.Middleware.
 func WithAuthenticator(a auth.Authenticator) Option {
-	return func(m *Manager) { m.authn = a }
+	return func(m *Stage) { m.authn = a }
 }
 
 // WithHTTPClient sets the client that downloads workloads.
 func WithHTTPClient(c *http.Client) Option {
-	return func(m *Manager) { m.httpClient = c }
+	return func(m *Stage) { m.httpClient = c }
 }
 
-// New returns a manager of the jobs on c's bus.
-func New(c *bus.Client, cfg Config, opts ...Option) (*Manager, error) {
+// Deps is what the stage works on.
+type Deps struct {
+	Bus *bus.Client
+}
+
+// New returns a manager of the jobs on deps.Bus.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	c := deps.Bus
+	if c == nil {
+		return nil, errors.New("manager: Deps.Bus is nil")
+	}
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("manager config: %w", errs.ToAggregate())
 	}
-	m := &Manager{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
+	m := &Stage{bus: c, cfg: cfg, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
 		httpClient: http.DefaultClient, submitting: map[string]bool{},
 		metrics: newStrayMetrics(), sweepNow: make(chan struct{}, 1), sightings: map[string]sighting{},
 		progress: map[string]progressMark{}, checks: map[string]jobCheck{},
@@ -111,13 +121,13 @@ type caller struct {
 	admin bool
 }
 
-func (m *Manager) callerOf(u auth.User) caller {
+func (m *Stage) callerOf(u auth.User) caller {
 	return caller{user: u, admin: m.cfg.Open || u.IsAdmin()}
 }
 
 // refusesAnonymous reports whether u may not change jobs: anonymous callers
 // are refused unless the API is open or Config.AllowAnonymous is set.
-func (m *Manager) refusesAnonymous(u auth.User) bool {
+func (m *Stage) refusesAnonymous(u auth.User) bool {
 	return u.IsAnonymous() && !m.cfg.Open && !m.cfg.AllowAnonymous
 }
 
@@ -145,13 +155,13 @@ const (
 // Asperathos kubejobs submission), loads its workload and creates the job.
 // A refused document returns a *schemas.APIError listing every invalid
 // field; nothing is written to the bus for it.
-func (m *Manager) Submit(ctx context.Context, u auth.User, doc []byte, contentType string) (*schemas.JobRecord, error) {
+func (m *Stage) Submit(ctx context.Context, u auth.User, doc []byte, contentType string) (*schemas.JobRecord, error) {
 	return m.submit(ctx, u, doc, contentType, false)
 }
 
 // submit is Submit; lenient reads an Asperathos document as Asperathos did
 // (relaxDoc, asperathosSpec), and the job's log keeps what was changed.
-func (m *Manager) submit(ctx context.Context, u auth.User, doc []byte, contentType string, lenient bool) (*schemas.JobRecord, error) {
+func (m *Stage) submit(ctx context.Context, u auth.User, doc []byte, contentType string, lenient bool) (*schemas.JobRecord, error) {
 	sub, err := m.parse(ctx, m.callerOf(u), doc, contentType, lenient)
 	if err != nil {
 		return nil, err
@@ -170,7 +180,7 @@ func (m *Manager) submit(ctx context.Context, u auth.User, doc []byte, contentTy
 }
 
 // parse turns a document into a submission, or a *schemas.APIError.
-func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType string, lenient bool) (*submission, error) {
+func (m *Stage) parse(ctx context.Context, who caller, doc []byte, contentType string, lenient bool) (*submission, error) {
 	mt, err := mediaType(contentType, doc, true)
 	if err != nil {
 		return nil, err
@@ -281,7 +291,7 @@ func (m *Manager) parse(ctx context.Context, who caller, doc []byte, contentType
 // Config.LocalExec does not let run commands on this host, and replica
 // bounds it cannot meet: it runs at most Config.LocalMaxReplicas workers of
 // a job. A job without a worker spec is never actuated.
-func (m *Manager) checkRuntime(spec *schemas.JobSpec, who caller) field.ErrorList {
+func (m *Stage) checkRuntime(spec *schemas.JobSpec, who caller) field.ErrorList {
 	limit, name := m.cfg.LocalMaxReplicas, spec.Actuator.Name
 	local := name == schemas.LocalActuator || name == "" && limit != 0
 	if !local || !spec.Worker.Runs() {
@@ -313,7 +323,7 @@ func (m *Manager) checkRuntime(spec *schemas.JobSpec, who caller) field.ErrorLis
 }
 
 // create assigns an id and runs the job's first transitions.
-func (m *Manager) create(ctx context.Context, sub *submission) (*schemas.JobRecord, error) {
+func (m *Stage) create(ctx context.Context, sub *submission) (*schemas.JobRecord, error) {
 	if err := m.admit(ctx, sub); err != nil {
 		return nil, err
 	}
@@ -321,7 +331,7 @@ func (m *Manager) create(ctx context.Context, sub *submission) (*schemas.JobReco
 }
 
 // createAs runs the first transitions of job id.
-func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*schemas.JobRecord, error) {
+func (m *Stage) createAs(ctx context.Context, id string, sub *submission) (*schemas.JobRecord, error) {
 	m.mu.Lock()
 	m.submitting[id] = true
 	m.mu.Unlock()
@@ -363,7 +373,7 @@ func (m *Manager) createAs(ctx context.Context, id string, sub *submission) (*sc
 }
 
 // fail puts a job that could not be created in the error state and returns err.
-func (m *Manager) fail(ctx context.Context, job string, err error) error {
+func (m *Stage) fail(ctx context.Context, job string, err error) error {
 	if _, eerr := m.emit(context.WithoutCancel(ctx), &schemas.JobEvent{Job: job, Type: schemas.EventError,
 		State: schemas.Error, Reason: err.Error()}); eerr != nil {
 		m.log.Error("job error not recorded", "job", job, "err", eerr)
@@ -371,7 +381,7 @@ func (m *Manager) fail(ctx context.Context, job string, err error) error {
 	return fmt.Errorf("create job %s: %w", job, err)
 }
 
-func (m *Manager) newID(sub *submission) string {
+func (m *Stage) newID(sub *submission) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])[:7]

@@ -26,7 +26,7 @@ import (
 // with the same code path and errors as the HTTP API, and passes on the
 // requests of the readers Read makes (see passRead). The returned func
 // unsubscribes and waits for running handlers.
-func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
+func (m *Stage) serveNATS(ctx context.Context) (func(), error) {
 	nc := m.bus.Conn()
 	p := m.bus.Prefix()
 	var wg sync.WaitGroup
@@ -127,7 +127,7 @@ func (m *Manager) serveNATS(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-func (m *Manager) command(ctx context.Context, u auth.User, data []byte,
+func (m *Stage) command(ctx context.Context, u auth.User, data []byte,
 	fn func(context.Context, auth.User, string) (*schemas.JobRecord, error)) (any, error) {
 	var ref struct {
 		JobID string `json:"job_id"`
@@ -156,7 +156,7 @@ func (m *Manager) command(ctx context.Context, u auth.User, data []byte,
 // for another's consumer is answered as if it did not exist; one whose
 // reply subject is not an inbox is dropped, so that no caller can have the
 // server publish its messages into a stream.
-func (m *Manager) passRead(msg *nats.Msg) {
+func (m *Stage) passRead(msg *nats.Msg) {
 	if !strings.HasPrefix(msg.Reply, "_INBOX.") {
 		m.log.Debug("reader request without an inbox dropped", "subject", msg.Subject, "reply", msg.Reply)
 		return
@@ -191,7 +191,7 @@ func callerID(msg *nats.Msg) string {
 
 // natsUser authenticates a NATS request like an HTTP one, from its
 // Authorization header.
-func (m *Manager) natsUser(msg *nats.Msg) (auth.User, error) {
+func (m *Stage) natsUser(msg *nats.Msg) (auth.User, error) {
 	if m.authn == nil || msg.Header.Get("Authorization") == "" {
 		return auth.AnonymousUser(), nil
 	}
@@ -214,7 +214,7 @@ func (m *Manager) natsUser(msg *nats.Msg) (auth.User, error) {
 // bus.ReaderIdle. Its name, bus.ReaderName(caller), binds it to caller, the
 // bus.CallerID of the asker's token: only that caller reaches it, through
 // its bus.ReaderAPIPrefix (see passRead).
-func (m *Manager) Read(ctx context.Context, u auth.User, caller string, data []byte) (*bus.ReadReply, error) {
+func (m *Stage) Read(ctx context.Context, u auth.User, caller string, data []byte) (*bus.ReadReply, error) {
 	if m.refusesAnonymous(u) {
 		return nil, apiError(http.StatusUnauthorized, "reading a job needs credentials")
 	}

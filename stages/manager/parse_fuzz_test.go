@@ -52,13 +52,13 @@ func FuzzParseAsperathos(f *testing.F) {
 
 // fuzzManager is a manager on a real embedded bus whose workload downloads
 // all answer two lines, without a network.
-func fuzzManager(f *testing.F) *Manager {
+func fuzzManager(f *testing.F) *Stage {
 	c := bustest.Client(f, bustest.Server(f))
 	workloads := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{"Content-Type": {"text/plain"}},
 			Body: io.NopCloser(strings.NewReader("item-1\nitem-2\n"))}, nil
 	})}
-	m, err := New(c, Config{Open: true}, WithClock(clocktesting.NewFakeClock(fuzzNow)), WithHTTPClient(workloads))
+	m, err := New(Deps{Bus: c}, Config{Open: true}, WithClock(clocktesting.NewFakeClock(fuzzNow)), WithHTTPClient(workloads))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -75,7 +75,7 @@ var (
 	asperathosRoots = []string{"body", "plugin", "plugin_info", "enable_auth", "username", "password"}
 )
 
-func checkParse(t *testing.T, m *Manager, doc []byte, ct string) {
+func checkParse(t *testing.T, m *Stage, doc []byte, ct string) {
 	ctx := context.Background()
 	who := m.callerOf(auth.AnonymousUser()) // an admin: the API is open
 	top := topLevel(doc, ct)

@@ -59,14 +59,14 @@ func workerKey(spec *schemas.JobSpec) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func (m *Manager) historyKV(ctx context.Context) (jetstream.KeyValue, error) {
+func (m *Stage) historyKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return m.bucket(ctx, schemas.BucketItemTimes, "item times of finished jobs, per worker program")
 }
 
 // predict forecasts a batch job's completion at replicas.max from its
 // workload.item_time, else from the history of its worker program; a job
 // without either, or without a deadline, gets basis none.
-func (m *Manager) predict(ctx context.Context, spec *schemas.JobSpec, items int) *schemas.Prediction {
+func (m *Stage) predict(ctx context.Context, spec *schemas.JobSpec, items int) *schemas.Prediction {
 	p := &schemas.Prediction{Basis: schemas.BasisNone}
 	deadline := spec.Deadline.After.D()
 	if !spec.Deadline.At.IsZero() {
@@ -123,7 +123,7 @@ func infeasible(spec *schemas.JobSpec, p *schemas.Prediction) *schemas.APIError 
 }
 
 // history reads the item times of a worker program.
-func (m *Manager) history(ctx context.Context, key string) (*history, error) {
+func (m *Stage) history(ctx context.Context, key string) (*history, error) {
 	kv, err := m.historyKV(ctx)
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func (m *Manager) history(ctx context.Context, key string) (*history, error) {
 // learn adds a finished job's item times to its worker program's history:
 // the mean of its results' durations, and its start-up, from its start to
 // its first result less one item time.
-func (m *Manager) learn(ctx context.Context, rec *schemas.JobRecord) {
+func (m *Stage) learn(ctx context.Context, rec *schemas.JobRecord) {
 	key := workerKey(&rec.Spec)
 	if key == "" || rec.StartedAt.IsZero() {
 		return

@@ -26,7 +26,7 @@ const quotaTimeout = 3 * time.Second
 // registered cluster, or one that cannot be read within quotaTimeout (or
 // whose kubeconfig may not list resourcequotas), nothing is refused; the
 // failure policy's pods rule catches pods that cannot run.
-func (m *Manager) checkQuota(ctx context.Context, spec *schemas.JobSpec) field.ErrorList {
+func (m *Stage) checkQuota(ctx context.Context, spec *schemas.JobSpec) field.ErrorList {
 	if spec.Actuator.Name != schemas.KubernetesActuator || spec.Actuator.Target != nil || !spec.Worker.Runs() {
 		return nil
 	}

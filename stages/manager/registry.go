@@ -40,7 +40,7 @@ type Plugin struct {
 	Description string `json:"description,omitempty"`
 }
 
-func (m *Manager) bucket(ctx context.Context, name schemas.Bucket, desc string) (jetstream.KeyValue, error) {
+func (m *Stage) bucket(ctx context.Context, name schemas.Bucket, desc string) (jetstream.KeyValue, error) {
 	js := m.bus.JetStream()
 	bucket := m.bus.Prefix().Bucket(name)
 	kv, err := js.KeyValue(ctx, bucket)
@@ -57,16 +57,16 @@ func (m *Manager) bucket(ctx context.Context, name schemas.Bucket, desc string) 
 	return kv, nil
 }
 
-func (m *Manager) pluginsKV(ctx context.Context) (jetstream.KeyValue, error) {
+func (m *Stage) pluginsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return m.bucket(ctx, schemas.BucketPlugins, "registered external controllers")
 }
 
-func (m *Manager) clustersKV(ctx context.Context) (jetstream.KeyValue, error) {
+func (m *Stage) clustersKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return m.bucket(ctx, schemas.BucketClusters, "registered Kubernetes clusters (kubeconfigs)")
 }
 
 // Plugins lists the built-in and registered plugins.
-func (m *Manager) Plugins(ctx context.Context) ([]Plugin, error) {
+func (m *Stage) Plugins(ctx context.Context) ([]Plugin, error) {
 	var out []Plugin
 	for _, kind := range []string{"controller", "actuator", "sink"} {
 		for _, name := range builtinPlugins[kind] {
@@ -99,7 +99,7 @@ type pluginRequest struct {
 }
 
 // RegisterPlugin registers an external controller by name. Admins only.
-func (m *Manager) RegisterPlugin(ctx context.Context, u auth.User, r pluginRequest) (*Plugin, error) {
+func (m *Stage) RegisterPlugin(ctx context.Context, u auth.User, r pluginRequest) (*Plugin, error) {
 	if err := m.requireAdmin(u); err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (m *Manager) RegisterPlugin(ctx context.Context, u auth.User, r pluginReque
 }
 
 // checkPlugins reports a controller or cluster the spec names that does not exist.
-func (m *Manager) checkPlugins(ctx context.Context, s *schemas.JobSpec) (errs field.ErrorList) {
+func (m *Stage) checkPlugins(ctx context.Context, s *schemas.JobSpec) (errs field.ErrorList) {
 	if name := s.Controller.Name; name != "" && !slices.Contains(builtinPlugins["controller"], name) {
 		known := slices.Clone(builtinPlugins["controller"])
 		kv, err := m.pluginsKV(ctx)
@@ -153,7 +153,7 @@ func (m *Manager) checkPlugins(ctx context.Context, s *schemas.JobSpec) (errs fi
 	return errs
 }
 
-func (m *Manager) requireAdmin(u auth.User) error {
+func (m *Stage) requireAdmin(u auth.User) error {
 	if m.callerOf(u).admin {
 		return nil
 	}
@@ -163,7 +163,7 @@ func (m *Manager) requireAdmin(u auth.User) error {
 	return apiError(http.StatusForbidden, "only members of %s or %s may do this", auth.Admins, auth.Masters)
 }
 
-func (m *Manager) cluster(ctx context.Context, name string) (*schemas.Cluster, uint64, error) {
+func (m *Stage) cluster(ctx context.Context, name string) (*schemas.Cluster, uint64, error) {
 	kv, err := m.clustersKV(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -183,7 +183,7 @@ func (m *Manager) cluster(ctx context.Context, name string) (*schemas.Cluster, u
 }
 
 // Clusters returns the registered clusters. Admins only.
-func (m *Manager) Clusters(ctx context.Context, u auth.User) ([]schemas.Cluster, error) {
+func (m *Stage) Clusters(ctx context.Context, u auth.User) ([]schemas.Cluster, error) {
 	if err := m.requireAdmin(u); err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (m *Manager) Clusters(ctx context.Context, u auth.User) ([]schemas.Cluster,
 
 // updateCluster applies fn to a cluster with compare-and-set; create makes
 // a new one.
-func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, create bool, fn func(*schemas.Cluster) error) (*schemas.Cluster, error) {
+func (m *Stage) updateCluster(ctx context.Context, u auth.User, name string, create bool, fn func(*schemas.Cluster) error) (*schemas.Cluster, error) {
 	if err := m.requireAdmin(u); err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (m *Manager) updateCluster(ctx context.Context, u auth.User, name string, c
 }
 
 // activateCluster marks name active and every other cluster inactive.
-func (m *Manager) activateCluster(ctx context.Context, u auth.User, name string) error {
+func (m *Stage) activateCluster(ctx context.Context, u auth.User, name string) error {
 	if _, err := m.updateCluster(ctx, u, name, false, func(c *schemas.Cluster) error { c.Active = true; return nil }); err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func (m *Manager) activateCluster(ctx context.Context, u auth.User, name string)
 	return nil
 }
 
-func (m *Manager) deleteCluster(ctx context.Context, u auth.User, name string) error {
+func (m *Stage) deleteCluster(ctx context.Context, u auth.User, name string) error {
 	if err := m.requireAdmin(u); err != nil {
 		return err
 	}

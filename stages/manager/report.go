@@ -70,7 +70,7 @@ type Summary struct {
 }
 
 // Report computes a job's detailed and summary reports.
-func (m *Manager) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed, *Summary, error) {
+func (m *Stage) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed, *Summary, error) {
 	results, err := m.bus.StoredResults(ctx, rec.ID)
 	if err != nil {
 		return nil, nil, err

@@ -57,13 +57,13 @@ func newStrayMetrics() *strayMetrics {
 // Metrics returns the manager's Prometheus metrics:
 // pace_manager_items_refused_total{reason} and
 // pace_manager_results_never_queued_total.
-func (m *Manager) Metrics() prometheus.Collector {
+func (m *Stage) Metrics() prometheus.Collector {
 	return promset.Set{m.metrics.refused, m.metrics.neverQueued}
 }
 
 // setAsideNeverQueued moves a batch job's results for items it never had to
 // its dead letters, so that they count for nothing.
-func (m *Manager) setAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord) error {
+func (m *Stage) setAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord) error {
 	n, err := m.bus.SetAsideNeverQueued(ctx, rec)
 	if n > 0 {
 		m.metrics.neverQueued.Add(float64(n))
@@ -75,7 +75,7 @@ func (m *Manager) setAsideNeverQueued(ctx context.Context, rec *schemas.JobRecor
 
 // sweepSoon asks for a whole sweep soon: a job just stopped accepting
 // items, or the ledger took in an item whose job takes none.
-func (m *Manager) sweepSoon() {
+func (m *Stage) sweepSoon() {
 	select {
 	case m.sweepNow <- struct{}{}:
 	default: // one is pending already
@@ -99,7 +99,7 @@ const wholeSweepEvery = 30
 // a tick sweeps the whole stream only while items of a job with no record
 // wait their grace, after a sweep that failed, and every wholeSweepEvery
 // ticks. The others ask nothing of the bus.
-func (m *Manager) sweepIfDue(ctx context.Context) {
+func (m *Stage) sweepIfDue(ctx context.Context) {
 	m.sweeping.Lock()
 	quiet := len(m.sightings) == 0 && !m.swept.retry && m.swept.quiet < wholeSweepEvery
 	if quiet {
@@ -126,7 +126,7 @@ func (m *Manager) sweepIfDue(ctx context.Context) {
 // items is not robbed of them; the items of a finished job are refused at
 // once, as a finished job never runs again. Errors are logged; the next
 // sweep retries.
-func (m *Manager) SweepStrays(ctx context.Context) {
+func (m *Stage) SweepStrays(ctx context.Context) {
 	m.sweeping.Lock()
 	defer m.sweeping.Unlock()
 	q, err := m.bus.QueuedWork(ctx)
@@ -169,7 +169,7 @@ func (m *Manager) SweepStrays(ctx context.Context) {
 
 // records returns the readable job records by id, from one listing of the
 // jobs bucket (which the bus reads again only when the bucket changed).
-func (m *Manager) records(ctx context.Context) (map[string]*schemas.JobRecord, error) {
+func (m *Stage) records(ctx context.Context) (map[string]*schemas.JobRecord, error) {
 	all, err := m.bus.Jobs(ctx)
 	if err != nil {
 		return nil, err
@@ -185,7 +185,7 @@ func (m *Manager) records(ctx context.Context) (map[string]*schemas.JobRecord, e
 // them; lastSeq is the work stream's last sequence when they were counted,
 // known the readable job records. A job's record is read only when known
 // lacks it, to tell a missing record from an unreadable one.
-func (m *Manager) sweepSubject(ctx context.Context, subject string, lastSeq uint64, now time.Time, known map[string]*schemas.JobRecord) error {
+func (m *Stage) sweepSubject(ctx context.Context, subject string, lastSeq uint64, now time.Time, known map[string]*schemas.JobRecord) error {
 	job := m.bus.Prefix().SubjectJob(subject)
 	rec, err := known[job], error(nil)
 	if rec == nil {
@@ -218,7 +218,7 @@ func (m *Manager) sweepSubject(ctx context.Context, subject string, lastSeq uint
 }
 
 // refuse moves subject's items up to sequence upTo to job's dead letters.
-func (m *Manager) refuse(ctx context.Context, subject, job string, upTo uint64, reason, why string) error {
+func (m *Stage) refuse(ctx context.Context, subject, job string, upTo uint64, reason, why string) error {
 	n, err := m.bus.RefuseWork(ctx, subject, upTo, why+": it does not accept items")
 	if n > 0 {
 		m.metrics.refused.WithLabelValues(reason).Add(float64(n))
@@ -229,6 +229,6 @@ func (m *Manager) refuse(ctx context.Context, subject, job string, upTo uint64, 
 
 // refuseStrays refuses every item left on a finished job's queue, when
 // its resources are released.
-func (m *Manager) refuseStrays(ctx context.Context, rec *schemas.JobRecord) error {
+func (m *Stage) refuseStrays(ctx context.Context, rec *schemas.JobRecord) error {
 	return m.refuse(ctx, m.bus.Prefix().Work(rec.ID), rec.ID, ^uint64(0), string(rec.State), "job "+string(rec.State))
 }

@@ -19,7 +19,7 @@ func TestTicksSweepOnlyWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
 	srv := bustest.Server(t)
 	c := bustest.Client(t, srv)
-	m, err := New(c, Config{})
+	m, err := New(Deps{Bus: c}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-func (m *Manager) visualizerURL(rec *schemas.JobRecord) string {
+func (m *Stage) visualizerURL(rec *schemas.JobRecord) string {
 	if m.cfg.VisualizerURL == "" {
 		return "URL not generated!"
 	}
@@ -28,7 +28,7 @@ const asperathosTime = "2006-01-02T15:04:05.000000GMT"
 // (app_id, status, starting_time, visualizer_url, redis_ip and redis_port
 // with a Redis front), then Pace's; with
 // details, the work counts and, for a finished job, the summary report.
-func (m *Manager) view(ctx context.Context, rec *schemas.JobRecord, details bool) map[string]any {
+func (m *Stage) view(ctx context.Context, rec *schemas.JobRecord, details bool) map[string]any {
 	v := map[string]any{
 		"app_id": rec.ID, "status": rec.State, "starting_time": "Job is not running yet!",
 		"visualizer_url": m.visualizerURL(rec),

@@ -21,7 +21,7 @@ import (
 // loadWorkload returns a batch job's items in order: inline ones as given
 // (blank ones skipped), or the lines of a file or URL. p is the field path
 // errors are reported under.
-func (m *Manager) loadWorkload(ctx context.Context, w schemas.Workload, p *field.Path) ([]string, *field.Error) {
+func (m *Stage) loadWorkload(ctx context.Context, w schemas.Workload, p *field.Path) ([]string, *field.Error) {
 	var (
 		data []byte
 		ferr *field.Error
@@ -71,7 +71,7 @@ func splitLines(s string) []string {
 	return out
 }
 
-func (m *Manager) fetch(ctx context.Context, url string, p *field.Path) ([]byte, *field.Error) {
+func (m *Stage) fetch(ctx context.Context, url string, p *field.Path) ([]byte, *field.Error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.WorkloadTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -110,7 +110,7 @@ func (m *Manager) fetch(ctx context.Context, url string, p *field.Path) ([]byte,
 
 // readFile reads a workload file under the configured workload directory.
 // Clients with a local file send its items inline ('pace submit' does).
-func (m *Manager) readFile(name string, p *field.Path) ([]byte, *field.Error) {
+func (m *Stage) readFile(name string, p *field.Path) ([]byte, *field.Error) {
 	if m.cfg.WorkloadDir == "" {
 		return nil, field.Forbidden(p, "this server reads no workload files: send the items inline (pace submit does)")
 	}

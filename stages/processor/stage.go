@@ -91,8 +91,17 @@ func WithClock(clk clock.PassiveClock) Option { return func(s *Stage) { s.clk = 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
 
-// New returns a processor stage on c.
-func New(c bus.Consuming, cfg Config, opts ...Option) (*Stage, error) {
+// Deps is what the stage works on.
+type Deps struct {
+	Bus bus.Consuming
+}
+
+// New returns a processor stage on deps.Bus.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	c := deps.Bus
+	if c == nil {
+		return nil, errors.New("processor: Deps.Bus is nil")
+	}
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("processor config: %w", errs.ToAggregate())

@@ -55,7 +55,7 @@ func TestStage(t *testing.T) {
 	}
 	defer sub.Unsubscribe() //nolint:errcheck
 
-	st, err := processor.New(c, processor.Config{}, processor.WithClock(testingclock.NewFakeClock(t0.Add(time.Minute))))
+	st, err := processor.New(processor.Deps{Bus: c}, processor.Config{}, processor.WithClock(testingclock.NewFakeClock(t0.Add(time.Minute))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,13 +46,13 @@ func openJobs(b *testing.B, c *bus.Client, prefix string, n int) {
 }
 
 // pipeline runs collector, processor and the given sinks until the returned stop.
-func pipeline(b *testing.B, c *bus.Client, cfg collector.Config, sinks map[string]sink.Sink, runs ...func(context.Context) error) (*collector.Collector, func()) {
+func pipeline(b *testing.B, c *bus.Client, cfg collector.Config, sinks map[string]sink.Sink, runs ...func(context.Context) error) (*collector.Stage, func()) {
 	b.Helper()
-	col, err := collector.New(c, cfg)
+	col, err := collector.New(collector.Deps{Bus: c}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	proc, err := processor.New(c, processor.Config{})
+	proc, err := processor.New(processor.Deps{Bus: c}, processor.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func pipeline(b *testing.B, c *bus.Client, cfg collector.Config, sinks map[strin
 	g, gctx := errgroup.WithContext(ctx)
 	runs = append(runs, col.Run, proc.Run)
 	for name, s := range sinks {
-		st, err := sink.New(c, s, sink.Config{Name: name, Start: sink.Durable})
+		st, err := sink.New(sink.Deps{Bus: c, Sink: s}, sink.Config{Name: name, Start: sink.Durable})
 		if err != nil {
 			b.Fatal(err)
 		}

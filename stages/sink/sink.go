@@ -9,6 +9,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -73,8 +74,19 @@ type Option func(*Stage)
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(st *Stage) { st.log = l } }
 
-// New returns a stage feeding s from c's progress.
-func New(c bus.Consuming, s Sink, cfg Config, opts ...Option) (*Stage, error) {
+// Deps is what the stage works on: the bus whose progress it reads and the
+// sink it feeds.
+type Deps struct {
+	Bus  bus.Consuming
+	Sink Sink
+}
+
+// New returns a stage feeding deps.Sink from the bus's progress.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	c, s := deps.Bus, deps.Sink
+	if c == nil || s == nil {
+		return nil, errors.New("sink: Deps.Bus and Deps.Sink are required")
+	}
 	if !schemas.ValidToken(cfg.Name) {
 		return nil, fmt.Errorf("sink config: name %q: must be 1-128 letters, digits, '-' or '_'", cfg.Name)
 	}

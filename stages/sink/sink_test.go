@@ -46,7 +46,7 @@ func (r *recorder) snapshot() ([]string, []string) {
 func newStage(t *testing.T, c *bus.Client, s sink.Sink, start sink.Start) *sink.Stage {
 	t.Helper()
 	name := map[sink.Start]string{sink.Latest: "latest", sink.Durable: "durable"}[start]
-	st, err := sink.New(c, s, sink.Config{Name: name, Start: start})
+	st, err := sink.New(sink.Deps{Bus: c, Sink: s}, sink.Config{Name: name, Start: start})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 			QueueSet: queueset.Dump{SeatsInUse: 3, Executing: 2, Waiting: 1, Rejected: 4, TimedOut: 1, Dispatched: 9,
 				Queues: []queueset.QueueDump{{Executing: []queueset.RequestDump{rq("pace-jobs", "alice", 2), rq("pace-jobs", "bob", 1)},
 					Waiting: []queueset.RequestDump{rq("pace-jobs", "alice", 1)}}}}}})
-	e := newEnv(t, func(s *visualizer.Server, _ *bus.Client) { s.SetFlowControl(fc) })
+	e := newEnv(t, func(s *visualizer.Stage, _ *bus.Client) { s.SetFlowControl(fc) })
 	ctx := browser(t)
 	id := e.submit("alice-token", `{"name":"render frames","deadline":"2m","workload":{"items":["1","2","3","4","5","6"]}}`)
 	start := time.Now().Add(-3 * time.Second)
@@ -221,7 +221,7 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 // pace stage visualizer serves it: first the notice that neither the gate
 // nor the manager answers, then one labelled section per answering process.
 func TestBrowserShowsTheFlowControlOfEachStage(t *testing.T) {
-	e := newEnv(t, func(s *visualizer.Server, c *bus.Client) { s.SetRemoteFlowControl(c) })
+	e := newEnv(t, func(s *visualizer.Stage, c *bus.Client) { s.SetRemoteFlowControl(c) })
 	ctx := browser(t)
 	do(t, ctx, "sign in as an admin",
 		chromedp.Navigate(e.http.URL+"/ui/flowcontrol"),

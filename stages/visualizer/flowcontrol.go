@@ -21,7 +21,7 @@ const maxFlows = 10
 // SetFlowControl adds the flow-control page, fed by fc: the APF of this
 // process (pace up, whose job API and gate share it). Call it before
 // Register. [Server.SetRemoteFlowControl] is its distributed counterpart.
-func (s *Server) SetFlowControl(fc FlowControl) {
+func (s *Stage) SetFlowControl(fc FlowControl) {
 	s.fcView = func(context.Context) (*FlowControlView, error) {
 		return &FlowControlView{Processes: []ProcessFlowControl{processView(fc.Dump())}}, nil
 	}
@@ -127,7 +127,7 @@ func processView(dump []flowcontrol.LevelDump) ProcessFlowControl {
 
 // flowControlEvents streams the flow-control page to admins (to anyone
 // when Config.Open): a "flowcontrol" event when it changes.
-func (s *Server) flowControlEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Stage) flowControlEvents(w http.ResponseWriter, r *http.Request) {
 	if s.fcView == nil {
 		http.NotFound(w, r)
 		return

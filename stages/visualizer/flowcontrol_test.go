@@ -41,7 +41,7 @@ func TestFlowControlPageShowsLevelsAndTopFlows(t *testing.T) {
 		QueueSet: queueset.Dump{SeatsInUse: 3, Executing: 2, Waiting: 1, Rejected: 4, TimedOut: 1, Dispatched: 9,
 			Queues: []queueset.QueueDump{{Executing: []queueset.RequestDump{rq("pace-jobs", "alice", 2), rq("pace-jobs", "bob", 1)},
 				Waiting: []queueset.RequestDump{rq("pace-jobs", "alice", 1)}}}}}})
-	e := newEnv(t, func(s *visualizer.Server, _ *bus.Client) { s.SetFlowControl(fc) })
+	e := newEnv(t, func(s *visualizer.Stage, _ *bus.Client) { s.SetFlowControl(fc) })
 
 	if code, _ := e.events("/ui/events/flowcontrol", "alice-token"); code != http.StatusForbidden {
 		t.Errorf("alice (not an admin): %d, want 403", code)

@@ -45,7 +45,7 @@ type Decision struct {
 	Reason   string               `json:"reason,omitempty"`
 }
 
-func (s *Server) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, error) {
+func (s *Stage) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, error) {
 	v := &JobView{JobRow: JobRow{ID: rec.ID, Name: rec.Spec.Name, Owner: rec.Spec.Owner, State: rec.State,
 		Total: rec.Total, Replicas: rec.Replicas, Created: rec.CreatedAt},
 		Reason: rec.Reason, StopRequested: rec.StopRequested, Final: rec.State.Final(),
@@ -112,7 +112,7 @@ func (s *Server) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, er
 
 // jobEvents streams one job's page: a "job" event whenever it changes,
 // ending after the job is final.
-func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Stage) jobEvents(w http.ResponseWriter, r *http.Request) {
 	u, release, ok := s.openStream(w, r)
 	if !ok {
 		return

@@ -20,7 +20,7 @@ import (
 )
 
 var (
-	_ visualizer.Jobs = (*manager.Manager)(nil)
+	_ visualizer.Jobs = (*manager.Stage)(nil)
 	_ visualizer.Bus  = (*bus.Client)(nil)
 )
 
@@ -36,19 +36,19 @@ type env struct {
 	srv  *bus.Server
 	c    *bus.Client
 	http *httptest.Server
-	ui   *visualizer.Server
+	ui   *visualizer.Stage
 }
 
 // newEnv starts the env; opts set up the UI over the env's bus client
 // before its routes are registered.
-func newEnv(t *testing.T, opts ...func(*visualizer.Server, *bus.Client)) *env {
+func newEnv(t *testing.T, opts ...func(*visualizer.Stage, *bus.Client)) *env {
 	t.Helper()
 	return newEnvWith(t, visualizer.Config{Interval: 50 * time.Millisecond}, opts...)
 }
 
 // newEnvWith starts the env with the UI's configuration cfg, its Run
 // following job events as pace up runs it.
-func newEnvWith(t *testing.T, uiCfg visualizer.Config, opts ...func(*visualizer.Server, *bus.Client)) *env {
+func newEnvWith(t *testing.T, uiCfg visualizer.Config, opts ...func(*visualizer.Stage, *bus.Client)) *env {
 	t.Helper()
 	srv := bustest.Server(t)
 	e := &env{t: t, srv: srv, c: bustest.Client(t, srv)}
@@ -59,12 +59,14 @@ func newEnvWith(t *testing.T, uiCfg visualizer.Config, opts ...func(*visualizer.
 	mux := http.NewServeMux()
 	e.http = httptest.NewUnstartedServer(auth.Middleware(tf)(mux))
 	cfg := manager.Config{Interval: 50 * time.Millisecond, VisualizerURL: "http://" + e.http.Listener.Addr().String() + "/ui"}
-	m, err := manager.New(e.c, cfg, manager.WithAuthenticator(tf), manager.WithUsers(tf))
+	m, err := manager.New(manager.Deps{Bus: e.c}, cfg, manager.WithAuthenticator(tf), manager.WithUsers(tf))
 	if err != nil {
 		t.Fatal(err)
 	}
 	manager.NewAPI(m).Register(mux)
-	e.ui = visualizer.New(m, e.c, uiCfg)
+	if e.ui, err = visualizer.New(visualizer.Deps{Jobs: m, Bus: e.c}, uiCfg); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range opts {
 		o(e.ui, e.c)
 	}

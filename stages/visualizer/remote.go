@@ -58,7 +58,7 @@ func ServeFlowControl(ctx context.Context, c *bus.Client, stage, replica string,
 // SetRemoteFlowControl adds the flow-control page, fed by the answers of
 // the processes holding APF state (ServeFlowControl) over c: pace stage
 // visualizer. Call it before Register.
-func (s *Server) SetRemoteFlowControl(c *bus.Client) {
+func (s *Stage) SetRemoteFlowControl(c *bus.Client) {
 	s.fcView = func(ctx context.Context) (*FlowControlView, error) {
 		return GatherFlowControl(ctx, c, s.cfg.AnswerWait, s.log)
 	}

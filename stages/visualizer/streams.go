@@ -85,7 +85,7 @@ var errUnauthenticated = &schemas.APIError{Code: http.StatusUnauthorized, Name: 
 // openStream admits an event stream of r's caller: refused with 401
 // without credentials (unless Config.Open), with 429 beyond the bounds.
 // The caller must call release when the stream ends.
-func (s *Server) openStream(w http.ResponseWriter, r *http.Request) (u auth.User, release func(), ok bool) {
+func (s *Stage) openStream(w http.ResponseWriter, r *http.Request) (u auth.User, release func(), ok bool) {
 	u = user(r)
 	if u.IsAnonymous() && !s.cfg.Open {
 		writeError(w, errUnauthenticated)
@@ -101,7 +101,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) (u auth.User
 
 // Metrics returns the UI's Prometheus metrics: pace_ui_open_streams and
 // pace_ui_streams_refused_total{reason}.
-func (s *Server) Metrics() prometheus.Collector {
+func (s *Stage) Metrics() prometheus.Collector {
 	return promset.Set{s.streams.open, s.streams.refused}
 }
 
@@ -150,7 +150,7 @@ func (h *wakeups) wake(job string) {
 // streams they concern, until ctx ends (then it returns nil). Without Run
 // the streams still refresh every Config.Interval. A failed read is
 // logged and started again after Config.Interval.
-func (s *Server) Run(ctx context.Context) error {
+func (s *Stage) Run(ctx context.Context) error {
 	for {
 		for ev, err := range s.bus.JobEvents(ctx, "", true) {
 			if err != nil {

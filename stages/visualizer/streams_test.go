@@ -33,7 +33,7 @@ func TestStreamsNeedAToken(t *testing.T) {
 }
 
 // openStreams reads the pace_ui_open_streams gauge of ui.
-func openStreams(t *testing.T, ui *visualizer.Server) float64 {
+func openStreams(t *testing.T, ui *visualizer.Stage) float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(ui.Metrics())

@@ -24,7 +24,7 @@ var static embed.FS
 // Prefix is the path the UI is served under.
 const Prefix = "/ui/"
 
-// Jobs finds the jobs a caller may see; *manager.Manager implements it.
+// Jobs finds the jobs a caller may see; *manager.Stage implements it.
 type Jobs interface {
 	Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error)
 	Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error)
@@ -84,8 +84,8 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Server is the web UI.
-type Server struct {
+// Stage is the visualizer: the web UI.
+type Stage struct {
 	jobs Jobs
 	bus  Bus
 	cfg  Config
@@ -98,25 +98,36 @@ type Server struct {
 	wakeups wakeups
 }
 
-// Option configures a Server.
-type Option func(*Server)
+// Option configures a Stage.
+type Option func(*Stage)
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
 
-// New returns the UI over jobs and b. Run wakes its streams on job events.
-func New(jobs Jobs, b Bus, cfg Config, opts ...Option) *Server {
+// Deps is what the stage works on: the job API it serves jobs from and the
+// bus it streams their progress from.
+type Deps struct {
+	Jobs Jobs
+	Bus  Bus
+}
+
+// New returns the UI over deps. Run wakes its streams on job events.
+func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
+	jobs, b := deps.Jobs, deps.Bus
+	if jobs == nil || b == nil {
+		return nil, errors.New("visualizer: Deps.Jobs and Deps.Bus are required")
+	}
 	cfg = cfg.Defaults()
-	s := &Server{jobs: jobs, bus: b, cfg: cfg, log: slog.New(slog.DiscardHandler), streams: newStreams(cfg)}
+	s := &Stage{jobs: jobs, bus: b, cfg: cfg, log: slog.New(slog.DiscardHandler), streams: newStreams(cfg)}
 	for _, opt := range opts {
 		opt(s)
 	}
 	s.log = s.log.With("stage", "visualizer")
-	return s
+	return s, nil
 }
 
 // Register adds the UI's routes under Prefix to mux.
-func (s *Server) Register(mux *http.ServeMux) {
+func (s *Stage) Register(mux *http.ServeMux) {
 	sub, _ := fs.Sub(static, "static")
 	files := http.StripPrefix(Prefix+"static/", http.FileServerFS(sub))
 	mux.Handle("GET "+Prefix+"static/", files)
@@ -135,7 +146,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 }
 
 // Handler returns the UI alone on a new mux.
-func (s *Server) Handler() http.Handler {
+func (s *Stage) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.Register(mux)
 	return mux
@@ -214,7 +225,7 @@ type JobRow struct {
 	Created  time.Time        `json:"created_at"`
 }
 
-func (s *Server) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
+func (s *Stage) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
 	recs, err := s.jobs.Jobs(ctx, u)
 	if err != nil {
 		return nil, err
@@ -244,7 +255,7 @@ func (s *Server) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
 }
 
 // listEvents streams the jobs list: a "jobs" event when it changes.
-func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Stage) listEvents(w http.ResponseWriter, r *http.Request) {
 	u, release, ok := s.openStream(w, r)
 	if !ok {
 		return
@@ -268,7 +279,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 // loop sends first, then what next returns whenever it differs from the
 // last event sent, reading each interval or when woken, until ctx ends or
 // next reports done.
-func (s *Server) loop(ctx context.Context, st *stream, wake <-chan struct{}, event string, first any, next func() (any, error)) {
+func (s *Stage) loop(ctx context.Context, st *stream, wake <-chan struct{}, event string, first any, next func() (any, error)) {
 	last, _ := json.Marshal(first)
 	if st.send(event, first) != nil {
 		return

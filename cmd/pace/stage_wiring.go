@@ -244,10 +244,10 @@ func (w *wiring) handler() http.Handler {
 func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(*runner.Term) runner.Loop) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, loop := range w.loops {
-		g.Go(func() error { return runner.Rerun(gctx, w.log, loop) })
+		g.Go(func() error { return runner.Rerun(gctx, w.log, bus.Temporary, loop) })
 	}
 	for _, t := range w.terms {
-		run := func(ctx context.Context) error { return runner.Rerun(ctx, w.log, t.Run) }
+		run := func(ctx context.Context) error { return runner.Rerun(ctx, w.log, bus.Temporary, t.Run) }
 		if elect != nil {
 			run = elect(t) // a term failing for a while stands by again
 		}

@@ -11,24 +11,23 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/pace-platform/pace/bus"
 )
 
 // Loop is work that runs until ctx ends (returning nil) or it fails.
 type Loop = func(ctx context.Context) error
 
-// Rerun runs loop again, a second later, each time it fails with a
-// temporary error (the bus recovering: a restarted server, a cluster
-// electing leaders), so that a stage rides out an outage instead of
-// exiting. It returns loop's other errors, and nil once ctx has ended.
-func Rerun(ctx context.Context, log *slog.Logger, loop Loop) error {
+// Rerun runs loop again, a second later, each time it fails with an error
+// temporary says will pass (bus.Temporary: the bus recovering, a restarted
+// server, a cluster electing leaders), so that a stage rides out an outage
+// instead of exiting. It returns loop's other errors, and nil once ctx has
+// ended.
+func Rerun(ctx context.Context, log *slog.Logger, temporary func(error) bool, loop Loop) error {
 	for {
 		err := loop(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !bus.Temporary(err) {
+		if !temporary(err) {
 			return err
 		}
 		log.Warn("stage loop failed for a while, running it again", "err", err)

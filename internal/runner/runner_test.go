@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/internal/runner"
 )
 
@@ -17,7 +18,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestRerunRidesOutTemporaryFailures(t *testing.T) {
 	runs := 0
 	refused := errors.New("refused")
-	err := runner.Rerun(t.Context(), quiet, func(context.Context) error {
+	err := runner.Rerun(t.Context(), quiet, bus.Temporary, func(context.Context) error {
 		runs++
 		if runs < 3 {
 			return fmt.Errorf("get flowschemas.pace-probes: %w", context.DeadlineExceeded)
@@ -31,7 +32,7 @@ func TestRerunRidesOutTemporaryFailures(t *testing.T) {
 
 func TestRerunEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	err := runner.Rerun(ctx, quiet, func(context.Context) error {
+	err := runner.Rerun(ctx, quiet, bus.Temporary, func(context.Context) error {
 		cancel()
 		return errors.New("cut short while stopping")
 	})

@@ -67,7 +67,7 @@ type paceUp struct {
 
 func startUp(t testing.TB, dataDir string, extra ...string) *paceUp {
 	t.Helper()
-	args := append([]string{"up", "--data", dataDir, "--http", freeAddr(t), "--nats-listen", freeAddr(t), "--log-format", "json"}, extra...)
+	args := append([]string{"up", "--data", dataDir, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--log-format", "json"}, extra...)
 	cmd := exec.Command(paceBin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // even a test killed by its timeout leaves no server
 	stdout, err := cmd.StdoutPipe()

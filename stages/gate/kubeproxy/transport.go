@@ -28,8 +28,12 @@ type Transport struct {
 }
 
 // NewTransport returns a transport to the upstream with cfg's TLS settings
-// (its roots, its client certificate).
+// (its roots, its client certificate); nil means the system's roots and no
+// client certificate.
 func NewTransport(cfg *tls.Config) *Transport {
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	h2 := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,

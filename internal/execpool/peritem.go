@@ -23,7 +23,8 @@ const stderrTail = 2048
 // trailing newlines the result, exit status 0 success; a failure's error
 // keeps the exit status and the end of its standard error. A cancelled item
 // (past the job's worker.timeout, or the worker stopping past its grace)
-// gets SIGTERM, then SIGKILL the kill delay later. What the command writes
+// gets SIGTERM, then SIGKILL the kill delay later, with every program its
+// shell started (it is its own process group). What the command writes
 // on its standard error is logged line by line, whether it succeeded,
 // failed or hung (at most lines.ItemLines lines and lines.ItemBytes bytes an
 // item): the local runtime and the pods' logs bring it to the job's log.
@@ -54,9 +55,21 @@ func (c *PerItem) Handle(ctx context.Context, item *schemas.WorkItem) (string, e
 	cmd.Env = append(c.env[:len(c.env):len(c.env)], "PACE_JOB="+item.Job, "PACE_ITEM_ID="+item.ID)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = time.Duration(c.killDelay.Load())
+	// The command is its own process group, so that a cancelled item stops
+	// the programs its shell started too: SIGTERM to the group, SIGKILL the
+	// kill delay later. WaitDelay is only the backstop for pipes held open.
+	cmd.SysProcAttr = procAttr()
+	delay := time.Duration(c.killDelay.Load())
+	var kill *time.Timer
+	cmd.Cancel = func() error {
+		kill = time.AfterFunc(delay, func() { _ = signalGroup(cmd.Process, syscall.SIGKILL) })
+		return signalGroup(cmd.Process, syscall.SIGTERM)
+	}
+	cmd.WaitDelay = delay + time.Second
 	err := cmd.Run()
+	if kill != nil { // set by Cancel, which Run waits for
+		kill.Stop()
+	}
 	c.logStderr(item.ID, stderr.Bytes())
 	if err != nil {
 		tail := stderr.Bytes()

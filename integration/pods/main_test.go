@@ -76,6 +76,7 @@ func run(m *testing.M) int {
 		log.Info("real node stopped", "teardown", time.Since(t).Round(time.Millisecond))
 	}()
 	log.Info("real node ready", "control_plane", tControlPlane.Round(time.Millisecond), "node", node.Ready.Round(time.Millisecond))
+	removeEarlierRuns(dir, log) // the node's lock is held: no other run uses them
 	admin = kubernetes.NewForConfigOrDie(cp.Admin)
 	t1 := time.Now()
 	if paceBin, err = node.ImportWorkerImages(dir); err != nil {
@@ -87,6 +88,21 @@ func run(m *testing.M) int {
 		_ = os.RemoveAll(dir)
 	}
 	return code
+}
+
+// removeEarlierRuns deletes the directories earlier runs left: a run that
+// fails keeps its own (the servers' logs, the worker images) for whoever
+// looks into it, until the next run holds the node.
+func removeEarlierRuns(keep string, log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pace-pods*"))
+	for _, d := range dirs {
+		if d == keep {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			log.Warn("an earlier run's directory not removed", "dir", d, "err", err)
+		}
+	}
 }
 
 // paceUp is a pace up whose Kubernetes jobs run on the real node, with its

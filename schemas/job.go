@@ -623,9 +623,13 @@ type JobRecord struct {
 }
 
 // ApplyEvent returns the record after ev (stream sequence seq), or nil when
-// ev changes nothing: it is older than the record, or a state change of a
-// finished job. It is deterministic, so replaying events rebuilds a record; every
-// writer of job records applies events through it.
+// ev changes nothing: it was applied already, or it is a state change a
+// finished job refuses. Two writers (the manager and the actuator) record
+// events, so one may apply an event after a later one of the other's: such
+// an overtaken event (seq not above the record's) still makes its state
+// change, which the lifecycle's guards keep in order, but not its replicas,
+// which the later event set. It is deterministic, so replaying events
+// rebuilds a record; every writer of job records applies events through it.
 func ApplyEvent(cur *JobRecord, ev *JobEvent, seq uint64) *JobRecord {
 	if cur == nil {
 		if ev.Type != EventCreated || ev.Spec == nil {
@@ -634,11 +638,9 @@ func ApplyEvent(cur *JobRecord, ev *JobEvent, seq uint64) *JobRecord {
 		return &JobRecord{ID: ev.Job, Spec: *ev.Spec, State: Created, Format: ev.Format,
 			Total: ev.Total, Prediction: ev.Prediction, Trace: ev.Trace, Reason: ev.Reason, CreatedAt: ev.At, Seq: seq}
 	}
-	if seq <= cur.Seq {
-		return nil
-	}
+	overtaken := seq <= cur.Seq
 	next := *cur
-	next.Seq = seq
+	next.Seq = max(cur.Seq, seq)
 	switch ev.Type {
 	case EventCreated, EventDeleted:
 		return nil
@@ -646,17 +648,23 @@ func ApplyEvent(cur *JobRecord, ev *JobEvent, seq uint64) *JobRecord {
 		if cur.State != Created {
 			return nil
 		}
-		next.State, next.StartedAt, next.Total, next.Replicas = Ongoing, ev.At, ev.Total, ev.Replicas
+		next.State, next.StartedAt, next.Total = Ongoing, ev.At, ev.Total
+		if !overtaken {
+			next.Replicas = ev.Replicas
+		}
 	case EventScaled:
+		if overtaken {
+			return nil
+		}
 		next.Replicas = ev.Replicas
 	case EventStopping:
-		if cur.State.Final() {
+		if cur.State.Final() || overtaken && cur.StopRequested {
 			return nil
 		}
 		next.StopRequested = true
 		next.Reason = ev.Reason
 	case EventCleaned:
-		if !cur.State.Final() {
+		if !cur.State.Final() || overtaken && !cur.CleanedAt.IsZero() {
 			return nil
 		}
 		next.CleanedAt = ev.At

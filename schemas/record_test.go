@@ -53,3 +53,34 @@ func TestApplyEvent(t *testing.T) {
 		t.Errorf("record after the events (-want +got):\n%s", diff)
 	}
 }
+
+// TestApplyEventOvertaken applies events out of their stream order, as two
+// writers do when the actuator records a scale between the manager's
+// publishing a final event and its updating the record: the final state
+// still lands, the replicas stay the later event's.
+func TestApplyEventOvertaken(t *testing.T) {
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	rec := schemas.ApplyEvent(nil, &schemas.JobEvent{Type: schemas.EventCreated, Spec: &schemas.JobSpec{Name: "j"}, At: at}, 1)
+	apply := func(ev schemas.JobEvent, seq uint64) {
+		t.Helper()
+		next := schemas.ApplyEvent(rec, &ev, seq)
+		if next == nil {
+			t.Fatalf("%s event %d changed nothing", ev.Type, seq)
+		}
+		if again := schemas.ApplyEvent(next, &ev, seq); again != nil {
+			t.Errorf("%s event %d applied twice changed the record again", ev.Type, seq)
+		}
+		rec = next
+	}
+	apply(schemas.JobEvent{Type: schemas.EventScaled, Replicas: 2, At: at}, 3)
+	apply(schemas.JobEvent{Type: schemas.EventStarted, Total: 4, Replicas: 1, At: at}, 2) // overtaken by the scale
+	apply(schemas.JobEvent{Type: schemas.EventScaled, Replicas: 0, At: at}, 5)
+	apply(schemas.JobEvent{Type: schemas.EventFailed, State: schemas.Failed, Reason: "policy", At: at}, 4)
+	if stale := schemas.ApplyEvent(rec, &schemas.JobEvent{Type: schemas.EventScaled, Replicas: 7, At: at}, 4); stale != nil {
+		t.Errorf("an overtaken scale set the replicas to %d", stale.Replicas)
+	}
+	if rec.State != schemas.Failed || rec.Reason != "policy" || rec.Replicas != 0 || rec.Total != 4 || rec.Seq != 5 {
+		t.Errorf("record = state %s reason %q replicas %d total %d seq %d; want failed, policy, 0, 4, 5",
+			rec.State, rec.Reason, rec.Replicas, rec.Total, rec.Seq)
+	}
+}

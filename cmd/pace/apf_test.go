@@ -19,6 +19,7 @@ func runPace(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestAPFClassifyJSON(t *testing.T) {
+	t.Parallel()
 	out, errOut, code := runPace(t, "apf", "classify", "--user", "alice", "--verb", "get", "--resource", "pods", "--namespace", "default", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -38,6 +39,7 @@ func TestAPFClassifyJSON(t *testing.T) {
 }
 
 func TestAPFClassifySeedExample(t *testing.T) {
+	t.Parallel()
 	out, errOut, code := runPace(t, "apf", "classify", "--user", "system:serviceaccount:default:default", "--group", "system:serviceaccounts",
 		"--verb", "list", "--resource", "events", "--namespace", "default", "--config", "../../examples/flowcontrol/list-events-default-service-account.yaml", "-o", "json")
 	if code != exitOK || !strings.Contains(out, `"flowSchema":"list-events-default-service-account","priorityLevel":"catch-all"`) {
@@ -83,6 +85,7 @@ func TestAPFClassifyIgnoresGenericEnv(t *testing.T) {
 }
 
 func TestAPFValidate(t *testing.T) {
+	t.Parallel()
 	for _, f := range []string{"health-for-strangers.yaml", "list-events-default-service-account.yaml"} {
 		if _, errOut, code := runPace(t, "apf", "validate", "../../examples/flowcontrol/"+f); code != exitOK {
 			t.Errorf("%s: exit %d: %s", f, code, errOut)
@@ -98,6 +101,7 @@ func TestAPFValidate(t *testing.T) {
 }
 
 func TestAPFShardingTable(t *testing.T) {
+	t.Parallel()
 	out, _, code := runPace(t, "apf", "sharding-table", "--hand", "8", "--queues", "64", "--elephants", "1,4,16")
 	want := "HandSize\tQueues\t1 elephant(s)\t4 elephant(s)\t16 elephant(s)\n8\t64\t2.25929199850899e-10\t0.0004886697053040446\t0.35935114681123076\n"
 	if code != exitOK || out != want {
@@ -106,6 +110,7 @@ func TestAPFShardingTable(t *testing.T) {
 }
 
 func TestAPFDefaultsRoundTrip(t *testing.T) {
+	t.Parallel()
 	out, _, code := runPace(t, "apf", "defaults")
 	if code != exitOK || strings.Count(out, "kind: FlowSchema") != 16 || strings.Count(out, "kind: PriorityLevelConfiguration") != 11 {
 		t.Fatalf("exit %d, %d schemas, %d levels", code, strings.Count(out, "kind: FlowSchema"), strings.Count(out, "kind: PriorityLevelConfiguration"))
@@ -127,6 +132,7 @@ func writeFile(t *testing.T, path, content string) {
 // TestClientCertificatesNeedHTTPS: the authenticators that verify client
 // certificates are refused, naming the missing flags, on a plain HTTP server.
 func TestClientCertificatesNeedHTTPS(t *testing.T) {
+	t.Parallel()
 	ca := "../../examples/flowcontrol/tokens.csv" // not read: the check comes first
 	for _, args := range [][]string{
 		{"up", "--client-ca-file", ca},

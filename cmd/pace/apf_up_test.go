@@ -28,6 +28,7 @@ func httpGet(t *testing.T, url, token string) (int, string, http.Header) {
 // metrics, the debug dumps, the classification headers and authentication
 // through --token-file.
 func TestUpAPF(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("alice-token,alice,1,\"team-a\"\nroot-token,root,0,\"pace:admins\"\n"), 0o600); err != nil {

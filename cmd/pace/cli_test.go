@@ -60,7 +60,7 @@ type paceUp struct {
 	natsURL  string
 	httpURL  string
 	dataDir  string
-	stderr   *bytes.Buffer
+	stderr   *lockedBuffer
 	waitDone chan error
 	env      []string // of the bus commands run against it, e.g. PACE_TOKEN
 }
@@ -74,12 +74,19 @@ func startUp(t testing.TB, dataDir string, extra ...string) *paceUp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &paceUp{cmd: cmd, dataDir: dataDir, stderr: &bytes.Buffer{}, waitDone: make(chan error, 1)}
+	u := &paceUp{cmd: cmd, dataDir: dataDir, stderr: &lockedBuffer{}, waitDone: make(chan error, 1)}
 	cmd.Stderr = u.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-u.waitDone })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-u.waitDone
+		if t.Failed() { // the end of pace up's log tells why
+			log := u.stderr.String()
+			t.Logf("pace up log tail:\n%s", log[max(0, len(log)-6000):])
+		}
+	})
 	lines := bufio.NewScanner(stdout)
 	for (u.natsURL == "" || u.httpURL == "") && lines.Scan() {
 		line := lines.Text()
@@ -163,6 +170,7 @@ func parseResults(t *testing.T, out string) []jsonResult {
 }
 
 func TestWorkerExecEndToEnd(t *testing.T) {
+	t.Parallel()
 	u := startUp(t, t.TempDir())
 	var in strings.Builder
 	for i := 1; i <= 50; i++ {
@@ -203,6 +211,7 @@ func TestWorkerExecEndToEnd(t *testing.T) {
 }
 
 func TestFailingCommandIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	u := startUp(t, t.TempDir())
 	c := u.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds the wait for the letter
@@ -239,6 +248,7 @@ func TestFailingCommandIsDeadLettered(t *testing.T) {
 }
 
 func TestUpRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	u := startUp(t, dir)
 	u.pace(t, "a\nb\nc\n", "push", "kept")
@@ -350,6 +360,7 @@ func TestEnvFillsFlagsAndFlagsWin(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	var stdout bytes.Buffer
 	if code := run(context.Background(), []string{"version"}, nil, &stdout, &bytes.Buffer{}); code != 0 ||
 		!strings.HasPrefix(stdout.String(), "pace ") {
@@ -358,6 +369,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestUpDemoMeetsItsDeadline(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(paceBin, "up", "--demo", "--http", freeAddr(t), "--nats-listen", freeAddr(t))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -381,6 +393,7 @@ func TestUpDemoMeetsItsDeadline(t *testing.T) {
 }
 
 func TestReportValue(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]string{
 		`null`:                          "-",
 		`"deadline"`:                    "deadline",

@@ -18,6 +18,7 @@ import (
 // the deadline controller scales out and the job completes, in time unless
 // a loaded machine slows every item and the controller is at its maximum.
 func TestLocalJobNeedingThreeReplicasMeetsItsDeadline(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a half-minute job")
 	}
@@ -117,6 +118,7 @@ func getJSON(t *testing.T, url string, v any) {
 // TestControlFlagsNameTheBadValue checks that each local runtime flag is
 // refused on its own, with the value given.
 func TestControlFlagsNameTheBadValue(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		f    controlFlags
 		want string

@@ -47,6 +47,7 @@ func listLetters(t *testing.T, url string, args ...string) []letterLine {
 }
 
 func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
 	url := s.ClientURL()
@@ -129,6 +130,7 @@ func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
 // store, list gives its size, show --raw prints its exact bytes (and -o
 // json its base64), and redrive sends it back and removes the object.
 func TestDeadLetterLargeBodyRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
 	url := s.ClientURL()
@@ -182,6 +184,7 @@ func TestDeadLetterLargeBodyRoundTrip(t *testing.T) {
 }
 
 func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
 	url := s.ClientURL()
@@ -284,6 +287,7 @@ func (l *lockedBuffer) String() string {
 }
 
 func TestDeadLetterListFollow(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -312,6 +316,7 @@ func TestDeadLetterListFollow(t *testing.T) {
 }
 
 func TestDeadLetterUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -354,6 +359,7 @@ func TestDeadLetterUsageErrors(t *testing.T) {
 // 'redrive' fails, and 'delete' drops the letter, as it drops a stored
 // message that is no readable letter at all.
 func TestDeadLetterMissingObject(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
 	url := s.ClientURL()

@@ -15,6 +15,7 @@ import (
 // a reason with its numbers; --changes -o json gives the decisions that
 // changed the replicas, as published.
 func TestDecisionsPrintTheirReasons(t *testing.T) {
+	t.Parallel()
 	u := startUp(t, t.TempDir())
 	items := make([]string, 40)
 	for i := range items {

@@ -15,6 +15,7 @@ import (
 // 1 failure, 2 usage, 3 input rejected, 130 interrupted) across commands,
 // with nothing running: each code is what a script can rely on.
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string

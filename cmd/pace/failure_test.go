@@ -17,6 +17,7 @@ import (
 // is failed by its failure policy (before_first_result, 3 exits), with the
 // cause and the workers' last lines in its reason, and its log.
 func TestBrokenWorkersFailTheirJob(t *testing.T) {
+	t.Parallel()
 	u := startUp(t, filepath.Join(t.TempDir(), "data"))
 	u.env = []string{"PACE_API=" + u.httpURL}
 	c := u.client(t)

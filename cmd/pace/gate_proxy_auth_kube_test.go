@@ -35,6 +35,7 @@ import (
 // proxy's certificate, and mean the caller with it; a client's own
 // Impersonate-* is refused; a bad token gets 401.
 func TestProxyAuthenticatesAsTheCluster(t *testing.T) {
+	t.Parallel()
 	cp, upstreamCA := startKube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

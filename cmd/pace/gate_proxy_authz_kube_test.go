@@ -24,6 +24,7 @@ import (
 // once it is deleted; the dumps stay refused to her; anonymous callers are
 // refused; the cluster's admin (system:masters) reads both.
 func TestProxyMetricsByRBAC(t *testing.T) {
+	t.Parallel()
 	cp, upstreamCA := startKube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

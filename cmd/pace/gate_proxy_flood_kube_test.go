@@ -27,6 +27,7 @@ import (
 // by waiting behind its reviews. The flood itself gets its burst of 401s,
 // then 429s with Retry-After, at about the refill rate.
 func TestProxyContainsBadTokenFloods(t *testing.T) {
+	t.Parallel()
 	cp, upstreamCA := startKube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

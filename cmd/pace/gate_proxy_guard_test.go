@@ -20,6 +20,7 @@ import (
 // /metrics and the dumps are for their readers, and a slow body never
 // reaches the upstream.
 func TestProxyExemptsOnlyProbeReads(t *testing.T) {
+	t.Parallel()
 	var upstreamSaw atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		upstreamSaw.Add(1)

@@ -36,6 +36,7 @@ import (
 // estimator computes; an update of a configmap watched by 12 watches through
 // the proxy costs ceil(12/10) = 2 seats (one initial, two final).
 func TestProxyKubeAPIServer(t *testing.T) {
+	t.Parallel()
 	cp, ca := startKube(t)
 	// kube-apiserver's own token file: the proxy classifies the callers the
 	// upstream authenticates again from the passed-through token.
@@ -257,6 +258,7 @@ func metricSum(t *testing.T, base, token, name, label string) float64 {
 // over TLS, /readyz is ready, then fails once kube-apiserver is stopped,
 // while /livez stays the proxy's own ok.
 func TestProxyReadyzWithTheUpstreamStopped(t *testing.T) {
+	t.Parallel()
 	cp, ca := startKube(t)
 	url := runProxy(t, "--upstream", cp.URL, "--upstream-ca", ca)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -24,6 +24,7 @@ import (
 // the cluster's UIDs, without a restart; a FlowSchema whose priority level
 // is missing gets Dangling True, and False once the level is created.
 func TestProxyFollowsTheClusterPolicy(t *testing.T) {
+	t.Parallel()
 	cp, ca := startKube(t, "--enable-priority-and-fairness=false")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -23,6 +23,7 @@ import (
 // for /metrics without the group, 429 with Retry-After when the limit is
 // reached, 413 for a body over --max-body, 502 when the upstream is down).
 func TestProxyAnswersKubeStatus(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/slow") {

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +34,7 @@ import (
 // crosses kubectl → proxy → kube-apiserver → kwok and back. The caller is
 // refused by the cluster, by name, until RBAC allows it.
 func TestProxyStreams(t *testing.T) {
+	t.Parallel()
 	kubectl := kubectlBin(t)
 	cp, upstreamCA := startKube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -162,7 +162,7 @@ current-context: proxy
 			defer stop()
 			cmd := exec.CommandContext(actx, kubectl, "--kubeconfig", kubeconfig, "-v=4", "attach", "shell", "-c", "main")
 			cmd.Env = append(os.Environ(), env...)
-			var stderr syncBuffer
+			var stderr lockedBuffer
 			cmd.Stderr = &stderr
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -204,7 +204,7 @@ current-context: proxy
 			defer stop()
 			cmd := exec.CommandContext(pctx, kubectl, "--kubeconfig", kubeconfig, "-v=4", "port-forward", "--address", "127.0.0.1", "pod/shell", ":80")
 			cmd.Env = append(os.Environ(), env...)
-			var stderr syncBuffer
+			var stderr lockedBuffer
 			cmd.Stderr = &stderr
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -353,24 +353,6 @@ func appendCRILog(path, line string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// syncBuffer is a bytes.Buffer safe for a writing process and a reading test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // eventually polls cond every 100 ms until it holds, failing the test with

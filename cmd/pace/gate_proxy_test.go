@@ -184,6 +184,7 @@ func runProxy(t testing.TB, args ...string) string {
 // busy (utilization within 0.05 of 1), the mouse must get its 3 requests in
 // at all times (utilization within 0.05 of 3/5), and nothing is rejected.
 func TestProxyConcurrencyIsolation(t *testing.T) {
+	t.Parallel()
 	backend := &slowBackend{latency: 300 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
 	up := httptest.NewServer(backend)
 	defer up.Close()
@@ -262,6 +263,7 @@ func drive(t *testing.T, url string, backend *slowBackend, elephants, mice int, 
 // proxy releases the finished request's seat, so 51 would occasionally
 // overflow the queue by one. 50 elephants leave that one slot of slack.
 func TestProxyPriorityLevelIsolation(t *testing.T) {
+	t.Parallel()
 	backend := &slowBackend{latency: 10 * time.Millisecond, running: map[string]int{}, area: map[string]time.Duration{}, last: time.Now()}
 	up := httptest.NewServer(backend)
 	defer up.Close()
@@ -280,6 +282,7 @@ func TestProxyPriorityLevelIsolation(t *testing.T) {
 // TestGateProxyFlags checks the proxy's own --http help and that its policy
 // file is --flowcontrol-config, with --config a deprecated alias.
 func TestGateProxyFlags(t *testing.T) {
+	t.Parallel()
 	help, _, _ := runPace(t, "gate", "proxy", "--help")
 	if !strings.Contains(help, "HTTP listen address of the proxied API") || strings.Contains(help, "by stage") {
 		t.Errorf("--http help of gate proxy:\n%s", help)

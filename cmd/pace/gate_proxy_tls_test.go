@@ -19,6 +19,7 @@ import (
 // Plain HTTP is refused on the HTTPS port, oversized headers get 431, and
 // an upstream the proxy cannot verify gets 502.
 func TestProxyTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	must := func(err error) {
 		t.Helper()
@@ -80,6 +81,7 @@ func TestProxyTLS(t *testing.T) {
 
 // TestProxyUsageErrors: bad TLS and upstream flags are usage errors naming the flag.
 func TestProxyUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string

@@ -27,6 +27,7 @@ func probe(t *testing.T, url string) (int, string) {
 // own /readyz answers 200, not ready while it fails, ready again once it
 // recovers; /livez is the proxy's alone throughout.
 func TestProxyReadyzFollowsTheUpstream(t *testing.T) {
+	t.Parallel()
 	var upstreamStatus atomic.Int32
 	upstreamStatus.Store(http.StatusOK)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 // TestDecisionHeartbeatFlag: --decision-heartbeat sets the controller's
 // heartbeat, 0 meaning every decision, and refuses a negative value.
 func TestDecisionHeartbeatFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		flag, want time.Duration
 	}{{30 * time.Second, 30 * time.Second}, {5 * time.Minute, 5 * time.Minute}, {0, -1}} {

@@ -17,6 +17,7 @@ import (
 // a queue-only streaming job's replicas: the metric follows the controller's
 // latest decision for the job.
 func TestUpServesKEDA(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	u := startUp(t, t.TempDir(), "--keda-listen", addr)
 	job := submit(t, u.httpURL, map[string]any{"name": "keda", "mode": "streaming",

@@ -5,6 +5,7 @@ import "testing"
 // Structured lines, as Pace's workers log them, read as level, message and
 // fields; anything else is printed as written.
 func TestLogLinesAreReadable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ line, want string }{
 		{`{"time":"2026-12-06T07:00:00Z","level":"INFO","msg":"item stderr","job":"j1","item":"000002","line":"warn: low disk"}`,
 			`INFO item stderr item=000002 job=j1 line="warn: low disk"`},

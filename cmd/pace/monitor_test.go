@@ -36,6 +36,7 @@ func scrape(t testing.TB, u *paceUp, series string) (string, bool) {
 // TestMonitorEndToEnd runs a job with pace up and a real InfluxDB: its
 // progress shows on /metrics and in InfluxDB (issue 6, "done when").
 func TestMonitorEndToEnd(t *testing.T) {
+	t.Parallel()
 	db := influxtest.Start(t)
 	u := startUp(t, t.TempDir(), "--influx-url", db.URL, "--influx-bucket", "pace/autogen", "--sample-interval", "200ms")
 	var in strings.Builder
@@ -76,6 +77,7 @@ func TestMonitorEndToEnd(t *testing.T) {
 // InfluxDB: job progress 1, time progress between 0 and 1, error = their
 // difference (positive: the job finished early).
 func TestMonitorBatchJob(t *testing.T) {
+	t.Parallel()
 	db := influxtest.Start(t)
 	u := startUp(t, t.TempDir(), "--influx-url", db.URL, "--influx-bucket", "pace", "--sample-interval", "200ms")
 	items := make([]string, 20)

@@ -17,6 +17,7 @@ func paceSim(t *testing.T, args ...string) (string, string, int) {
 
 // TestSimCompareJSON checks the contract of pace sim compare -o json.
 func TestSimCompareJSON(t *testing.T) {
+	t.Parallel()
 	out, errOut, code := paceSim(t, "sim", "compare", "--scenarios", "../../examples/scenarios", "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -46,6 +47,7 @@ func TestSimCompareJSON(t *testing.T) {
 }
 
 func TestSimRunDeterministic(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{"json", "csv", "table"} {
 		a, errOut, code := paceSim(t, "sim", "run", "../../examples/scenarios/10-failures.yaml", "-o", format)
 		if code != exitOK {
@@ -59,6 +61,7 @@ func TestSimRunDeterministic(t *testing.T) {
 }
 
 func TestSimUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want int

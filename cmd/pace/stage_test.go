@@ -135,6 +135,7 @@ func leaderOf(t *testing.T, stage string, replicas ...*stageProc) (leader, stand
 // with it the local workers) is SIGKILLed midway, once the standby takes
 // over and restores the workers.
 func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs ten processes and a job of several seconds")
 	}
@@ -202,6 +203,7 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 // TestStageServesHTTPS checks --tls-cert/--tls-key with a test CA's
 // certificate, and that half of the pair is a usage error.
 func TestStageServesHTTPS(t *testing.T) {
+	t.Parallel()
 	certFile, keyFile, pool := serverCert(t)
 	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
 	p := startStage(t, natsURL, "processor", "processor-tls", "--tls-cert", certFile, "--tls-key", keyFile)
@@ -231,6 +233,7 @@ func TestStageServesHTTPS(t *testing.T) {
 }
 
 func TestStageUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -265,6 +268,7 @@ func TestStageUsageErrors(t *testing.T) {
 // a caller without a certificate and to one of another group, and served to
 // a certificate of group pace:metrics.
 func TestUpServesHTTPS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	certFile, keyFile, pool := serverCert(t)
 	clients := bustest.NewCA(t, "clients")
@@ -336,6 +340,7 @@ func serverCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 }
 
 func TestStageWorkerEnvCarriesNATSAuth(t *testing.T) {
+	t.Parallel()
 	o := stageOptions{nats: natsFlags{user: "worker", password: "s3cret", nkey: "/seed.nk", creds: "", tlsCA: "/ca.pem",
 		prefix: "pace"}}
 	env := o.workerEnv(&app{logLevel: "info"})
@@ -423,6 +428,7 @@ func waitFlowControl(t *testing.T, url string, want ...string) {
 // visualizer's flow-control page first says that neither answers, then
 // shows the gate's leader and the manager, each labelled with its identity.
 func TestStageVisualizerGathersFlowControl(t *testing.T) {
+	t.Parallel()
 	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nroot-token,root,0,\"pace:admins\"\n"), 0o600); err != nil {

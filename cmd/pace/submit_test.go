@@ -22,6 +22,7 @@ import (
 // target detected as the manager does, and a mapping where a string
 // belongs refused before anything is sent.
 func TestSubmitYAMLStringsAsWritten(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var sent []byte
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +93,7 @@ replicas: {min: 1, max: 010}
 // TestDemoJobReadsAsWritten checks the demo spec converts as the manager
 // converts it.
 func TestDemoJobReadsAsWritten(t *testing.T) {
+	t.Parallel()
 	doc, err := demoJob()
 	if err != nil {
 		t.Fatal(err)

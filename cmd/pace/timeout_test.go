@@ -14,6 +14,7 @@ import (
 // other items get their results and the job ends. Every stderr line, of
 // the items that succeeded and of each hung attempt, is in the job's log.
 func TestHungItemIsCutOffByWorkerTimeout(t *testing.T) {
+	t.Parallel()
 	u := startUp(t, t.TempDir())
 	id := submit(t, u.httpURL, map[string]any{
 		"name": "hang", "mode": "batch", "deadline": "10m", "max_deliveries": 2,

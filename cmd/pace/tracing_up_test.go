@@ -17,6 +17,7 @@ import (
 // each item's processing by a worker process, the controller's decisions
 // and the Kubernetes-style calls through the gate with their admissions.
 func TestOneTracePerJob(t *testing.T) {
+	t.Parallel()
 	r := tracingtest.Start(t)
 	u := startUp(t, t.TempDir(), "--otlp-endpoint", r.HTTPEndpoint(), "--trace-items", "1", "--trace-url", "http://viewer/trace/{trace_id}")
 	items := []string{"1", "2", "3", "4", "5", "6"}
@@ -70,6 +71,7 @@ func TestOneTracePerJob(t *testing.T) {
 // stage in its own process: the job's trace spans the manager, controller,
 // gate and worker processes, linked by the messages between them.
 func TestOneTracePerJobAcrossStageProcesses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs seven processes")
 	}

@@ -42,6 +42,7 @@ func firstEvent(t *testing.T, url, token string) (int, string) {
 // TestUpServesTheUI checks pace up's web UI: pages, authorised event
 // streams outside APF, the flow-control page for admins and visualizer_url.
 func TestUpServesTheUI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("alice-token,alice,1\nroot-token,root,0,\"pace:admins\"\n"), 0o600); err != nil {

@@ -112,6 +112,7 @@ func levelLoad(t *testing.T, base, level string) (waiting, executing int) {
 // was classified global-default and a log read that does not follow
 // bypassed APF; the UI's streams were open to anyone.
 func TestUpServesNoSeatToSlowOrAnonymousClients(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(guardTokens), 0o600); err != nil {

@@ -58,6 +58,7 @@ func processesStarted(t *testing.T, dir string) int {
 // through at most one process per slot; the process that crashes on an item
 // is replaced, that item is retried, and every item has one result.
 func TestWorkerLinesMode(t *testing.T) {
+	t.Parallel()
 	u := startUp(t, t.TempDir())
 	dir := t.TempDir()
 	const n = 60
@@ -87,6 +88,7 @@ func TestWorkerLinesMode(t *testing.T) {
 // TestSubmittedJobInJSONMode: a job spec's worker.exec_mode reaches the
 // workers the local actuator starts.
 func TestSubmittedJobInJSONMode(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("jq is not installed")
 	}

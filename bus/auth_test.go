@@ -55,6 +55,7 @@ func authServer(t *testing.T, tlsFiles bustest.TLSFiles) (url, seedFile string) 
 }
 
 func TestConnectWithTLSAndEachAuthMode(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	tlsFiles := bustest.TLS(t)
 	url, seedFile := authServer(t, tlsFiles)
@@ -80,6 +81,7 @@ func TestConnectWithTLSAndEachAuthMode(t *testing.T) {
 }
 
 func TestConnectRefusedFailsAtOnceWithoutTheSecret(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	tlsFiles := bustest.TLS(t)
 	url, _ := authServer(t, tlsFiles)
@@ -108,6 +110,7 @@ func TestConnectRefusedFailsAtOnceWithoutTheSecret(t *testing.T) {
 }
 
 func TestConnectRedactsCredentialsInURLs(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
@@ -136,6 +139,7 @@ func TestConnectRedactsCredentialsInURLs(t *testing.T) {
 }
 
 func TestAuthOptionsExcludeEachOther(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	seed := filepath.Join(t.TempDir(), "missing.nk")
 	cases := map[string][]bus.Option{

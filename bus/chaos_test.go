@@ -66,6 +66,7 @@ func manyItems(n int) []schemas.WorkItem {
 }
 
 func TestKilledWorkerProcessLosesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
@@ -111,6 +112,7 @@ func TestKilledWorkerProcessLosesNothing(t *testing.T) {
 }
 
 func TestServerRestartMidRunLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestPublishOverMaxPayloadFailsNamingTheSizes(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
 		StoreDir: t.TempDir(), MaxPayload: 4096, NoSigs: true, NoLog: true})
@@ -53,6 +54,7 @@ func TestPublishOverMaxPayloadFailsNamingTheSizes(t *testing.T) {
 }
 
 func TestRedactURLs(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"nats://127.0.0.1:4222":           "nats://127.0.0.1:4222",
 		"nats://u:pw@h:4222":              "nats://u:xxxxx@h:4222",

@@ -13,6 +13,7 @@ import (
 // The client reads its times from the clock it is given: a pushed item is
 // stamped with it.
 func TestClientReadsItsClock(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := bustest.Client(t, bustest.Server(t), bus.WithClock(clocktesting.NewFakeClock(at)))

@@ -41,6 +41,7 @@ func checkReplicas(t *testing.T, ctx context.Context, c *bus.Client, want int) {
 }
 
 func TestProvisionOnOneServerUsesOneReplica(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var logs syncBuffer
 	c := bustest.Client(t, bustest.Server(t), bus.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -57,6 +58,7 @@ func TestProvisionOnOneServerUsesOneReplica(t *testing.T) {
 }
 
 func TestProvisionOnThreeServersUsesThreeReplicas(t *testing.T) {
+	t.Parallel()
 	ctx := clusterCtx(t)
 	var logs syncBuffer
 	nodes := bustest.Cluster(t, 3)
@@ -104,6 +106,7 @@ func clusterCtx(t *testing.T) context.Context {
 // replicas are still catching up cannot elect a leader without it, and
 // JetStream calls on it wait for their deadline until the server is back.
 func TestProvisionScalesReplicasUp(t *testing.T) {
+	t.Parallel()
 	ctx := clusterCtx(t)
 	nodes := bustest.Cluster(t, 3)
 	var logs syncBuffer

@@ -75,6 +75,7 @@ func streamMsgs(t *testing.T, ctx context.Context, c *bus.Client, stream string)
 // server removes a terminated message as an acknowledged one, and such a
 // message was lost.
 func TestTermDeletesFromAWorkQueueStream(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	for _, tt := range []struct {
@@ -121,6 +122,7 @@ func TestTermDeletesFromAWorkQueueStream(t *testing.T) {
 // the work queue, and Redrive sends it back byte for byte, then removes
 // the letter and the object.
 func TestLargeMalformedItemIsKeptInTheObjectStore(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	bustest.KeepLedger(t, c)
@@ -207,6 +209,7 @@ func TestLargeMalformedItemIsKeptInTheObjectStore(t *testing.T) {
 // then it is kept once (setting it aside again writes no second object),
 // and purging the job deletes letter and object.
 func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "bulky"
@@ -270,6 +273,7 @@ func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
 // between the object and its letter would: the sweep deletes it once it
 // is old enough, and keeps the object a letter names.
 func TestSweepLetterObjects(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "swept"
@@ -330,6 +334,7 @@ func TestSweepLetterObjects(t *testing.T) {
 // the stream is back: the retries wrote the same object again, so exactly
 // one is left, the one the letter names.
 func TestRetriedLetterRewritesItsObject(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "retried"
@@ -378,6 +383,7 @@ func TestRetriedLetterRewritesItsObject(t *testing.T) {
 // sweep can free it. A write cut short by its context left chunks behind
 // that belong to no object.
 func TestCancelledLetterLeavesNoStrayChunks(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "cut"

@@ -50,6 +50,7 @@ func malformedCases(t *testing.T, c *bus.Client, job string) map[string]*nats.Ms
 // from the stream keeps the message's exact bytes, headers and subject, and
 // Redrive publishes it again exactly as it was.
 func TestMalformedItemsAreKeptByteForByteAndRedriven(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "raw"
@@ -135,6 +136,7 @@ func letterCount(t *testing.T, ctx context.Context, c *bus.Client, job string) i
 }
 
 func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "retry"
@@ -225,6 +227,7 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 // TestLettersAndLetter reads letters of two jobs from both stores, as the
 // CLI does: by job, for every job, one by sequence, and as they come.
 func TestLettersAndLetter(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	publish := func(subject string, d *schemas.DeadLetter) {
@@ -311,6 +314,7 @@ func TestLettersAndLetter(t *testing.T) {
 // sink both read progress) set aside the same unreadable message: it gets
 // one letter, so that a redrive sends it back once.
 func TestTwoStagesSetAsideAMessageOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "shared"
@@ -340,6 +344,7 @@ func TestTwoStagesSetAsideAMessageOnce(t *testing.T) {
 // whoever redrives it (an admin, an operator with a stage's credentials)
 // publish to another subject or another job's.
 func TestForgedLettersAreNotRedrivenElsewhere(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	at := time.Now()

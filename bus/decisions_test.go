@@ -13,6 +13,7 @@ import (
 // Decisions reads one job's decisions in order, then, following, the ones
 // published after.
 func TestDecisions(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)

@@ -45,6 +45,7 @@ func codecOf[T any, P interface {
 }
 
 func TestCodecsCoverEveryMessage(t *testing.T) {
+	t.Parallel()
 	var got, want []string
 	for _, c := range codecs {
 		got = append(got, c.name)

@@ -15,6 +15,7 @@ import (
 // in the next listing, a caller filtering its slice in place changes no
 // other listing, and a deleted record is gone.
 func TestJobsSeesChangesNotEdits(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	put := func(id string, total int) { t.Helper(); putTotal(ctx, t, c, id, total) }
@@ -40,6 +41,7 @@ func TestJobsSeesChangesNotEdits(t *testing.T) {
 // client's write shows in the listing once its watch has seen it, this
 // client's own at once.
 func TestJobsOfAnUnchangedBucketAskNothing(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	srv := bustest.Server(t)
 	c, other := bustest.Client(t, srv), bustest.Client(t, srv)

@@ -22,6 +22,7 @@ import (
 // window has passed: every reader goes on with the good events, and the
 // event has exactly one dead letter, with its exact bytes, counted once.
 func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
@@ -123,6 +124,7 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 // next minute does not try again; once the stream is back, another
 // process's read keeps the event's one letter.
 func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)
@@ -196,6 +198,7 @@ func counted(t *testing.T, c *bus.Client) float64 {
 // which the letter names, it is counted once, and Redrive publishes it
 // again byte for byte, removing the letter and the object.
 func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "bulky"

@@ -83,6 +83,7 @@ func leaders(cs []*candidate) (n int, leader *candidate) {
 }
 
 func TestOneCandidateLeadsAndACleanStopHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	// Standbys retry every ttl/3 and leases expire after ttl: a takeover
 	// sooner than ttl/3 after the stop was woken by the release, however slow
@@ -122,6 +123,7 @@ func TestOneCandidateLeadsAndACleanStopHandsOverAtOnce(t *testing.T) {
 }
 
 func TestACrashedLeaderIsReplacedWhenItsLeaseExpires(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	const ttl = time.Second
 	var crashedWorkStopped atomic.Bool
@@ -142,6 +144,7 @@ func TestACrashedLeaderIsReplacedWhenItsLeaseExpires(t *testing.T) {
 }
 
 func TestALeaderWhoseLeaseIsTakenStopsItsWork(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	// Renewals every ttl/3 must not miss a whole TTL on a slow machine: a
 	// spurious step-down would change the transitions counted below.
@@ -171,6 +174,7 @@ func TestALeaderWhoseLeaseIsTakenStopsItsWork(t *testing.T) {
 }
 
 func TestWorkErrorEndsRunAndReleasesTheLease(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := leaseClient(t, s, time.Minute)
 	cand, err := c.Candidate("stage", "a")
@@ -196,6 +200,7 @@ func TestWorkErrorEndsRunAndReleasesTheLease(t *testing.T) {
 // Work that fails for a while (the bus recovering) is run again in a new
 // term instead of ending Run.
 func TestTemporaryWorkErrorStandsByAgain(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	c := leaseClient(t, s, 3*time.Second)
 	cand, err := c.Candidate("stage", "a")

@@ -11,6 +11,7 @@ import (
 )
 
 func TestLeaserHoldsItemsUntilCompletedOrReleased(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	if _, err := c.DeclareJob(ctx, "lj", schemas.JobSpec{Mode: schemas.Streaming}); err != nil {

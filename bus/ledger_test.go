@@ -17,6 +17,7 @@ import (
 // the items in for a job that has finished (entered, not released: they
 // stay for the stray sweep), and the results count.
 func TestLedgerBehindSetsNothingAside(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	declare(t, ctx, c, "late", time.Minute, 3)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestPresenceCountsRunningWorkers(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	skew := &skewedClock{} // how far the view's clock runs ahead of real time

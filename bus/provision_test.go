@@ -37,6 +37,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestProvisionIsIdempotentAndCorrectsDrift(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var logs syncBuffer
 	c := bustest.Client(t, bustest.Server(t), bus.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -72,6 +73,7 @@ func TestProvisionIsIdempotentAndCorrectsDrift(t *testing.T) {
 }
 
 func TestConnectGivesUpOnUnreachableServer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := bus.Connect(ctx, "nats://"+freeAddr(t), bus.WithConnectTimeout(300*time.Millisecond))
@@ -84,6 +86,7 @@ func TestConnectGivesUpOnUnreachableServer(t *testing.T) {
 }
 
 func TestMoreJobsThanTheServersDefaultConsumerLimit(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	var g errgroup.Group
@@ -106,6 +109,7 @@ func TestMoreJobsThanTheServersDefaultConsumerLimit(t *testing.T) {
 // or requests keep discarding new ones when full, a bound removed by hand
 // is put back, and Limits.StreamMaxBytes changes one.
 func TestProvisionBoundsEveryStream(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	discardNew := map[string]bool{"PACE_WORK": true, "PACE_RESULTS": true, "PACE_LEDGER": true, "PACE_DEAD": true, "PACE_K8S": true}
@@ -183,6 +187,7 @@ func TestProvisionBoundsEveryStream(t *testing.T) {
 // made again, the results it had are in its ledger, and the holding stream
 // is gone. The ledger then takes in the items, and their results count.
 func TestProvisionMovesAWorkQueueWorkStream(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var logs syncBuffer
 	c := bustest.Client(t, bustest.Server(t), bus.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))

@@ -11,6 +11,7 @@ import (
 )
 
 func TestReadConfigKeepsAReaderToOneJob(t *testing.T) {
+	t.Parallel()
 	p := schemas.DefaultPrefix
 	for _, tc := range []struct {
 		req     bus.ReadRequest
@@ -52,6 +53,7 @@ func TestReadConfigKeepsAReaderToOneJob(t *testing.T) {
 }
 
 func TestReaderTargetPassesOnACallersOwnReadersOnly(t *testing.T) {
+	t.Parallel()
 	p := schemas.DefaultPrefix
 	alice, bob := bus.CallerID("alice-token"), bus.CallerID("bob-token")
 	mine, bobs := bus.ReaderName(alice), bus.ReaderName(bob)

@@ -21,6 +21,7 @@ import (
 // letter. Only items up to the given sequence move; a body too large for
 // its letter goes to the object store; letters are labeled version 4.
 func TestRefuseWork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	js := c.JetStream()
@@ -87,6 +88,7 @@ func TestRefuseWork(t *testing.T) {
 // item queued after its id's result reuses the id: it is refused with a
 // letter naming the result, as are the other items.
 func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	const subject = "pace.work.done"

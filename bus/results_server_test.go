@@ -20,6 +20,7 @@ import (
 // stays the item's only result. The SDK maps the refusal to
 // ErrDuplicateResult.
 func TestServerRefusesASecondResult(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	srv := bustest.Server(t)
 	c := bustest.Client(t, srv)
@@ -65,6 +66,7 @@ func TestServerRefusesASecondResult(t *testing.T) {
 // one-per-subject rule back from provisioning; the server keeps the newest
 // of the two and refuses any further result on that subject.
 func TestProvisionMigratesTheResultsStream(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	js := c.JetStream()

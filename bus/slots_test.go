@@ -10,6 +10,7 @@ import (
 // rest only up to its linger, and returns 0 once ctx ends with none free;
 // a stale signal does not make it return with none.
 func TestSlotPool(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newSlotPool(3)
 	if n := p.take(ctx, time.Hour); n != 3 {

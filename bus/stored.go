@@ -151,13 +151,9 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 					}
 				}
 				if done != nil {
-					info, err := cons.Info(ctx)
-					if err != nil {
-						return err
-					}
-					caughtUp = info.NumPending == 0
+					caughtUp, err = pendingNone(ctx, cons)
 				}
-				return nil
+				return err
 			})
 		}
 		defer func() { c.dropReader(cons) }()
@@ -181,8 +177,10 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 			}
 			batch, cancel, err := fetchStored(ctx, cons, caughtUp && done == nil)
 			if err == nil {
-				caughtUp = true // also when nothing came within the wait
+				caughtUp = true // when following, also when nothing came within the wait
+				read := 0
 				for msg := range batch.Messages() {
+					read++
 					if md, err := msg.Metadata(); err == nil {
 						caughtUp, next = md.NumPending == 0, md.Sequence.Stream+1
 					}
@@ -191,7 +189,12 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 						return
 					}
 				}
-				err = IgnoreWaitEnd(batch.Error())
+				if err = IgnoreWaitEnd(batch.Error()); err == nil && read == 0 && done != nil {
+					// A busy server (a cluster's follower above all) may send
+					// nothing within the wait while messages remain: the
+					// consumer, not the silence, says whether all were read.
+					caughtUp, err = pendingNone(ctx, cons)
+				}
 			}
 			cancel()
 			if err != nil && c.token != "" && readerLost(err) {
@@ -220,6 +223,15 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 			}
 		}
 	}
+}
+
+// pendingNone reports whether cons has delivered every message of its filter.
+func pendingNone(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.NumPending == 0, nil
 }
 
 // fetchStored asks cons for the next messages of a read: waiting up to

@@ -13,6 +13,7 @@ import (
 // A stream's handle is looked up once, and goes on reading the stream as it
 // is, even after the stream was deleted and provisioned again.
 func TestStreamHandleOutlivesTheStream(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	st, err := c.Stream(ctx, schemas.StreamDecisions)

@@ -19,6 +19,7 @@ import (
 )
 
 func TestTemporary(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want bool
@@ -44,6 +45,7 @@ func TestTemporary(t *testing.T) {
 }
 
 func TestRetryTemporaryStopsAtARefusal(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	calls := 0
 	refused := errors.New("refused")
@@ -70,6 +72,7 @@ func TestRetryTemporaryStopsAtARefusal(t *testing.T) {
 // A worker started while its only server is down waits for it, instead of
 // exiting, and works once the server is back.
 func TestWorkerStartedDuringAnOutageWaitsForTheServer(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	dir, addr := t.TempDir(), freeAddr(t)
 	s := bustest.ServerAt(t, dir, addr)
@@ -102,6 +105,7 @@ func TestWorkerStartedDuringAnOutageWaitsForTheServer(t *testing.T) {
 // TestRetryWaitIsLoggedAsADuration checks retry_in reads "200ms" in JSON
 // logs, not nanoseconds, and that an unreachable URL is ErrNoServers.
 func TestRetryWaitIsLoggedAsADuration(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	_, err := bus.Connect(testCtx(t), "nats://"+freeAddr(t), bus.WithLogger(log), bus.WithConnectTimeout(time.Second))

@@ -61,6 +61,7 @@ func declare(t *testing.T, ctx context.Context, c *bus.Client, job string, timeo
 }
 
 func TestPushWorkResults(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 
@@ -123,6 +124,7 @@ func TestPushWorkResults(t *testing.T) {
 // that continues no trace makes items and results without a traceparent,
 // as a client without the SDK does, while they still share a correlation.
 func TestNoTraceStartedWhileTracingIsOff(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	items := bus.Items("a")
@@ -159,6 +161,7 @@ func TestNoTraceStartedWhileTracingIsOff(t *testing.T) {
 }
 
 func TestLateResultDiscardedAfterLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	declare(t, ctx, c, "slow", time.Second, 5)
@@ -201,6 +204,7 @@ func TestLateResultDiscardedAfterLeaseExpiry(t *testing.T) {
 }
 
 func TestInProgressAcksKeepSlowItem(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	// Leases of 2s, extended every third of that: a machine too slow to
@@ -240,6 +244,7 @@ func TestInProgressAcksKeepSlowItem(t *testing.T) {
 }
 
 func TestPoisonAndMalformedItemsAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	bustest.KeepLedger(t, c)
@@ -311,6 +316,7 @@ func readDead(t *testing.T, ctx context.Context, c *bus.Client, job string, n in
 }
 
 func TestDecodeRejects(t *testing.T) {
+	t.Parallel()
 	good, _ := json.Marshal(schemas.WorkItem{ID: "a", Job: "j"})
 	tests := []struct {
 		name   string
@@ -343,6 +349,7 @@ func TestDecodeRejects(t *testing.T) {
 // TestPushToAFinishedJob checks the refusal says why: the final state, and
 // the stop request only when there is one.
 func TestPushToAFinishedJob(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	items := func() []schemas.WorkItem { return []schemas.WorkItem{{Payload: "x"}} }
@@ -371,6 +378,7 @@ func TestPushToAFinishedJob(t *testing.T) {
 // and one whose item is refused as it is sent stores every item before
 // it, none after it, and returns only once those before it are stored.
 func TestPushItemsBeyondItsWindow(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	stored := func(job string) uint64 {
@@ -419,6 +427,7 @@ func TestPushItemsBeyondItsWindow(t *testing.T) {
 // "timed out after 1s", and after max_deliveries the item is dead-lettered
 // with that error; other items are untouched.
 func TestHungItemsTimeOutIntoDeadLetters(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	bustest.KeepLedger(t, c)

@@ -147,6 +147,7 @@ func (r *raw) violation(t *testing.T, subject string) bool {
 }
 
 func TestConnectionsWithoutAValidTokenAreRefused(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	forged := strings.Replace(e.jobs.Mint("a1"), "a1", "b1", 1) // alice's worker token, relabelled
 	for name, token := range map[string]string{"none": "", "unknown": "mallory-token", "forged job token": forged,
@@ -169,6 +170,7 @@ func TestConnectionsWithoutAValidTokenAreRefused(t *testing.T) {
 }
 
 func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := context.Background()
 	alice := e.mustConnect(t, "alice-token")
@@ -252,6 +254,7 @@ func TestATenantReachesItsOwnJobsOnly(t *testing.T) {
 // bob cannot have the manager send his reader's messages anywhere but an
 // inbox; and bob then reads his result through it.
 func TestAReaderIsItsAskersAlone(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := testCtx(t)
 	bob, alice := e.mustConnect(t, "bob-token"), e.mustConnect(t, "alice-token")
@@ -331,6 +334,7 @@ func TestAReaderIsItsAskersAlone(t *testing.T) {
 }
 
 func TestAJobTokenOpensOneJob(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := context.Background()
 	w := e.mustConnect(t, e.jobs.Mint("a1"))
@@ -350,6 +354,7 @@ func TestAJobTokenOpensOneJob(t *testing.T) {
 }
 
 func TestAnAdminReadsEveryJob(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := context.Background()
 	root := e.mustConnect(t, "root-token")
@@ -374,6 +379,7 @@ func TestAnAdminReadsEveryJob(t *testing.T) {
 // when one is lost (unread for bus.ReaderIdle, or with a server) it goes on
 // from the next message through a new one: nothing skipped, nothing twice.
 func TestATenantReadsThroughTheManager(t *testing.T) {
+	t.Parallel()
 	e := start(t)
 	ctx := testCtx(t)
 	alice, err := bus.Connect(ctx, e.url, bus.WithTokenAuth("alice-token"))

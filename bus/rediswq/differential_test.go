@@ -24,6 +24,7 @@ func lease(item string) string {
 // DEL of unknown keys, a client's own housekeeping, private keys of every
 // type, pipelines and MULTI/EXEC.
 func TestRepliesMatchARealRedis(t *testing.T) {
+	t.Parallel()
 	redis := rediswqtest.Server(t)
 
 	// Asperathos loads a job's items with RPUSH, and its workers take

@@ -52,6 +52,7 @@ func listen(t *testing.T) net.Listener {
 // cannot complete, nor give its late result to, the copy another worker
 // now holds.
 func TestAnExpiredLeaseReturnsItsItemOnceAndOnlyToItsNewWorker(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "job", schemas.JobSpec{}, "x")
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -90,6 +91,7 @@ func TestAnExpiredLeaseReturnsItsItemOnceAndOnlyToItsNewWorker(t *testing.T) {
 // log says why. Each loop turn below is a tick; without the timeout every
 // tick would extend the lease and the item would never return.
 func TestAnItemPastWorkerTimeoutIsNoLongerExtended(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "job", schemas.JobSpec{ItemTimeout: schemas.Duration(2 * time.Second),
 		Worker: schemas.WorkerSpec{Timeout: schemas.Duration(time.Second)}}, "x")

@@ -96,6 +96,7 @@ func outputs(t *testing.T, c *bus.Client, id string) []string {
 var ctx = context.Background()
 
 func TestAsperathosWorkerRunsUnchanged(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	items := make([]string, 40)
 	want := make([]string, 40)
@@ -118,6 +119,7 @@ func TestAsperathosWorkerRunsUnchanged(t *testing.T) {
 }
 
 func TestKilledWorkerLosesNothingAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "j2", schemas.JobSpec{}, "a", "b", "c")
 	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
@@ -140,6 +142,7 @@ func TestKilledWorkerLosesNothingAndDuplicatesNothing(t *testing.T) {
 }
 
 func TestWorkerErrorsBecomeDeadLettersWithTheirText(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	bustest.Run(t, c.DeadLetters)
 	job(t, c, "j3", schemas.JobSpec{MaxDeliveries: 2}, "good", "bad-1")
@@ -186,6 +189,7 @@ func redisCLI(t *testing.T, addr string, commands ...string) string {
 }
 
 func TestRedisCLISpeaksTheProtocol(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "j4", schemas.JobSpec{}, "x", "y")
 	job(t, c, "done", schemas.JobSpec{})
@@ -251,6 +255,7 @@ func tokenBus(t *testing.T, srv *bus.Server) rediswq.Opener {
 }
 
 func TestAuthenticatedBusOpensAQueueOnlyWithItsJobsToken(t *testing.T) {
+	t.Parallel()
 	a := bustest.Authenticated(t, "alice-token,alice,1\n", map[string]string{"s1": "alice", "s2": "alice"})
 	for _, id := range []string{"s1", "s2"} {
 		if err := a.Admin.PushItems(ctx, id, bus.Items("p", "q")); err != nil {

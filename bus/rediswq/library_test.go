@@ -22,6 +22,7 @@ import (
 // result, no worker fails, the front creates no job, and the workers are
 // counted in presence while they work, and no longer once they are gone.
 func TestPublishedLibraryWorkersLoseNothing(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	items := make([]string, 30)
 	want := make([]string, len(items))

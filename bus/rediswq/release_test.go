@@ -15,6 +15,7 @@ import (
 // A queue is closed once no connection uses it and it holds no item, also
 // when a connection switched credentials (AUTH) after using it.
 func TestIdleQueuesAreReleased(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	if _, err := c.DeclareJob(context.Background(), "idle", schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
 		t.Fatal(err)

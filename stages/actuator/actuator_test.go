@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 // TestDecisionsScaleRealWorkersThroughTheGate runs the actuator, the APF bus
 // gate and the local runtime with real `pace worker` processes.
 func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)

@@ -22,6 +22,7 @@ func (r *countRuntime) Scale(_ context.Context, _ *schemas.JobRecord, n int) (in
 func (r *countRuntime) Terminate(context.Context, *schemas.JobRecord) error { return nil }
 
 func TestExecutorSkipsStaleRequests(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	if _, err := c.DeclareJob(ctx, "j", schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"}}); err != nil {
@@ -53,6 +54,7 @@ func TestExecutorSkipsStaleRequests(t *testing.T) {
 // replicas, and leaves the others alone: jobs of another actuator, without
 // replicas, or not running.
 func TestExecutorRestoresLocalWorkers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	put := func(id string, state schemas.JobState, replicas int, actuatorName string) {

@@ -87,6 +87,7 @@ func (r *received) len() int {
 // "hold 0" decisions now make one request and no scaled event (the record
 // already says 0); a later change still makes its request and its event.
 func TestHoldAtZeroSendsOneRequest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	c := bustest.Client(t, bustest.Server(t))
@@ -157,6 +158,7 @@ func TestHoldAtZeroSendsOneRequest(t *testing.T) {
 // that pace push or pace worker created, served by its user's workers) gets
 // no infrastructure request, whatever its decisions; a job with one does.
 func TestQueueOnlyJobIsNeverActuated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	c := bustest.Client(t, bustest.Server(t))

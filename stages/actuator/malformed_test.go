@@ -17,6 +17,7 @@ import (
 // unreadable one becomes a dead letter holding its exact bytes, headers and
 // subject, and the actuator goes on to request the decision.
 func TestUnreadableDecisionIsDeadLetteredAndTheNextOneActedOn(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "garbled"

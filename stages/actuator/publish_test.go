@@ -11,6 +11,7 @@ import (
 // A request published again (a retry after a lost acknowledgement) is
 // stored once: its id is its message id.
 func TestRequestPublishedTwiceIsStoredOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	s, err := New(Deps{Bus: c}, Config{})

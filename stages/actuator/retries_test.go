@@ -16,6 +16,7 @@ import (
 )
 
 func TestRetries(t *testing.T) {
+	t.Parallel()
 	actuator.NoteRetry(context.Background(), "ignored") // no Retries in ctx: a no-op
 	ctx, r := actuator.WithRetries(context.Background())
 	if got := r.String(); got != "" {
@@ -56,6 +57,7 @@ func (r flakyRuntime) Terminate(ctx context.Context, _ *schemas.JobRecord) error
 }
 
 func TestExecutorReportsRetries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	if _, err := c.DeclareJob(ctx, "j", schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"}}); err != nil {
@@ -105,6 +107,7 @@ func (r *failOnceRuntime) state() (calls, scaled int) {
 // again for the same count by itself, with no new decision (an unchanged
 // decision comes only once per heartbeat).
 func TestFailedRequestIsAskedAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	c := bustest.Client(t, bustest.Server(t))

@@ -18,6 +18,7 @@ import (
 // stderr is in its job's log, each line tagged with the replica; a flood is
 // cut to the rate limit and the cut is said in the log.
 func TestWorkerOutputReachesTheJobLog(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	s := bustest.Server(t)
 	c := bustest.Client(t, s)

@@ -101,6 +101,7 @@ func batchRecord(id string, total int) schemas.JobRecord {
 // JetStream and checks every count of their samples, then follows queue
 // activity, the interval and the end of a job.
 func TestCollectorKnownStates(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := bustest.Client(t, bustest.Server(t))
@@ -260,6 +261,7 @@ func TestCollectorKnownStates(t *testing.T) {
 // read in the jobs bucket of a real bus: each is counted and kept as a dead
 // letter, byte for byte, and a good job is still sampled.
 func TestUnreadableJobRecordsAreSetAside(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := bustest.Client(t, bustest.Server(t))
@@ -338,6 +340,7 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // queued first, so a marker job's sample shows the events before it were
 // handled.
 func TestActuationDoesNotSample(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := bustest.Client(t, bustest.Server(t))
@@ -408,6 +411,7 @@ func TestActuationDoesNotSample(t *testing.T) {
 // of its own (the first wait is 150 to 450), not at each: a thousand idle
 // jobs cost next to nothing. Queue activity samples it at once again.
 func TestIdleJobsAreSampledLessOften(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := bustest.Client(t, bustest.Server(t))
@@ -466,6 +470,7 @@ func TestIdleJobsAreSampledLessOften(t *testing.T) {
 // sets them aside, whether results and ledger entries are counted from the
 // streams' subjects or by counting consumers.
 func TestStreamingResultsCountOnlyQueuedItems(t *testing.T) {
+	t.Parallel()
 	for _, from := range []int{1000, 1} {
 		t.Run(fmt.Sprintf("consumers from %d", from), func(t *testing.T) {
 			ctx := context.Background()
@@ -499,6 +504,7 @@ func TestStreamingResultsCountOnlyQueuedItems(t *testing.T) {
 // ledger's entries are queue activity, so the job is sampled again once
 // they come, not at its quiet heartbeat minutes later.
 func TestLedgerEntrySamplesAStreamingJob(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := bustest.Client(t, bustest.Server(t))

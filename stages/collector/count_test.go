@@ -12,6 +12,7 @@ import (
 // TestCountSubjectsAgrees checks the fallback used past the per-stream
 // consumer limit counts the same results as a counting consumer.
 func TestCountSubjectsAgrees(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := bustest.Client(t, bustest.Server(t))
 	for i := range 7 {

@@ -12,6 +12,7 @@ import (
 // workers hold or wait for its items, and with a deadline at least every
 // hundredth of the time left to it.
 func TestLongestWait(t *testing.T) {
+	t.Parallel()
 	c := &Stage{cfg: Config{Interval: time.Second}}
 	t0 := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
 	streaming := schemas.JobRecord{Spec: schemas.JobSpec{Mode: schemas.Streaming}, StartedAt: t0}

@@ -22,6 +22,7 @@ func items(n, size int) string {
 // A submission larger than a job may be, or that would take its owner
 // past their quota of queued items, is refused before anything is stored.
 func TestQuotasRefuseBeforeStoring(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *manager.Config) { c.MaxJobItems, c.MaxUserQueued = 5, 8 })
 	if r := e.do("POST", "/submissions", "alice-token", items(6, 1)); r.code != http.StatusRequestEntityTooLarge ||
 		!strings.Contains(r.apiError(t).Message, "at most 5 per job") {
@@ -44,6 +45,7 @@ func TestQuotasRefuseBeforeStoring(t *testing.T) {
 // 507 with Retry-After, no job and no item is left, and the next
 // submission that fits is taken.
 func TestASubmissionIsStoredWholeOrNotAtAll(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *manager.Config) { c.MaxBodyBytes = 4 << 20 })
 	ctx := context.Background()
 	js := e.c.JetStream()

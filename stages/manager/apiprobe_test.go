@@ -17,6 +17,7 @@ import (
 // route that reads a body or a path value: none crashes or answers 5xx,
 // and a refused one names the field that is wrong.
 func TestRequestsAreAnsweredWithFieldErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	long := strings.Repeat("x", 300)
 	tests := []struct {
@@ -74,6 +75,7 @@ func TestRequestsAreAnsweredWithFieldErrors(t *testing.T) {
 // TestNATSRequestsAreAnsweredWithFieldErrors does the same over NATS:
 // every malformed request gets the error envelope naming the field.
 func TestNATSRequestsAreAnsweredWithFieldErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.c.Prefix()
 	tests := []struct {

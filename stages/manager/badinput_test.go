@@ -67,6 +67,7 @@ func asperathos(t *testing.T, url string, edit func(doc, info map[string]any)) s
 func cp(info map[string]any) map[string]any { return info["control_parameters"].(map[string]any) }
 
 func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *manager.Config) { c.WorkloadTimeout = 300 * time.Millisecond })
 	files := e.files.URL
 	native := func(fields string) string {
@@ -224,6 +225,7 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 // A mistyped field name is refused with the closest known name; a name
 // close to none gets no guess.
 func TestUnknownFieldsSuggestTheClosestName(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("POST", "/submissions", "alice-token", `{"mode":"batch","dedline":"1m","workload":{"items":["a"]},"worker":{"exec":"cat","timout":"2s"},"zzzzzz":1}`)
 	want := map[string]string{"spec.dedline": `did you mean "deadline"?`, "spec.worker.timout": `did you mean "timeout"?`, "spec.zzzzzz": ""}

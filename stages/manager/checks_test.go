@@ -50,6 +50,7 @@ func atMostOneCheckIn299Passes(t *testing.T, e *env, seen func() int64, what str
 // moving has it checked at the next pass. A thousand idle jobs would
 // otherwise cost the bus thousands of requests a second.
 func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	stalling := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)
@@ -109,6 +110,7 @@ func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 // finds anything new in it until its progress moves (its workers included)
 // or an event changes it.
 func TestQuietJobsAreCheckedEveryFiveMinutes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"1h","workload":{"items":["a"]}}`)

@@ -18,6 +18,7 @@ import (
 // writes on pace-submissions, reads on pace-reads, a caller without
 // credentials on pace-anonymous; only a followed log bypasses APF.
 func TestEveryRouteIsClassifiedByItsRoute(t *testing.T) {
+	t.Parallel()
 	api := manager.NewAPI(nil)
 	resolve := api.Resolver()
 	digest := policy.Compile(policy.Defaults())

@@ -16,6 +16,7 @@ import (
 func asp(path string) string { return manager.AsperathosPrefix + path }
 
 func TestAsperathosRoutesAnswerAsAsperathosDid(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, s := range []struct {
 		method, path, token, body string
@@ -47,6 +48,7 @@ func TestAsperathosRoutesAnswerAsAsperathosDid(t *testing.T) {
 }
 
 func TestAsperathosRoutesReadWhatAsperathosAccepted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	doc := asperathos(t, e.files.URL+"/three.txt", func(doc, info map[string]any) {
 		doc["client_version"] = "1.0"                                             // unknown fields, at the top and inside

@@ -16,6 +16,7 @@ import (
 // status and body, for the caller's running and ended jobs and another
 // tenant's.
 func TestAsperathosComponentRoutes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	run := e.submit("alice-token", `{"mode":"streaming"}`)
 	done := e.submit("alice-token", `{"mode":"streaming"}`)
@@ -99,6 +100,7 @@ func TestAsperathosComponentRoutes(t *testing.T) {
 // Asperathos' three texts, Pace's lines in execution and its workers'
 // output in stdout.
 func TestAsperathosLogShape(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"mode":"streaming"}`)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -132,6 +134,7 @@ func TestAsperathosLogShape(t *testing.T) {
 // TestAsperathosCORS checks a preflight reflects what it asks for and
 // that answers expose the headers a client needs.
 func TestAsperathosCORS(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, s := range []struct {
 		name, method, headers  string

@@ -15,6 +15,7 @@ import (
 // them with workers started here (the actuators come later): Asperathos'
 // payloads 2 and 3 and Pace's own specs.
 func TestExamplesRunToCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *manager.Config) { c.WorkloadDir = "../../examples/jobs" })
 	files := httptest.NewServer(http.FileServer(http.Dir("../../examples/asperathos")))
 	defer files.Close()

@@ -15,6 +15,7 @@ import (
 // before_first_result), with the workers' last error; one whose first item
 // succeeded is not, however many fail after.
 func TestWorkersFailingBeforeTheFirstResultFailTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	broken := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"not-a-command"},"workload":{"items":["a","b","c","d"]}}`)
 	e.work(broken, 2, func(context.Context, *schemas.WorkItem) (string, error) {
@@ -50,6 +51,7 @@ func TestWorkersFailingBeforeTheFirstResultFailTheJob(t *testing.T) {
 // time is failed (rule stall); progress restarts the clock, and the rule can
 // be turned off.
 func TestAStalledJobFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	stalled := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"failure":{"stall":"10m"},"workload":{"items":["a","b"]}}`)
@@ -113,6 +115,7 @@ func TestAStalledJobFails(t *testing.T) {
 // pace.control.fail fails a running job with the reason given, and answers
 // a finished one as it is; the request is validated.
 func TestFailOverNATS(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)

@@ -10,6 +10,7 @@ import (
 // (application/x-www-form-urlencoded): JSON is read as JSON, anything else
 // is refused with 415 saying which content type to send.
 func TestFormContentTypeJSONBody(t *testing.T) {
+	t.Parallel()
 	const form = "application/x-www-form-urlencoded"
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"mode":"streaming"}`)

@@ -18,6 +18,7 @@ import (
 // TestCountJobs: the manager API's job count reaches the work estimator's
 // object counts, with the records' average JSON size.
 func TestCountJobs(t *testing.T) {
+	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	var size int64

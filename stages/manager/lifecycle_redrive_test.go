@@ -21,6 +21,7 @@ import (
 // The same holds when the redrive is interrupted after it sent the item
 // and before it removed the letter.
 func TestRedrivenItemCountsOnce(t *testing.T) {
+	t.Parallel()
 	t.Run("redrive", func(t *testing.T) { testRedrivenItem(t, false) })
 	t.Run("interrupted", func(t *testing.T) { testRedrivenItem(t, true) })
 }

@@ -17,6 +17,7 @@ import (
 )
 
 func TestBatchJobRunsToCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"name":"Upper Case!","deadline":"10m","workload":{"url":"`+e.files.URL+`/five.txt"}}`)
 	if !strings.HasPrefix(id, "upper-case-") || strings.Contains(id, ".") {
@@ -73,6 +74,7 @@ func TestBatchJobRunsToCompletion(t *testing.T) {
 }
 
 func TestFailingItemsFailTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"deadline":"1m","max_deliveries":2,"workload":{"items":["ok","bad","ok2"]}}`)
 	e.work(id, 2, func(_ context.Context, it *schemas.WorkItem) (string, error) {
@@ -92,6 +94,7 @@ func TestFailingItemsFailTheJob(t *testing.T) {
 }
 
 func TestStopAndTerminate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	items := make([]string, 50)
@@ -158,6 +161,7 @@ func TestStopAndTerminate(t *testing.T) {
 }
 
 func TestStreamingJobFedByPush(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("bob-token", `{"name":"ingest","mode":"streaming"}`)
@@ -188,6 +192,7 @@ func TestStreamingJobFedByPush(t *testing.T) {
 }
 
 func TestOwnersSeeOnlyTheirJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
 	tests := []struct {
@@ -226,6 +231,7 @@ func TestOwnersSeeOnlyTheirJobs(t *testing.T) {
 }
 
 func TestAsperathosPayloadRunsToCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	body := asperathos(t, e.files.URL+"/three.txt", nil)
 	id := e.submit("alice-token", body)
@@ -262,6 +268,7 @@ func TestAsperathosPayloadRunsToCompletion(t *testing.T) {
 }
 
 func TestRestartRecovery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := bustest.ServerAt(t, dir, "127.0.0.1:0")
 	e := newEnvAt(t, srv)
@@ -296,6 +303,7 @@ func TestRestartRecovery(t *testing.T) {
 }
 
 func TestRecoverReplaysEventsTheRecordMissed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
@@ -317,6 +325,7 @@ func TestRecoverReplaysEventsTheRecordMissed(t *testing.T) {
 // rebuilds the record from the job's events instead of failing the
 // manager's start.
 func TestUnreadableRecordIsRebuiltFromEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
@@ -344,6 +353,7 @@ func TestUnreadableRecordIsRebuiltFromEvents(t *testing.T) {
 }
 
 func TestSubmitOverNATSSharesValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds the watch below
 	defer cancel()
@@ -389,6 +399,7 @@ func TestSubmitOverNATSSharesValidation(t *testing.T) {
 }
 
 func TestInterruptedCreationEndsInError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	spec := schemas.JobSpec{Mode: schemas.Batch, Owner: "alice", Deadline: schemas.Deadline{After: schemas.Duration(time.Minute)},
@@ -409,6 +420,7 @@ func TestInterruptedCreationEndsInError(t *testing.T) {
 }
 
 func TestCreationByAnotherReplicaIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	spec := schemas.JobSpec{Mode: schemas.Batch, Owner: "alice", Deadline: schemas.Deadline{After: schemas.Duration(time.Minute)},
@@ -428,6 +440,7 @@ func TestCreationByAnotherReplicaIsLeftAlone(t *testing.T) {
 }
 
 func TestDeleteAllKeepsRunningJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	done := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
 	e.work(done, 1, upper)
@@ -446,6 +459,7 @@ func TestDeleteAllKeepsRunningJobs(t *testing.T) {
 }
 
 func TestAnonymousCallers(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		allow         bool
@@ -481,6 +495,7 @@ func TestAnonymousCallers(t *testing.T) {
 }
 
 func TestAsperathosBodyCredentialsSubmit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	body := asperathos(t, e.files.URL+"/three.txt", func(d, _ map[string]any) {
 		d["enable_auth"], d["username"], d["password"] = true, "alice", "alice-token"

@@ -21,6 +21,7 @@ import (
 // letters with reason never_queued and leave the results stream. Its real
 // items then run to completion as usual.
 func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	js := carelessClient(t, e)
@@ -80,6 +81,7 @@ func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 // apart: the forged results count for nothing and are moved to the job's
 // dead letters (never_queued); the three real ones count.
 func TestStreamingResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	js := carelessClient(t, e)

@@ -17,6 +17,7 @@ type submitted struct {
 }
 
 func TestPredictionAtAdmission(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	items := `"workload":{"items":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 100), ",") + `]`
 	doc := func(deadline, rest string) string {
@@ -80,6 +81,7 @@ func TestPredictionAtAdmission(t *testing.T) {
 // A job's item times are learned when it completes: the next job of the
 // same program is predicted from them.
 func TestPredictionLearnsFromFinishedJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	spec := `{"name":"l","mode":"batch","deadline":"10m","workload":{"items":["a","b","c","d"]},` +
 		`"worker":{"command":["render","--fast"]},"replicas":{"min":1,"max":2}}`

@@ -12,6 +12,7 @@ import (
 )
 
 func TestClusterRegistry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const kubeconfig = "apiVersion: v1\nkind: Config\nusers: [{name: secret-user}]\n"
 	steps := []struct {
@@ -56,6 +57,7 @@ func TestClusterRegistry(t *testing.T) {
 }
 
 func TestPluginRegistry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do("GET", "/plugins", "alice-token", "")
 	for _, want := range []string{`"name":"default","component":"controller"`, `"name":"kubernetes","component":"actuator"`, `"name":"influxdb","component":"sink"`} {
@@ -83,6 +85,7 @@ func TestPluginRegistry(t *testing.T) {
 // controller stage has (schemas' list, which its registry holds exactly: the
 // builtin package's test), so the API cannot refuse one the stage would run.
 func TestBuiltinControllersAccepted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	names := schemas.BuiltinControllers()
 	if !slices.Contains(names, "hpa") {
@@ -100,6 +103,7 @@ func TestBuiltinControllersAccepted(t *testing.T) {
 // TestOpenAPIAndDocsCoverEveryRoute keeps /openapi.json and docs/api.md in
 // step with the routes the mux serves.
 func TestOpenAPIAndDocsCoverEveryRoute(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	api := manager.NewAPI(e.m)
 	var doc struct {
@@ -137,6 +141,7 @@ func TestOpenAPIAndDocsCoverEveryRoute(t *testing.T) {
 }
 
 func TestJSONSuffixRoutes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"mode":"streaming"}`)
 	for _, path := range []string{"/submissions.json", "/submissions/" + id + ".json", "/submissions/" + id + "/report.json", "/plugins.json"} {

@@ -63,6 +63,7 @@ func checkConsistent(t *testing.T, s summary, d map[string]sample) {
 }
 
 func TestReportFromMonitorSamples(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"100s","controller":{"name":"pid","params":{"heuristic_options":{"proportional_gain":0.1,"derivative_gain":0,"integral_gain":0.1}}},"workload":{"items":["a","b","c","d"]}}`)
@@ -100,6 +101,7 @@ func TestReportFromMonitorSamples(t *testing.T) {
 }
 
 func TestReportFromResults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"deadline":"1h","workload":{"items":["a","b","c","d","e","f"]}}`)
 	e.work(id, 2, upper)
@@ -130,6 +132,7 @@ func TestReportFromResults(t *testing.T) {
 }
 
 func TestLogFollowEndsWithTheJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"mode":"streaming"}`)
 	req, _ := http.NewRequest("GET", e.http.URL+"/submissions/"+id+"/log?follow=true", nil)

@@ -13,6 +13,7 @@ import (
 // names the field, in Pace's paths and in Asperathos'. Jobs another
 // actuator runs, and queue-only jobs, are not bound by it.
 func TestReplicasBeyondTheLocalCapAreRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *manager.Config) { c.LocalMaxReplicas = 4 })
 	for _, tc := range []struct {
 		name, body string
@@ -58,6 +59,7 @@ func TestReplicasBeyondTheLocalCapAreRefused(t *testing.T) {
 // an admin submits it; with none it is refused for everyone. Queue-only
 // jobs and jobs for Kubernetes are never refused by it.
 func TestLocalExecDecidesWhoRunsCommandsOnTheHost(t *testing.T) {
+	t.Parallel()
 	const (
 		local = `{"mode":"streaming","worker":{"exec":"cat"}}`
 		queue = `{"mode":"streaming"}`

@@ -99,6 +99,7 @@ func (e *env) runBatch(doc string) string {
 // letters, each once, with why, and leave the work stream; items of
 // created and ongoing jobs, and of a job created within the grace, stay.
 func TestStrayItemsAreRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	js := carelessClient(t, e)
@@ -250,6 +251,7 @@ func TestStrayItemsAreRefused(t *testing.T) {
 // in and asked for a sweep: the sweep ticks alone, quiet, would not.
 // (The job's end asked for one too, so this ask may wait for the tick.)
 func TestAStrayItemIsRefusedOnArrival(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	js := carelessClient(t, e)
 	done := e.runBatch(`{"deadline":"10m","resources_lifetime":"1h","workload":{"items":["a"]}}`)
@@ -273,6 +275,7 @@ func storedLetter(t *testing.T, c *bus.Client, job string) *bus.StoredLetter {
 }
 
 func TestStraySettingsAreValidated(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		cfg  manager.Config

@@ -16,6 +16,7 @@ import (
 // settle (items of a job with no record, a failed sweep) and every
 // wholeSweepEvery ticks; the ledger asks for the other whole sweeps.
 func TestTicksSweepOnlyWhatIsLeft(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := bustest.Server(t)
 	c := bustest.Client(t, srv)

@@ -86,6 +86,7 @@ var submitters = []struct {
 // as other types, and checks that the job holds them as written while
 // numbers are read by YAML 1.2 (010 is ten).
 func TestYAMLStringsAsWritten(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	defer func(parent *testing.T) { e.t = parent }(t) // the subtests borrow e
 	for _, s := range submitters {
@@ -127,6 +128,7 @@ func TestYAMLStringsAsWritten(t *testing.T) {
 // TestYAMLAsperathosStringsAsWritten does the same with an Asperathos
 // submission, whose strings go through the same conversion.
 func TestYAMLAsperathosStringsAsWritten(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	defer func(parent *testing.T) { e.t = parent }(t) // the subtests borrow e
 	for _, s := range submitters {
@@ -153,6 +155,7 @@ func TestYAMLAsperathosStringsAsWritten(t *testing.T) {
 // TestYAMLCollectionWhereStringBelongs checks that a mapping or list where
 // a string belongs is refused at its path, with how to quote it.
 func TestYAMLCollectionWhereStringBelongs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tests := []struct {
 		name, doc, field, detail string

@@ -112,6 +112,7 @@ func shot(t *testing.T, ctx context.Context, name string, width int) {
 }
 
 func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
+	t.Parallel()
 	fc := &fakeFC{}
 	fc.set([]flowcontrol.LevelDump{
 		{Name: "workload-high", Limits: borrowing.Limits{Nominal: 40, Min: 20, Max: 60}, CurrentLimit: 40, QueueSet: queueset.Dump{Dispatched: 120}},
@@ -221,6 +222,7 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 // pace stage visualizer serves it: first the notice that neither the gate
 // nor the manager answers, then one labelled section per answering process.
 func TestBrowserShowsTheFlowControlOfEachStage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(s *visualizer.Stage, c *bus.Client) { s.SetRemoteFlowControl(c) })
 	ctx := browser(t)
 	do(t, ctx, "sign in as an admin",

@@ -36,6 +36,7 @@ func rq(schema, flow string, seats int) queueset.RequestDump {
 }
 
 func TestFlowControlPageShowsLevelsAndTopFlows(t *testing.T) {
+	t.Parallel()
 	fc := &fakeFC{}
 	fc.set([]flowcontrol.LevelDump{{Name: "workload-low", Limits: borrowing.Limits{Nominal: 10, Min: 5, Max: 20}, CurrentLimit: 12,
 		QueueSet: queueset.Dump{SeatsInUse: 3, Executing: 2, Waiting: 1, Rejected: 4, TimedOut: 1, Dispatched: 9,

@@ -54,6 +54,7 @@ func readDashboard(t *testing.T, name string) dashboard {
 // dashboard against the points the InfluxDB sink writes for a full sample,
 // and that Asperathos' three panels are there.
 func TestInfluxDashboardReadsWrittenFields(t *testing.T) {
+	t.Parallel()
 	eta := schemas.Duration(30 * time.Second)
 	p := &schemas.Progress{Job: "j", At: time.Now(), JobProgress: .5, TimeProgress: .4, Replicas: 2, Total: 10, Done: 5,
 		Throughput: 1, PerReplica: .5, ETA: &eta, ReplicasNeeded: 3, QueueLength: 4, InFlight: 1, Dead: 1, Redeliveries: 1,
@@ -112,6 +113,7 @@ func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 // TestFlowControlDashboardReadsExportedMetrics checks every metric the APF
 // dashboard queries against the metrics apf.NewMetrics registers.
 func TestFlowControlDashboardReadsExportedMetrics(t *testing.T) {
+	t.Parallel()
 	r := &recorder{names: map[string]bool{}}
 	if _, err := apf.NewMetrics(r); err != nil {
 		t.Fatal(err)
@@ -147,6 +149,7 @@ func TestFlowControlDashboardReadsExportedMetrics(t *testing.T) {
 // scrape, with the job label they filter on; and that the panels the
 // dashboard promises are there.
 func TestPrometheusJobDashboardReadsScrapedMetrics(t *testing.T) {
+	t.Parallel()
 	eta, desired := schemas.Duration(30*time.Second), 0.5
 	sink := prom.New(prom.Config{})
 	for _, p := range []*schemas.Progress{

@@ -56,6 +56,7 @@ func names(v *visualizer.FlowControlView) []string {
 // visualizer does: the gate's leader and two manager replicas answer over
 // a real NATS server, each labelled; the page says which stage is silent.
 func TestRemoteFlowControlGathersEveryProcess(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(s *visualizer.Stage, c *bus.Client) { s.SetRemoteFlowControl(c) })
 	if code, _ := e.events("/ui/events/flowcontrol", "alice-token"); code != http.StatusForbidden {
 		t.Errorf("alice (not an admin): %d, want 403", code)

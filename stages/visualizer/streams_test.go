@@ -14,6 +14,7 @@ import (
 
 // With a token file, the streams are for callers with a token.
 func TestStreamsNeedAToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", job)
 	for _, p := range []string{"/ui/events/jobs", "/ui/events/jobs/" + id} {
@@ -53,6 +54,7 @@ func openStreams(t *testing.T, ui *visualizer.Stage) float64 {
 // Streams are capped per user and in all: 429 with Retry-After beyond,
 // counted, and a closed stream makes room again.
 func TestStreamsAreCappedPerUserAndInAll(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, visualizer.Config{Interval: 50 * time.Millisecond, MaxStreams: 3, MaxStreamsPerUser: 2})
 	open := func(token string) func() {
 		t.Helper()
@@ -96,6 +98,7 @@ func TestStreamsAreCappedPerUserAndInAll(t *testing.T) {
 // them itself and left its consumer on the server for minutes, however
 // short it was.
 func TestListStreamsLeaveNoConsumersBehind(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.submit("alice-token", job)
 	before := e.consumers()

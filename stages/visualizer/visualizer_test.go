@@ -15,6 +15,7 @@ import (
 const job = `{"name":"render","deadline":"1m","workload":{"items":["a","b","c","d"]}}`
 
 func TestPagesAreEmbeddedAndSelfContained(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, p := range []string{"/ui/", "/ui/jobs/anything", "/ui/static/app.js", "/ui/static/app.css"} {
 		code, b := e.do("GET", p, "", "")
@@ -35,6 +36,7 @@ func TestPagesAreEmbeddedAndSelfContained(t *testing.T) {
 }
 
 func TestJobsListStreamsOnlyTheCallersJobs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", job)
 	code, alice := e.events("/ui/events/jobs", "alice-token")
@@ -58,6 +60,7 @@ func TestJobsListStreamsOnlyTheCallersJobs(t *testing.T) {
 }
 
 func TestJobPageStreamsChartsAndStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.submit("alice-token", job)
 	if code, _ := e.events("/ui/events/jobs/"+id, "bob-token"); code != http.StatusNotFound && code != http.StatusForbidden {

@@ -158,6 +158,7 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 		}
 		defer func() { c.dropReader(cons) }()
 		var failingSince time.Time // of the temporary fetch failures in a row
+		wait := fetchWait          // of the next fetch of stored messages
 		for ctx.Err() == nil {
 			if cons == nil {
 				if err := open(); err != nil {
@@ -175,7 +176,7 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 					return
 				}
 			}
-			batch, cancel, err := fetchStored(ctx, cons, caughtUp && done == nil)
+			batch, cancel, err := fetchStored(ctx, cons, caughtUp && done == nil, wait)
 			if err == nil {
 				caughtUp = true // when following, also when nothing came within the wait
 				read := 0
@@ -192,8 +193,12 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 				if err = IgnoreWaitEnd(batch.Error()); err == nil && read == 0 && done != nil {
 					// A busy server (a cluster's follower above all) may send
 					// nothing within the wait while messages remain: the
-					// consumer, not the silence, says whether all were read.
+					// consumer, not the silence, says whether all were read,
+					// and the next fetch waits longer.
 					caughtUp, err = pendingNone(ctx, cons)
+					wait = min(2*wait, maxFetchWait)
+				} else if read > 0 {
+					wait = fetchWait
 				}
 			}
 			cancel()
@@ -211,7 +216,9 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 				if failingSince.IsZero() {
 					failingSince = c.clk.Now()
 				}
-				caughtUp = false
+				// The wait also bounds recreating the consumer, which a
+				// loaded cluster may take longer than the first wait for.
+				caughtUp, wait = false, min(2*wait, maxFetchWait)
 				pauseFor(ctx, 100*time.Millisecond)
 				continue
 			}
@@ -234,12 +241,18 @@ func pendingNone(ctx context.Context, cons jetstream.Consumer) (bool, error) {
 	return info.NumPending == 0, nil
 }
 
+// A read's fetch of stored messages waits fetchWait for them, twice as long
+// after each fetch that brought none or failed, up to maxFetchWait.
+const (
+	fetchWait    = 500 * time.Millisecond
+	maxFetchWait = 8 * time.Second
+)
+
 // fetchStored asks cons for the next messages of a read: waiting up to
-// IdleWait when it follows a read that is caught up, 500 ms otherwise.
+// IdleWait when it follows a read that is caught up, wait otherwise.
 // The fetch ends with ctx; cancel releases it once its batch is read.
-func fetchStored(ctx context.Context, cons jetstream.Consumer, following bool) (jetstream.MessageBatch, context.CancelFunc, error) {
+func fetchStored(ctx context.Context, cons jetstream.Consumer, following bool, wait time.Duration) (jetstream.MessageBatch, context.CancelFunc, error) {
 	opts := []jetstream.FetchOpt{}
-	wait := 500 * time.Millisecond
 	if following {
 		wait = IdleWait
 		opts = append(opts, jetstream.FetchHeartbeat(IdleHeartbeat))

@@ -185,6 +185,7 @@ func TestQueueSetTraceMatchesKube(t *testing.T) {
 	for ci, cfg := range configs {
 		for seed := range uint64(8) {
 			t.Run(fmt.Sprintf("queues=%d/seed=%d", cfg.queues, seed), func(t *testing.T) {
+				t.Parallel() // each trace has its own queue sets and clocks
 				runTrace(t, rand.New(rand.NewPCG(seed, uint64(ci))), cfg.queues, cfg.qll, cfg.hand)
 			})
 		}

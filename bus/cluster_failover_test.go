@@ -15,7 +15,6 @@ import (
 // TestClusterKeepsWorkFlowingWhenAServerStops stops the server a worker is
 // connected to while it works through a job, then restarts it.
 func TestClusterKeepsWorkFlowingWhenAServerStops(t *testing.T) {
-	t.Parallel()
 	ctx := clusterCtx(t)
 	nodes := bustest.Cluster(t, 3)
 	c := nodes.Client()

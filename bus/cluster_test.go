@@ -58,7 +58,6 @@ func TestProvisionOnOneServerUsesOneReplica(t *testing.T) {
 }
 
 func TestProvisionOnThreeServersUsesThreeReplicas(t *testing.T) {
-	t.Parallel()
 	ctx := clusterCtx(t)
 	var logs syncBuffer
 	nodes := bustest.Cluster(t, 3)
@@ -95,7 +94,11 @@ func TestProvisionOnThreeServersUsesThreeReplicas(t *testing.T) {
 	checkReplicas(t, ctx, c, 3)
 }
 
-// clusterCtx bounds a cluster test: replicated streams take longer.
+// clusterCtx bounds a cluster test: replicated streams take longer. Cluster
+// tests do not run in parallel with the package's others: on a starved
+// machine a lagging replica serves reads that miss the newest messages
+// (an ordered consumer placed on it reports nothing pending), a known gap
+// of stored reads (docs/bus.md).
 func clusterCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -106,7 +109,6 @@ func clusterCtx(t *testing.T) context.Context {
 // replicas are still catching up cannot elect a leader without it, and
 // JetStream calls on it wait for their deadline until the server is back.
 func TestProvisionScalesReplicasUp(t *testing.T) {
-	t.Parallel()
 	ctx := clusterCtx(t)
 	nodes := bustest.Cluster(t, 3)
 	var logs syncBuffer

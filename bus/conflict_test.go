@@ -21,7 +21,6 @@ import (
 // Conflict to recognise each; then PublishResult must report a second
 // result as a duplicate, and concurrent UpdateJob calls must all apply.
 func TestConflictOnOneAndThreeReplicas(t *testing.T) {
-	t.Parallel()
 	clients := map[string]func(t *testing.T) *bus.Client{
 		"one server": func(t *testing.T) *bus.Client { return bustest.Client(t, bustest.Server(t)) },
 		"cluster":    func(t *testing.T) *bus.Client { return bustest.Cluster(t, 3).Client() },

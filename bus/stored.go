@@ -259,9 +259,10 @@ func fetchStored(ctx context.Context, cons jetstream.Consumer, following bool, w
 	}
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	batch, err := cons.Fetch(256, append(opts, jetstream.FetchContext(fctx))...)
-	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+	if err != nil && (fctx.Err() != nil || errors.Is(err, jetstream.ErrInvalidOption)) && ctx.Err() == nil {
 		// The wait ran out before the fetch was asked (an ordered consumer
-		// recreated on a busy server): temporary, the next one waits longer.
+		// recreated on a busy server; FetchContext refuses a deadline past
+		// before its timer fires): temporary, the next one waits longer.
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return batch, cancel, err

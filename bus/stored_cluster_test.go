@@ -16,7 +16,6 @@ import (
 // no responder before the new consumer's interest has crossed the routes:
 // the read must go on, not fail.
 func TestStoredResultsOnClusterFromEveryServer(t *testing.T) {
-	t.Parallel()
 	ctx := clusterCtx(t)
 	nodes := bustest.Cluster(t, 3)
 	c := nodes.Client()

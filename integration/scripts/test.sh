@@ -6,8 +6,8 @@
 # Packages whose tests run Pace's own code in the test process run under
 # -race. The end-to-end packages (end2end below) test Pace as the processes
 # a user runs, built without the race detector, so -race would instrument
-# only their harness; they run once without it, beside the -race run (the
-# two share the two cores: most of an end-to-end test is waiting).
+# only their harness; they run once, without it, after the others. (Both
+# runs at once were faster, but starved the two cores into timeouts.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 costs=()
@@ -21,20 +21,8 @@ phase() {
 	return "$status"
 }
 end2end='/(cmd/pace|docs|deploy/nats|integration/(pods|deploy|chaos))$'
-tests() {
-	local log status=0
-	log=$(mktemp)
-	# -ldflags=-s -w: no symbol table or DWARF in test binaries, a sixth of
-	# their link time; stack traces and race reports keep their lines.
-	go test -count=1 -parallel 4 -timeout 20m -ldflags='-s -w' $(go list ./... | grep -E "$end2end") >"$log" 2>&1 &
-	local e2e=$!
-	go test -race -count=1 -parallel 4 -timeout 20m -ldflags='-s -w' $(go list ./... | grep -vE "$end2end") || status=$?
-	wait "$e2e" || status=$?
-	echo "== end-to-end packages (no -race)"
-	cat "$log"
-	rm -f "$log"
-	return "$status"
-}
+flags=(-count=1 -parallel 4 -timeout 20m -ldflags='-s -w') # -s -w: a sixth less link time; traces keep their lines
 phase setup integration/scripts/test-setup.sh
-phase "go test ./..." tests
+phase "go test -race" go test -race "${flags[@]}" $(go list ./... | grep -vE "$end2end")
+phase "go test end-to-end" go test "${flags[@]}" $(go list ./... | grep -E "$end2end")
 phase conformance bash -c 'cd flowcontrol/conformance && go test -mod=mod -count=1 -timeout 20m ./...'

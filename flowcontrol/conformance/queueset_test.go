@@ -14,6 +14,7 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/eventclock"
 	"github.com/pace-platform/pace/flowcontrol/queueset"
 	"github.com/pace-platform/pace/flowcontrol/work"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -179,6 +180,10 @@ func kubeView(d debug.QueueSetDump) view {
 // none of Pace's documented deviations applies.
 func TestQueueSetTraceMatchesKube(t *testing.T) {
 	metrics.Register() // kube's gauges exist only once registered
+	// Every step gathers kube's registry; its process and Go collectors,
+	// which read /proc and the runtime at each gather, say nothing here.
+	legacyregistry.Registerer().Unregister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	legacyregistry.Registerer().Unregister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)))
 	configs := []struct {
 		queues, qll, hand int
 	}{{8, 3, 3}, {16, 2, 4}, {1, 4, 1}, {0, 0, 0}, {-1, 0, 0}}
@@ -270,12 +275,13 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 		if diff := cmp.Diff(kubeView(kube.qs.Dump(true)), paceView(after)); diff != "" {
 			t.Fatalf("step %d (%s): state differs (-kube +pace):\n%s", step, op, diff)
 		}
-		if diff := cmp.Diff(kubeQueueGauges(t, name), paceQueued, cmpopts.IgnoreUnexported(queueGauges{})); diff != "" {
+		mfs := kubeGather(t)
+		if diff := cmp.Diff(kubeQueueGauges(mfs, name), paceQueued, cmpopts.IgnoreUnexported(queueGauges{})); diff != "" {
 			t.Fatalf("step %d (%s): queue metrics differ (-kube +pace):\n%s", step, op, diff)
 		}
 		if ld := after.LastDispatch; ld.Dispatches != dispatches {
 			dispatches = ld.Dispatches
-			kubeGauges, paceGauges := kubeDispatchGauges(t, name), paceDispatchGauges(ld)
+			kubeGauges, paceGauges := kubeDispatchGauges(mfs, name), paceDispatchGauges(ld)
 			if ld.DiscountedSMin < 0 { // kube's unsigned arithmetic wraps it around; Pace keeps the sign
 				for _, g := range []map[string]float64{kubeGauges, paceGauges} {
 					delete(g, "next_discounted_s_bounds/min")
@@ -334,28 +340,34 @@ func runTrace(t *testing.T, rng *rand.Rand, queues, qll, hand int) {
 	if d := pace.Dump(); d.SeatsInUse != 0 || d.Waiting != 0 {
 		t.Fatalf("pace not idle after drain: %+v", d)
 	}
-	if diff := cmp.Diff(kubeQueueGauges(t, name), paceQueued, cmpopts.IgnoreUnexported(queueGauges{})); diff != "" {
+	mfs := kubeGather(t)
+	if diff := cmp.Diff(kubeQueueGauges(mfs, name), paceQueued, cmpopts.IgnoreUnexported(queueGauges{})); diff != "" {
 		t.Fatalf("after drain: queue metrics differ (-kube +pace):\n%s", diff)
 	}
 	t.Logf("dispatch gauges compared after %d steps (%d with the discounted bounds); %d heads did not fit; %d queue lengths after enqueue, %v queued at most",
 		compared, comparedDiscounted, pace.Dump().NoAccommodation["fs"], paceQueued.LengthCount, paceQueued.peak)
-	if kubeMisses, paceMisses := kubeNoAccommodation(t, name), pace.Dump().NoAccommodation["fs"]; kubeMisses != paceMisses {
+	if kubeMisses, paceMisses := kubeNoAccommodation(mfs, name), pace.Dump().NoAccommodation["fs"]; kubeMisses != paceMisses {
 		t.Fatalf("dispatch attempts whose head did not fit: kube %d, pace %d", kubeMisses, paceMisses)
 	}
-	if g := kubeDispatchGauges(t, name); dispatches == 0 && len(g) != 0 {
+	if g := kubeDispatchGauges(mfs, name); dispatches == 0 && len(g) != 0 {
 		t.Fatalf("kube published dispatch gauges %v where pace never dispatched from a queue", g)
 	}
 }
 
-// kubeDispatchGauges reads the gauges kube's queue set sets at a dispatch
-// from a queue (metrics.SetDispatchMetrics) for one priority level, keyed
-// by name and bound.
-func kubeDispatchGauges(t *testing.T, level string) map[string]float64 {
+// kubeGather gathers kube's metrics once, for the readers below.
+func kubeGather(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	mfs, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mfs
+}
+
+// kubeDispatchGauges reads the gauges kube's queue set sets at a dispatch
+// from a queue (metrics.SetDispatchMetrics) for one priority level, keyed
+// by name and bound.
+func kubeDispatchGauges(mfs []*dto.MetricFamily, level string) map[string]float64 {
 	out := map[string]float64{}
 	for _, mf := range mfs {
 		name, ok := strings.CutPrefix(mf.GetName(), "apiserver_flowcontrol_")
@@ -382,12 +394,7 @@ func kubeDispatchGauges(t *testing.T, level string) map[string]float64 {
 
 // kubeFlowSeries returns kube's series of the metric name for flow schema
 // "fs" at one priority level, or nil if it has none.
-func kubeFlowSeries(t *testing.T, name, level string) *dto.Metric {
-	t.Helper()
-	mfs, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+func kubeFlowSeries(mfs []*dto.MetricFamily, name, level string) *dto.Metric {
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -407,9 +414,8 @@ func kubeFlowSeries(t *testing.T, name, level string) *dto.Metric {
 
 // kubeNoAccommodation reads kube's request_dispatch_no_accommodation_total
 // of flow schema "fs" at one priority level.
-func kubeNoAccommodation(t *testing.T, level string) int {
-	t.Helper()
-	return int(kubeFlowSeries(t, "apiserver_flowcontrol_request_dispatch_no_accommodation_total", level).GetCounter().GetValue())
+func kubeNoAccommodation(mfs []*dto.MetricFamily, level string) int {
+	return int(kubeFlowSeries(mfs, "apiserver_flowcontrol_request_dispatch_no_accommodation_total", level).GetCounter().GetValue())
 }
 
 // queueGauges is one level's view of kube's queue metrics of flow schema
@@ -437,12 +443,11 @@ func (g *queueGauges) observe(ev queueset.Event) {
 
 // kubeQueueGauges reads kube's queue metrics of flow schema "fs" at one
 // priority level (zero where kube has no series yet).
-func kubeQueueGauges(t *testing.T, level string) queueGauges {
-	t.Helper()
-	h := kubeFlowSeries(t, "apiserver_flowcontrol_request_queue_length_after_enqueue", level).GetHistogram()
+func kubeQueueGauges(mfs []*dto.MetricFamily, level string) queueGauges {
+	h := kubeFlowSeries(mfs, "apiserver_flowcontrol_request_queue_length_after_enqueue", level).GetHistogram()
 	return queueGauges{
-		Requests:    kubeFlowSeries(t, "apiserver_flowcontrol_current_inqueue_requests", level).GetGauge().GetValue(),
-		Seats:       kubeFlowSeries(t, "apiserver_flowcontrol_current_inqueue_seats", level).GetGauge().GetValue(),
+		Requests:    kubeFlowSeries(mfs, "apiserver_flowcontrol_current_inqueue_requests", level).GetGauge().GetValue(),
+		Seats:       kubeFlowSeries(mfs, "apiserver_flowcontrol_current_inqueue_seats", level).GetGauge().GetValue(),
 		LengthSum:   h.GetSampleSum(),
 		LengthCount: h.GetSampleCount(),
 	}

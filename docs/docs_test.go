@@ -264,13 +264,11 @@ func installedClients(t *testing.T, root string) clients {
 func startPace(t *testing.T, root string, extra ...string) *pace {
 	t.Helper()
 	dir := t.TempDir()
-	bin := programDir(t, "pace-docs-bin-") // on the PATH of sandboxed workers too
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "pace"), "./cmd/pace")
-	build.Dir = root
-	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pace: %v\n%s", err, out)
+	paceBin, err := localtest.Program("pace", root, "./cmd/pace", "GOFLAGS=-buildvcs=false")
+	if err != nil {
+		t.Fatal(err)
 	}
+	bin := filepath.Dir(paceBin) // on the PATH of sandboxed workers too
 	// An admin's token, and a tenant's who owns no job (docs/clients.md
 	// shows what the bus refuses it).
 	const token, other = "docs-token", "docs-other-token"

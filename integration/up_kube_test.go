@@ -21,6 +21,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/integration/kubetest"
+	"github.com/pace-platform/pace/internal/localtest"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 )
 
@@ -65,9 +66,9 @@ func TestUpRunsKubernetesJobs(t *testing.T) {
 	const ns = "pace-e2e"
 	grantActuator(t, admin, ns, kubetest.User)
 
-	bin := filepath.Join(t.TempDir(), "pace")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pace-platform/pace/cmd/pace").CombinedOutput(); err != nil {
-		t.Fatalf("build pace: %v\n%s", err, out)
+	bin, err := localtest.Program("pace", ".", "github.com/pace-platform/pace/cmd/pace")
+	if err != nil {
+		t.Fatal(err)
 	}
 	up := exec.Command(bin, "up", "--data", t.TempDir(), "--http", freeAddr(t), "--nats-listen", freeAddr(t),
 		"--kubernetes", "--kubeconfig", writeKubeconfig(t), "--pod-nats-url", "nats://pace-nats:4222")

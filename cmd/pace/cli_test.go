@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -29,19 +28,13 @@ import (
 var paceBin string
 
 func TestMain(m *testing.M) {
-	local.RunSandboxInit()                       // pace stage gate runs in this process: its sandboxed workers start with this binary
-	dir, err := localtest.ProgramDir("pace-bin") // on the PATH of sandboxed workers too
-	if err != nil {
-		panic(err)
-	}
-	paceBin = filepath.Join(dir, "pace")
-	if out, err := exec.Command("go", "build", "-o", paceBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pace: %v\n%s", err, out)
+	local.RunSandboxInit() // pace stage gate runs in this process: its sandboxed workers start with this binary
+	var err error
+	if paceBin, err = localtest.Program("pace", ".", "."); err != nil { // on the PATH of sandboxed workers too
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 func freeAddr(t testing.TB) string {

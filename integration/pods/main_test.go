@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pace-platform/pace/integration/kubetest"
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // Images the tests import into the node (kubetest.ImportWorkerImages).
@@ -79,7 +80,11 @@ func run(m *testing.M) int {
 	removeEarlierRuns(dir, log) // the node's lock is held: no other run uses them
 	admin = kubernetes.NewForConfigOrDie(cp.Admin)
 	t1 := time.Now()
-	if paceBin, err = node.ImportWorkerImages(dir); err != nil {
+	programs, err := localtest.Programs() // kept: the next run links nothing unchanged
+	if err != nil {
+		return fail(err)
+	}
+	if paceBin, err = node.ImportWorkerImages(programs); err != nil {
 		return fail(err)
 	}
 	log.Info("worker images built and imported", "took", time.Since(t1).Round(time.Millisecond))

@@ -2,7 +2,13 @@
 // sandboxes.
 package localtest
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
 
 // ProgramDir creates a directory for programs that sandboxed workers run,
 // as an installed program's would be: every user may reach it, and it is
@@ -18,4 +24,58 @@ func ProgramDir(pattern string) (string, error) {
 		return "", err
 	}
 	return dir, os.Chmod(dir, 0o755)
+}
+
+// Programs returns the directory of the programs this test binary builds
+// (see Program), creating it: like a ProgramDir, but one per test binary
+// and kept between runs.
+func Programs() (string, error) {
+	base := "/run"
+	if err := writable(base); err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, fmt.Sprintf("pace-test-programs-%d", os.Geteuid()), filepath.Base(os.Args[0]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for d := dir; d != base; d = filepath.Dir(d) { // whatever the umask made of them
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// writable returns nil if this process may create files in dir.
+func writable(dir string) error {
+	f, err := os.CreateTemp(dir, ".pace-probe-")
+	if err != nil {
+		return err
+	}
+	f.Close() //nolint:errcheck // empty
+	return os.Remove(f.Name())
+}
+
+var built sync.Map // program name -> func() (string, error)
+
+// Program builds the main package pkg with go build, run in dir with env
+// added to its environment, as name in Programs, once per test binary, and
+// returns its path. The program is kept after the tests: the next run finds
+// it up to date and does not link it again (a link of pace costs seconds of
+// CPU), and no other test binary replaces it while this one runs it.
+func Program(name, dir, pkg string, env ...string) (string, error) {
+	once, _ := built.LoadOrStore(name, sync.OnceValues(func() (string, error) {
+		programs, err := Programs()
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(programs, name)
+		cmd := exec.Command("go", "build", "-o", path, pkg)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build -o %s %s: %w\n%s", name, pkg, err, out)
+		}
+		return path, nil
+	}))
+	return once.(func() (string, error))()
 }

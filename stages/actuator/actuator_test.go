@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
+	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/actuator/local"
@@ -23,18 +22,12 @@ import (
 var paceBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pace-actuator")
-	if err != nil {
-		panic(err)
-	}
-	paceBin = filepath.Join(dir, "pace")
-	if out, err := exec.Command("go", "build", "-o", paceBin, "github.com/pace-platform/pace/cmd/pace").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pace: %v\n%s", err, out)
+	var err error
+	if paceBin, err = localtest.Program("pace", ".", "github.com/pace-platform/pace/cmd/pace"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // TestDecisionsScaleRealWorkersThroughTheGate runs the actuator, the APF bus

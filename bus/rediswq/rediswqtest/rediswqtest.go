@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,33 +155,15 @@ func (c *Conn) read() (string, error) {
 	return "", fmt.Errorf("unknown reply %q", line)
 }
 
-var goWorker struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // GoWorker builds examples/asperathos/goredis-worker, a worker on the
-// go-redis client (its own module), once per test binary, and returns the
-// binary's path.
+// go-redis client (its own module), once per test binary, where sandboxed
+// workers run it too, and returns the binary's path.
 func GoWorker(t testing.TB) string {
 	t.Helper()
-	goWorker.once.Do(func() {
-		dir, err := localtest.ProgramDir("goredis-worker") // sandboxed workers run it too
-		if err != nil {
-			goWorker.err = err
-			return
-		}
-		goWorker.path = filepath.Join(dir, "goredis-worker")
-		cmd := exec.Command("go", "build", "-o", goWorker.path, ".")
-		cmd.Dir = filepath.Join(filepath.Dir(Worker()), "..", "goredis-worker")
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			goWorker.err = fmt.Errorf("build the go-redis worker: %w\n%s", err, out)
-		}
-	})
-	if goWorker.err != nil {
-		t.Fatal(goWorker.err)
+	path, err := localtest.Program("goredis-worker", filepath.Join(filepath.Dir(Worker()), "..", "goredis-worker"), ".",
+		"GOWORK=off", "GOFLAGS=-mod=mod")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return goWorker.path
+	return path
 }

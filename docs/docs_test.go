@@ -96,10 +96,10 @@ func keys(m map[string]string) []string {
 
 // TestDocumentedCommandsRun runs the shell blocks of README.md and
 // docs/*.md against a live 'pace up' on free ports: each page's blocks in
-// order, in one bash with -euo pipefail in a copy of the repository's
-// tracked files (what a clone holds), so a variable set by one block is seen
-// by the next and files the commands write stay out of the tree; with pace
-// and the NATS CLI on PATH, the nats.js packages in
+// order (the pages at once), in one bash with -euo pipefail in a copy of
+// the repository's tracked files (what a clone holds), so a variable set by
+// one block is seen by the next and files the commands write stay out of
+// the tree; with pace and the NATS CLI on PATH, the nats.js packages in
 // examples/clients/node/node_modules, API, AUTH, TOKEN and OTHER_TOKEN set,
 // and the default addresses (localhost:8080, 127.0.0.1:4222) pointing at
 // this pace up.
@@ -146,6 +146,7 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	up := startPace(t, tree, clients.bin)
 	for _, s := range scripts {
 		t.Run(filepath.Base(s.file), func(t *testing.T) {
+			t.Parallel() // the pages share pace up, never a file or a job
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			body := strings.NewReplacer("localhost:8080", up.http, "127.0.0.1:8080", up.http,
@@ -168,16 +169,27 @@ func TestDocumentedCommandsRun(t *testing.T) {
 }
 
 // copyTree copies the files git tracks or would track (not ignored) under
-// root into a temporary directory and returns it: one every user may read
-// and outside /tmp, as a checkout is, since the jobs' sandboxed workers run
-// its examples as users of their own.
+// root into a directory and returns it: one every user may read and
+// outside /tmp, as a checkout is, since the jobs' sandboxed workers run its
+// examples as users of their own. The directory is the same at every run,
+// so that the README's go build finds its packages in the build cache
+// (compiled packages are keyed by their source's path); it is emptied
+// before and after.
 func copyTree(t *testing.T, root string) string {
 	t.Helper()
 	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
-	tree := programDir(t, "pace-docs-tree-")
+	programs, err := localtest.Programs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(programs, "tree")
+	if err := os.RemoveAll(tree); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tree) })
 	for name := range strings.SplitSeq(strings.TrimRight(string(out), "\x00"), "\x00") {
 		data, err := os.ReadFile(filepath.Join(root, name))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -338,16 +350,4 @@ func freeAddr(t *testing.T) string {
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// programDir is a directory that sandboxed workers reach, removed when the
-// test ends.
-func programDir(t *testing.T, pattern string) string {
-	t.Helper()
-	dir, err := localtest.ProgramDir(pattern)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }

@@ -23,7 +23,7 @@ phase() {
 end2end='/(cmd/pace|docs|deploy/nats|integration/(pods|deploy|chaos))$'
 # go test starts packages in the order given: the slowest first, so that
 # neither core idles while the last one runs alone.
-slowest='/(bus|integration|stages/manager|cmd/pace|docs|integration/pods)$'
+slowest='/(bus|integration|stages/manager|cmd/pace|integration/pods)$'
 flags=(-count=1 -parallel 4 -timeout 20m -ldflags='-s -w') # -s -w: a sixth less link time; traces keep their lines
 export GORACE="${GORACE:-atexit_sleep_ms=0}"               # else each -race test binary sleeps 1 s before it exits
 pkgs=$(go list ./...)

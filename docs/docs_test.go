@@ -95,14 +95,14 @@ func keys(m map[string]string) []string {
 }
 
 // TestDocumentedCommandsRun runs the shell blocks of README.md and
-// docs/*.md against a live 'pace up' on free ports: each page's blocks in
-// order (the pages at once), in one bash with -euo pipefail in a copy of
-// the repository's tracked files (what a clone holds), so a variable set by
-// one block is seen by the next and files the commands write stay out of
-// the tree; with pace and the NATS CLI on PATH, the nats.js packages in
-// examples/clients/node/node_modules, API, AUTH, TOKEN and OTHER_TOKEN set,
-// and the default addresses (localhost:8080, 127.0.0.1:4222) pointing at
-// this pace up.
+// docs/*.md, the pages at once, each against a live 'pace up' of its own on
+// free ports, as a reader starts one: a page's blocks in order, in one bash
+// with -euo pipefail in a copy of the repository's tracked files (what a
+// clone holds), so a variable set by one block is seen by the next and
+// files the commands write stay out of the tree; with pace and the NATS CLI
+// on PATH, the nats.js packages in examples/clients/node/node_modules, API,
+// AUTH, TOKEN and OTHER_TOKEN set, and the default addresses
+// (localhost:8080, 127.0.0.1:4222) pointing at the page's pace up.
 func TestDocumentedCommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts pace up and runs every documented command")
@@ -143,10 +143,10 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	if err := os.Symlink(clients.nodeModules, filepath.Join(tree, nodeExamples, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	up := startPace(t, tree, clients.bin)
 	for _, s := range scripts {
 		t.Run(filepath.Base(s.file), func(t *testing.T) {
-			t.Parallel() // the pages share pace up, never a file or a job
+			t.Parallel() // the pages share no file; each has its pace up
+			up := startPace(t, tree, clients.bin)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			body := strings.NewReplacer("localhost:8080", up.http, "127.0.0.1:8080", up.http,

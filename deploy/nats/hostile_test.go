@@ -198,7 +198,7 @@ func TestOneJobCannotFillTheWorkStream(t *testing.T) {
 	accepted, refused := 0, 0
 	for i := range 3 * bound {
 		body := fmt.Sprintf(`{"id":"flood%d","job":%q,"payload":"x"}`, i, aliceJob)
-		_, err := pusher.Publish(ctx, schemas.DefaultPrefix.Work(aliceJob), []byte(body))
+		err := publishUntilAnswered(t, ctx, pusher, schemas.DefaultPrefix.Work(aliceJob), fmt.Sprintf("flood%d", i), []byte(body))
 		switch {
 		case err == nil:
 			accepted++
@@ -416,6 +416,24 @@ func (b *authBus) attacker(t *testing.T, token string) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// publishUntilAnswered publishes body with message id id, again while no
+// answer comes within 10 s: a busy machine may lose an answer (a client
+// reconnecting), and the id makes a retry of a stored message a duplicate.
+// It returns the answer's error.
+func publishUntilAnswered(t *testing.T, ctx context.Context, js jetstream.JetStream, subject, id string, body []byte) error {
+	t.Helper()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := js.Publish(pctx, subject, body, jetstream.WithMsgID(id))
+		cancel()
+		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		if !lost || ctx.Err() != nil {
+			return err
+		}
+		t.Logf("publish %s: no answer within 10 s (%v); again", id, err)
+	}
 }
 
 // waitState waits for job to reach state, polling its record often.

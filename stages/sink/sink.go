@@ -107,22 +107,20 @@ func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
 func (st *Stage) Metrics() prometheus.Collector { return st.malformed }
 
 // Run delivers progress to the sink until ctx ends; cancellation returns nil.
-// Deleted and cleaned jobs are forgotten.
+// Deleted jobs are forgotten (a finished job's record, and its progress,
+// outlive the release of its resources).
 func (st *Stage) Run(ctx context.Context) error {
-	for _, ev := range []schemas.JobEventType{schemas.EventDeleted, schemas.EventCleaned} {
-		sub, err := st.nc.Subscribe(st.prefix.Jobs("*", ev), func(m *nats.Msg) {
-			if tokens := strings.Split(m.Subject, "."); len(tokens) > 2 {
-				st.sink.Forget(tokens[2])
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("subscribe job events: %w", err)
+	sub, err := st.nc.Subscribe(st.prefix.Jobs("*", schemas.EventDeleted), func(m *nats.Msg) {
+		if tokens := strings.Split(m.Subject, "."); len(tokens) > 2 {
+			st.sink.Forget(tokens[2])
 		}
-		defer sub.Unsubscribe() //nolint:errcheck // ending a subscription
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe job events: %w", err)
 	}
+	defer sub.Unsubscribe() //nolint:errcheck // ending a subscription
 	filter := st.prefix.Metrics("*", schemas.ProgressMetrics)
 	var cons jetstream.Consumer
-	var err error
 	switch st.start {
 	case Latest:
 		cons, err = st.js.OrderedConsumer(ctx, st.prefix.Stream(schemas.StreamMetrics), jetstream.OrderedConsumerConfig{

@@ -67,7 +67,7 @@ func publishProgress(t *testing.T, c *bus.Client, job string, done int) {
 }
 
 // TestStageStarts checks where each start position begins, that both
-// follow new progress, and that deleted jobs are forgotten.
+// follow new progress, and that deleted jobs are forgotten, and only they.
 func TestStageStarts(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	publishProgress(t, c, "a", 1)
@@ -90,13 +90,18 @@ func TestStageStarts(t *testing.T) {
 		return err == nil
 	})
 	publishProgress(t, c, "a", 3)
+	// a's resources are released (its record stays): its progress stays
+	// exported; b is deleted. The two arrive in this order.
+	if err := c.Conn().Publish(c.Prefix().Jobs("a", schemas.EventCleaned), nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Conn().Publish(c.Prefix().Jobs("b", schemas.EventDeleted), nil); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 10*time.Second, "new progress and the deletion", func() bool {
 		lw, lf := latest.snapshot()
 		dw, df := durable.snapshot()
-		return len(lw) == 3 && len(dw) == 1 && len(lf) == 1 && len(df) == 1
+		return len(lw) == 3 && len(dw) == 1 && len(lf) >= 1 && len(df) >= 1
 	})
 	lw, lf := latest.snapshot()
 	dw, _ := durable.snapshot()

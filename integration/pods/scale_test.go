@@ -101,11 +101,14 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
 	tl := newTally(t)
-	work := items(80)
+	// Enough items that the job still runs once four pods run and the
+	// controller has seen them, however slowly a busy node starts them
+	// (80 ended at 4 pods once, before any decision); 3 pods do the rest.
+	work := items(120)
 	doc, _ := json.Marshal(map[string]any{"name": "scale", "mode": "batch", "deadline": "30m",
 		"workload": map[string]any{"items": work},
 		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", tl.exec(1)}},
-		"replicas": map[string]any{"min": 2, "max": 4, "initial": 4},
+		"replicas": map[string]any{"min": 3, "max": 4, "initial": 4},
 		"controller": map[string]any{"name": "deadline", "check_interval": "1s", "params": map[string]any{
 			"prior_rate": 0.9, "startup_delay": "1s", "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})

@@ -41,6 +41,10 @@ type Sample struct {
 	// Done counts results; Dead counts dead letters.
 	Done int `json:"done"`
 	Dead int `json:"dead"`
+	// Unqueued counts results stored for items the job never queued (or
+	// its ledger has not entered yet): Done leaves them out, and the
+	// manager sets them aside.
+	Unqueued int `json:"unqueued,omitempty"`
 	// Redelivered counts unacknowledged items delivered more than once.
 	Redelivered int `json:"redelivered"`
 	// Replicas is the number of live workers of the job.
@@ -159,6 +163,8 @@ type Progress struct {
 	InFlight       int `json:"in_flight"`
 	Redeliveries   int `json:"redeliveries"`
 	Dead           int `json:"dead"`
+	// Unqueued is the sample's: results waiting to be set aside.
+	Unqueued int `json:"unqueued,omitempty"`
 	// Streaming jobs: items/s in and out, and the backlog (queued + in flight).
 	InputRate  float64 `json:"input_rate,omitempty"`
 	OutputRate float64 `json:"output_rate,omitempty"`

@@ -154,7 +154,9 @@ func (c *Stage) sample(ctx context.Context, rec *schemas.JobRecord, dead map[str
 			return nil, err
 		}
 	}
+	stored := s.Done
 	s.Done = min(s.Done, max(queued-s.Pending-s.InFlight, 0))
+	s.Unqueued = stored - s.Done
 	s.Published = s.Pending + s.InFlight + s.Done + s.Dead
 	if c.replicas != nil {
 		s.Replicas = c.replicas.Count(rec.ID)

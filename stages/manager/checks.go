@@ -70,13 +70,14 @@ func stallClockRuns(rec *schemas.JobRecord, ws bus.WorkState) bool {
 }
 
 // moved wakes a job whose progress differs from what its last check found,
-// its workers included (a heartbeat sample of an idle job does not).
+// its workers included, or holds results to set aside (a heartbeat sample
+// of an idle job does neither).
 func (m *Stage) moved(p *schemas.Progress) {
 	m.mu.Lock()
 	c, ok := m.checks[p.Job]
 	m.mu.Unlock()
 	if ok && p.Done == c.last.Results && p.Dead == c.last.Dead && p.QueueLength == c.last.Pending &&
-		p.InFlight == c.last.InFlight && p.Replicas == c.workers {
+		p.InFlight == c.last.InFlight && p.Replicas == c.workers && p.Unqueued == 0 {
 		return
 	}
 	m.wake(p.Job)

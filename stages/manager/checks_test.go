@@ -131,3 +131,42 @@ func TestQuietJobsAreCheckedEveryFiveMinutes(t *testing.T) {
 		return seen() > n
 	})
 }
+
+// A quiet streaming job that receives a result for an item it never queued
+// has it set aside within a few passes, not at its quiet heartbeat minutes
+// later: the collector's sample counts the result apart (unqueued), and the
+// progress that says so wakes the job's check.
+func TestUnqueuedResultsWakeAQuietJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	js := carelessClient(t, e)
+	id := e.submit("alice-token", `{"mode":"streaming","deadline":"10m"}`)
+	seen := checkCounter(t, e, id)
+	for range 300 { // its first check finds nothing new: the next is 300 passes later
+		e.m.Reconcile(ctx)
+	}
+	for n := seen(); seen() == n; { // until a check has just happened: the next is 300 passes away
+		e.m.Reconcile(ctx)
+	}
+	rec := forgeResults(t, e, js, id, []string{"forged"})
+	// What the collector samples: nothing moved but the result to set aside.
+	bustest.Publish(t, e.c, e.c.Prefix().Metrics(id, schemas.ProgressMetrics),
+		&schemas.Progress{Job: id, At: time.Now(), Mode: schemas.Streaming, Replicas: rec.Replicas, Unqueued: 1})
+	passes := 0
+	bustest.Eventually(t, 20*time.Second, "the forged result set aside", func() bool {
+		e.m.Reconcile(ctx)
+		passes++
+		if e.results(id) != 0 {
+			time.Sleep(20 * time.Millisecond) // for the manager to take the progress in
+			return false
+		}
+		return true
+	})
+	if passes >= 30 {
+		t.Errorf("set aside %d passes after the progress, want fewer than 30: woken by it", passes)
+	}
+	if l := mustLetters(t, e, id); len(l) != 1 || l[0].Reason != schemas.NeverQueued || l[0].ItemID != "forged" {
+		t.Errorf("letters %+v, want one never_queued letter for item forged", l)
+	}
+}

@@ -70,7 +70,7 @@ func (t *Tracker) Observe(s *schemas.Sample) (*schemas.Progress, error) {
 
 	p := &schemas.Progress{
 		Job: s.Job, At: s.At, Mode: s.Mode, State: s.State,
-		Replicas: s.Replicas, Total: s.Total, Done: s.Done, Dead: s.Dead,
+		Replicas: s.Replicas, Total: s.Total, Done: s.Done, Dead: s.Dead, Unqueued: s.Unqueued,
 		QueueLength: s.Pending, InFlight: s.InFlight, Redeliveries: s.Redelivered,
 	}
 	p.JobProgress = JobProgress(finished, s.Total)

@@ -41,9 +41,9 @@ type Sample struct {
 	// Done counts results; Dead counts dead letters.
 	Done int `json:"done"`
 	Dead int `json:"dead"`
-	// Unqueued counts results stored for items the job never queued (or
-	// its ledger has not entered yet): Done leaves them out, and the
-	// manager sets them aside.
+	// Unqueued counts the results Done leaves out: for items the job never
+	// queued (or its ledger has not entered yet), which the manager sets
+	// aside, or, for a moment, items finished while the job was sampled.
 	Unqueued int `json:"unqueued,omitempty"`
 	// Redelivered counts unacknowledged items delivered more than once.
 	Redelivered int `json:"redelivered"`

@@ -169,7 +169,7 @@ func TestCollectorKnownStates(t *testing.T) {
 
 	s1 := got.waitFor(t, "j1", "first sample", func(schemas.Sample, int) bool { return true })
 	want := schemas.Sample{Job: "j1", At: clk.Now(), Mode: schemas.Batch, State: schemas.Ongoing, Total: 10,
-		Pending: 6, InFlight: 2, Done: 2, Dead: 1, Replicas: 2, Published: 11, StartedAt: t0, Deadline: t0.Add(100 * time.Second)}
+		Pending: 6, InFlight: 2, Done: 2, Dead: 1, Unqueued: 1, Replicas: 2, Published: 11, StartedAt: t0, Deadline: t0.Add(100 * time.Second)}
 	if diff := cmp.Diff(want, s1); diff != "" {
 		t.Errorf("j1 sample (-want +got):\n%s", diff)
 	}

@@ -24,6 +24,7 @@ import (
 // one result, and the job completes. pace up runs no local workers here,
 // so the job can complete only through the pods.
 func TestAsperathosPayloadRunsInPods(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	u := startUp(t)
 	kubeconfig, err := cp.Kubeconfig()
 	if err != nil {

@@ -24,6 +24,7 @@ func items(n int) []string {
 // the bridge with its job's token: every item gets exactly one result, the
 // initial parallelism runs as that many containers, and the job completes.
 func TestBatchJobRunsInPods(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	ns := namespace(t, "batch")
 	u := startUp(t)
 	work := items(30)

@@ -11,6 +11,7 @@ import (
 // start fails its job by the before_first_result rule, its pod counted as
 // an exit, and the container's own output is in the job's log.
 func TestCrashingImageFailsTheJob(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	ns := namespace(t, "crash")
 	u := startUp(t)
 	doc, _ := json.Marshal(map[string]any{"name": "crash", "mode": "batch", "deadline": "10m",
@@ -37,6 +38,7 @@ func TestCrashingImageFailsTheJob(t *testing.T) {
 // registry serves) fails the job with a reason naming the image pull,
 // instead of leaving it waiting.
 func TestMissingImageFailsTheJob(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	ns := namespace(t, "missing")
 	u := startUp(t)
 	doc, _ := json.Marshal(map[string]any{"name": "missing", "mode": "batch", "deadline": "10m",

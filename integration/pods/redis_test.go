@@ -14,6 +14,7 @@ import (
 // the bridge with their job's token as the queue's name: every item gets
 // exactly one result and the job completes.
 func TestRedisWorkerRunsInPods(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	ns := namespace(t, "redis")
 	u := startUp(t)
 	work := items(24)

@@ -97,6 +97,9 @@ func runningContainers(t *testing.T, ns, job string) int {
 // controller deletes pods, whose pace worker finishes its items within the
 // grace: the running worker containers come down to the new parallelism,
 // and every item was worked on once, ended once, and has one result.
+//
+// It runs alone, before the parallel tests: it needs its job to outlast the
+// controller's first decisions, which a busy node delays.
 func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
@@ -163,6 +166,7 @@ func TestScaleDownLosesNothing(t *testing.T) {
 // and another pod does it again, once; every item ends with one result and
 // the job completes, its crashed pod counted as an exit after results.
 func TestKilledPodItemIsDoneAgainOnce(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	ns := namespace(t, "kill")
 	u := startUp(t)
 	tl := newTally(t)

@@ -13,6 +13,7 @@ import (
 // /tmp, Pace's emptyDir, is writable; worker.security.writable_root lifts
 // it, and the same write succeeds. Workers run as uid 65532.
 func TestRestrictedRootIsReadOnly(t *testing.T) {
+	t.Parallel() // its own namespace and pace up; the node runs several jobs at once
 	ns := namespace(t, "security")
 	u := startUp(t)
 	for _, tc := range []struct {

@@ -31,6 +31,14 @@ func checkCounter(t *testing.T, e *env, job string) (seen func() int64) {
 	}
 }
 
+// untilJustChecked runs passes until one checks the job whose checks seen
+// counts: the job's next quiet check is then 300 passes away.
+func untilJustChecked(e *env, seen func() int64) {
+	for n := seen(); seen() == n; {
+		e.m.Reconcile(context.Background())
+	}
+}
+
 // atMostOneCheckIn299Passes runs 299 passes and requires that the job whose
 // checks seen counts was checked at most once: its heartbeat is every 300.
 func atMostOneCheckIn299Passes(t *testing.T, e *env, seen func() int64, what string) {
@@ -81,9 +89,7 @@ func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 	// completes.
 	id := moving
 	seen = checkCounter(t, e, id)
-	for n := seen(); seen() == n; { // until a check has just happened: the next is up to 300 passes away
-		e.m.Reconcile(ctx)
-	}
+	untilJustChecked(e, seen)
 	e.work(id, 1, upper)
 	bustest.Eventually(t, 20*time.Second, "the result", func() bool {
 		n, err := e.c.ResultCount(ctx, id)
@@ -119,9 +125,7 @@ func TestQuietJobsAreCheckedEveryFiveMinutes(t *testing.T) {
 		e.m.Reconcile(ctx)
 	}
 	atMostOneCheckIn299Passes(t, e, seen, "a quiet job")
-	for n := seen(); seen() == n; { // until a check has just happened: the next is 300 passes away
-		e.m.Reconcile(ctx)
-	}
+	untilJustChecked(e, seen)
 	// A worker shows up in its progress: it is checked at the next passes.
 	bustest.Publish(t, e.c, e.c.Prefix().Metrics(id, schemas.ProgressMetrics),
 		&schemas.Progress{Job: id, At: time.Now(), QueueLength: 1, Replicas: 1})
@@ -146,9 +150,7 @@ func TestUnqueuedResultsWakeAQuietJob(t *testing.T) {
 	for range 300 { // its first check finds nothing new: the next is 300 passes later
 		e.m.Reconcile(ctx)
 	}
-	for n := seen(); seen() == n; { // until a check has just happened: the next is 300 passes away
-		e.m.Reconcile(ctx)
-	}
+	untilJustChecked(e, seen)
 	rec := forgeResults(t, e, js, id, []string{"forged"})
 	// What the collector samples: nothing moved but the result to set aside.
 	bustest.Publish(t, e.c, e.c.Prefix().Metrics(id, schemas.ProgressMetrics),

@@ -90,40 +90,43 @@ func runningContainers(t *testing.T, ns, job string) int {
 	return n
 }
 
-// TestScaleDownLosesNothing: the deadline controller, told the workers'
-// rate (prior_rate) and start-up (startup_delay), scales a job with a
-// generous deadline down from its initial parallelism once its pods run,
-// while items run; the Job
-// controller deletes pods, whose pace worker finishes its items within the
-// grace: the running worker containers come down to the new parallelism,
-// and every item was worked on once, ended once, and has one result.
+// TestScaleDownLosesNothing: the KEDA-style lag controller (hpa) scales a
+// job down from its initial parallelism part-way through, while its pods
+// work on items: the Job controller deletes pods, whose pace worker finishes
+// its item within the grace; the running worker containers come down to the
+// new parallelism, and every item was worked on once, ended once, and has
+// one result. (The deadline controller keeps busy replicas until the queue
+// drains, so its scale-downs come in a job's last seconds.)
 //
-// It runs alone, before the parallel tests: it needs its job to outlast the
-// controller's first decisions, which a busy node delays.
+// It runs alone, before the parallel tests, so that its pods start quickly.
 func TestScaleDownLosesNothing(t *testing.T) {
 	ns := namespace(t, "scale")
 	u := startUp(t)
 	tl := newTally(t)
-	// Enough items that the job still runs once four pods run and the
-	// controller has seen them, however slowly a busy node starts them
-	// (80 ended at 4 pods once, before any decision); 3 pods do the rest.
+	// Lag (queued and running items) over 25 per replica wants 5, held at
+	// max 4, until 75 are left: then 3, which do the rest.
 	work := items(120)
 	doc, _ := json.Marshal(map[string]any{"name": "scale", "mode": "batch", "deadline": "30m",
 		"workload": map[string]any{"items": work},
 		"worker":   map[string]any{"image": paceImage, "command": []string{"pace", "worker", "$(PACE_JOB)", "--exec", tl.exec(1)}},
 		"replicas": map[string]any{"min": 3, "max": 4, "initial": 4},
-		"controller": map[string]any{"name": "deadline", "check_interval": "1s", "params": map[string]any{
-			"prior_rate": 0.9, "startup_delay": "1s", "rate_window": "4s", "scale_down_window": "0s", "tolerance_down": 0, "max_down_percent": 100}},
+		"controller": map[string]any{"name": "hpa", "check_interval": "1s", "params": map[string]any{
+			"target": 25, "scale_down_window": "0s"}},
 		"actuator": map[string]any{"name": "kubernetes", "namespace": ns}})
 	id := u.submit(t, string(doc))
 	ctx := context.Background()
 	var parallelism []int32 // each change of the Job's parallelism
 	followed := false       // running containers came down to a lowered parallelism
+	endedAtDrop := -1       // items ended when the parallelism was first seen lowered
 	v := u.waitFinal(t, id, 4*time.Minute, func() {
 		if j, err := admin.BatchV1().Jobs(ns).Get(ctx, kubeactuator.Name(id), metav1.GetOptions{}); err == nil && j.Spec.Parallelism != nil {
 			// 0 is the scale-down once the job has completed.
 			if p := *j.Spec.Parallelism; p > 0 && (len(parallelism) == 0 || parallelism[len(parallelism)-1] != p) {
 				parallelism = append(parallelism, p)
+				if p < 4 && endedAtDrop < 0 {
+					_, ends := tl.counts()
+					endedAtDrop = len(ends)
+				}
 			}
 		}
 		if n := len(parallelism); n > 1 && parallelism[n-1] < 4 && int32(runningContainers(t, ns, id)) == parallelism[n-1] {
@@ -133,9 +136,10 @@ func TestScaleDownLosesNothing(t *testing.T) {
 	if v["status"] != "completed" {
 		t.Fatalf("job ended %v: %v\npods:\n%s", v["status"], v["reason"], podSummary(t))
 	}
-	t.Logf("the Job's parallelism: %v", parallelism)
-	if len(parallelism) < 2 || parallelism[0] != 4 || slices.Min(parallelism) >= 4 {
-		t.Errorf("the Job's parallelism went %v, want 4 then lower while items ran", parallelism)
+	t.Logf("the Job's parallelism: %v, lowered after %d of %d items ended", parallelism, endedAtDrop, len(work))
+	if len(parallelism) < 2 || parallelism[0] != 4 || slices.Min(parallelism) >= 4 || endedAtDrop < 1 || endedAtDrop > len(work)-10 {
+		t.Errorf("the Job's parallelism went %v (lowered after %d items ended), want 4 then lower while items ran; the controller's decisions:\n%s",
+			parallelism, endedAtDrop, u.pace(t, false, "decisions", id))
 	}
 	if !followed {
 		t.Errorf("the running worker containers never came down to the Job's lowered parallelism (%v)", parallelism)

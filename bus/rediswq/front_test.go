@@ -48,7 +48,7 @@ func job(t *testing.T, c *bus.Client, id string, spec schemas.JobSpec, items ...
 // worker starts worker.py against the front at addr.
 func worker(t *testing.T, addr, queue string, env ...string) *exec.Cmd {
 	t.Helper()
-	return start(t, []string{rediswqtest.Python(t), rediswqtest.Worker()}, addr, queue, env...)
+	return start(t, []string{rediswqtest.Python(t), rediswqtest.Worker(t)}, addr, queue, env...)
 }
 
 // start starts a worker program against the front at addr.

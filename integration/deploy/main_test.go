@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/pace-platform/pace/integration/kubetest"
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 var (
@@ -18,8 +18,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	_, here, _, _ := runtime.Caller(0)
-	repo = filepath.Join(filepath.Dir(here), "..", "..")
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -30,6 +28,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	var err error
+	if repo, err = localtest.Root(); err != nil {
+		return 0, err
+	}
 	if kubeBin, err = kubetest.Binaries(); err != nil {
 		return 0, err
 	}

@@ -181,7 +181,7 @@ func submitKubeJob(t *testing.T, manager *stageProc, items []string, worker map[
 // to the TLS NATS servers with that token; every item gets one result.
 func runRedisWorkerJob(t *testing.T, manager, gate *stageProc) {
 	t.Helper()
-	python, worker := rediswqtest.Python(t), rediswqtest.Worker()
+	python, worker := rediswqtest.Python(t), rediswqtest.Worker(t)
 	items := []string{"p", "q", "r", "s", "t", "u", "v", "w"}
 	id, job := submitKubeJob(t, manager, items,
 		map[string]any{"image": "registry.example/asperathos-worker:1", "command": []string{python, worker}, "protocol": "redis"})

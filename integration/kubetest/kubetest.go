@@ -24,13 +24,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // Tokens of the static users: an admin (system:masters, exempt from APF)
@@ -62,8 +63,11 @@ func Binaries() (string, error) {
 	if dir := os.Getenv("KUBE_BIN"); dir != "" {
 		return dir, nil
 	}
-	_, here, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(here), "..", "kubetools", "build.sh")
+	root, err := localtest.Root()
+	if err != nil {
+		return "", err
+	}
+	script := filepath.Join(root, "integration", "kubetools", "build.sh")
 	out, err := exec.Command(script).Output()
 	if err != nil {
 		var ee *exec.ExitError

@@ -3,11 +3,14 @@
 package localtest
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // ProgramDir creates a directory for programs that sandboxed workers run,
@@ -58,7 +61,7 @@ func writable(dir string) error {
 
 var built sync.Map // program name -> func() (string, error)
 
-// Program builds the main package pkg with go build, run in dir with env
+// Program builds the main package pkg with go build (static, CGO_ENABLED=0), run in dir with env
 // added to its environment, as name in Programs, once per test binary, and
 // returns its path. The program is kept after the tests: the next run finds
 // it up to date and does not link it again (a link of pace costs seconds of
@@ -70,12 +73,55 @@ func Program(name, dir, pkg string, env ...string) (string, error) {
 			return "", err
 		}
 		path := filepath.Join(programs, name)
-		cmd := exec.Command("go", "build", "-o", path, pkg)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+		defer LockBuilds()()
+		// Static, -trimpath: as the images build it, so that they share
+		// compiled packages, and a clone elsewhere finds it built.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", path, pkg)
+		cmd.Dir, cmd.Env = dir, append(append(os.Environ(), "CGO_ENABLED=0"), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("go build -o %s %s: %w\n%s", name, pkg, err, out)
 		}
 		return path, nil
 	}))
 	return once.(func() (string, error))()
+}
+
+// Root returns the repository's root: the nearest directory above the
+// working directory (a test's is its package's) whose go.mod is Pace's. Tests
+// find files by it rather than by their sources' paths, which -trimpath
+// leaves out.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte(module)) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no directory above the working directory holds Pace's go.mod")
+		}
+		dir = parent
+	}
+}
+
+// module is how Pace's go.mod begins.
+const module = "module github.com/pace-platform/pace\n"
+
+// LockBuilds waits until no other test process holds the builds' lock, takes
+// it and returns its release. Test binaries building the same packages at
+// once would each compile them: in turn, the second finds them in the build
+// cache. Without the lock file (another user's), it does not wait.
+func LockBuilds() (unlock func()) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), fmt.Sprintf("pace-test-builds-%d.lock", os.Geteuid())), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close() //nolint:errcheck // nothing written
+		return func() {}
+	}
+	return func() { f.Close() } //nolint:errcheck // closing releases the lock
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,9 +19,13 @@ import (
 )
 
 // Worker is the path of examples/asperathos/rediswq-worker/worker.py.
-func Worker() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "examples", "asperathos", "rediswq-worker", "worker.py")
+func Worker(t testing.TB) string {
+	t.Helper()
+	root, err := localtest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "examples", "asperathos", "rediswq-worker", "worker.py")
 }
 
 // Python returns a python3 that imports redis (Debian's python3-redis,
@@ -160,7 +163,7 @@ func (c *Conn) read() (string, error) {
 // workers run it too, and returns the binary's path.
 func GoWorker(t testing.TB) string {
 	t.Helper()
-	path, err := localtest.Program("goredis-worker", filepath.Join(filepath.Dir(Worker()), "..", "goredis-worker"), ".",
+	path, err := localtest.Program("goredis-worker", filepath.Join(filepath.Dir(Worker(t)), "..", "goredis-worker"), ".",
 		"GOWORK=off", "GOFLAGS=-mod=mod")
 	if err != nil {
 		t.Fatal(err)

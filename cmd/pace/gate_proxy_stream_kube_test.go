@@ -245,8 +245,8 @@ current-context: proxy
 	}
 }
 
-// kubectlBin returns kubectl: $KUBECTL, else the one on $PATH, else one
-// built by the kube tools module beside the test's kube binaries.
+// kubectlBin returns kubectl: $KUBECTL, else the one on $PATH, else the one
+// integration/kubetools/build.sh built beside the test's kube binaries.
 func kubectlBin(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("KUBECTL"); p != "" {
@@ -259,17 +259,7 @@ func kubectlBin(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(bin, "kubectl")
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	build := exec.Command("go", "build", "-o", out, "k8s.io/kubernetes/cmd/kubectl")
-	build.Dir = "../../integration/kubetools"
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl: %v\n%s", err, b)
-	}
-	return out
+	return filepath.Join(bin, "kubectl")
 }
 
 // startKwok registers node kwok-node-0 and runs kwok as its kubelet, with

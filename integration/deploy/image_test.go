@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // nonRootUID is the uid of the image (distroless's nonroot user).
@@ -139,6 +141,7 @@ func buildImageBinary(d dockerfile) (string, error) {
 	cmd := exec.Command("sh", "-c", strings.ReplaceAll(d.build, "/out/pace", out))
 	cmd.Dir = ctxDir
 	cmd.Env = append(append(os.Environ(), d.env...), "VERSION=v0.0.0-imagetest")
+	defer localtest.LockBuilds()()
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("image build %q: %w\n%s", d.build, err, msg)
 	}

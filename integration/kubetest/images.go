@@ -5,9 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 
 	"github.com/pace-platform/pace/integration/kubetest/ociarchive"
+	"github.com/pace-platform/pace/internal/localtest"
 )
 
 // Worker images that ImportWorkerImages builds from this repository.
@@ -26,8 +26,10 @@ const (
 // RedisWorkerImage into the node, and returns the pace binary's path (it
 // also runs on the host).
 func (n *Node) ImportWorkerImages(dir string) (string, error) {
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(here), "..", "..")
+	root, err := localtest.Root()
+	if err != nil {
+		return "", err
+	}
 	paceBin, redisWorker := filepath.Join(dir, "pace"), filepath.Join(dir, "goredis-worker")
 	// As the Dockerfile builds pace (CGO_ENABLED=0 -trimpath -s -w), so that
 	// the two share their compiled packages; the worker is its own module.
@@ -35,13 +37,16 @@ func (n *Node) ImportWorkerImages(dir string) (string, error) {
 		{root, paceBin, "./cmd/pace"},
 		{filepath.Join(root, "examples", "asperathos", "goredis-worker"), redisWorker, "."},
 	} {
+		unlock := localtest.LockBuilds()
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.out, b.pkg)
 		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 		if b.pkg == "." {
 			cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod")
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		unlock()
+		if err != nil {
 			return "", fmt.Errorf("build %s: %w\n%s", b.pkg, err, out)
 		}
 	}

@@ -26,7 +26,10 @@ end2end='/(cmd/pace|docs|deploy/nats|integration/(pods|deploy|chaos))$'
 # with the least else running (a busy machine starts its containers slowly).
 slowest='/(bus|integration|stages/manager|cmd/pace)$'
 last='/integration/pods$'
-flags=(-count=1 -parallel 4 -timeout 20m -ldflags='-s -w') # -s -w: a sixth less link time; traces keep their lines
+# -s -w: a sixth less link time; traces keep their lines. -trimpath: the
+# build cache keys compiled packages by their sources' directory otherwise,
+# so a clone at a new path (CI's) would compile every package again.
+flags=(-count=1 -parallel 4 -timeout 20m -trimpath -ldflags='-s -w')
 export GORACE="${GORACE:-atexit_sleep_ms=0}"               # else each -race test binary sleeps 1 s before it exits
 pkgs=$(go list ./...)
 ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's order, the last
@@ -38,5 +41,8 @@ ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's
 }
 phase setup integration/scripts/test-setup.sh
 phase "go test -race" go test -race "${flags[@]}" $(ordered -vE "$end2end")
-phase "go test end-to-end" go test "${flags[@]}" $(ordered -E "$end2end")
-phase conformance bash -c 'cd flowcontrol/conformance && go test -mod=mod -count=1 -timeout 20m ./...'
+# Static, as the programs and images these tests build (localtest.Program,
+# the worker images, the Dockerfile's build): one compile of each package
+# serves them all.
+phase "go test end-to-end" env CGO_ENABLED=0 go test "${flags[@]}" $(ordered -E "$end2end")
+phase conformance bash -c 'cd flowcontrol/conformance && go test -mod=mod -count=1 -trimpath -timeout 20m ./...'

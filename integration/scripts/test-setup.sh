@@ -6,7 +6,7 @@
 # friends for the Kubernetes tests, containerd, runc and the CNI plugins
 # (Debian) and a kubelet for the real node's, InfluxDB 1.8 for the sinks. Each step
 # returns at once when its output is already there. The first run on a fresh
-# machine takes about 25 minutes, most of it the kube binaries
+# machine takes about 15 minutes, nearly all of it the kube binaries
 # (docs/development.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -22,9 +22,8 @@ export GOFLAGS=-mod=mod
 t=$SECONDS
 built() { echo "built $1 ($((SECONDS - t)) s)" >&2; t=$SECONDS; }
 # One module, so one version of each package, and one go build: the
-# binaries share most of their packages, compiled once. -trimpath as the
-# tests build (the conformance module compiles k8s.io/apiserver again
-# otherwise); -s -w: nobody debugs them here, and the links are shorter.
+# binaries share most of their packages, compiled once. -trimpath, as the
+# tests build; -s -w: nobody debugs them here, and the links are shorter.
 V=k8s.io/component-base/version
 go build -trimpath -ldflags "-s -w -X $V.gitVersion=v1.37.2 -X $V.gitMajor=1 -X $V.gitMinor=37 -X $V.gitTreeState=clean" -o "$OUT/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \

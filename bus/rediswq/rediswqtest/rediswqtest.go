@@ -21,11 +21,17 @@ import (
 // Worker is the path of examples/asperathos/rediswq-worker/worker.py.
 func Worker(t testing.TB) string {
 	t.Helper()
+	return filepath.Join(examples(t), "rediswq-worker", "worker.py")
+}
+
+// examples is the path of examples/asperathos.
+func examples(t testing.TB) string {
+	t.Helper()
 	root, err := localtest.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "examples", "asperathos", "rediswq-worker", "worker.py")
+	return filepath.Join(root, "examples", "asperathos")
 }
 
 // Python returns a python3 that imports redis (Debian's python3-redis,
@@ -163,7 +169,7 @@ func (c *Conn) read() (string, error) {
 // workers run it too, and returns the binary's path.
 func GoWorker(t testing.TB) string {
 	t.Helper()
-	path, err := localtest.Program("goredis-worker", filepath.Join(filepath.Dir(Worker(t)), "..", "goredis-worker"), ".",
+	path, err := localtest.Program("goredis-worker", filepath.Join(examples(t), "goredis-worker"), ".",
 		"GOWORK=off", "GOFLAGS=-mod=mod")
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test.sh: the README's test command (task test). The one-time set-up, then
+# test.sh: the README's test command (also task test). The one-time set-up, then
 # every package of the main module, then the conformance module; at the end,
 # even after a failure, what each phase cost.
 #
@@ -45,4 +45,4 @@ phase "go test -race" go test -race "${flags[@]}" $(ordered -vE "$end2end")
 # the worker images, the Dockerfile's build): one compile of each package
 # serves them all.
 phase "go test end-to-end" env CGO_ENABLED=0 go test "${flags[@]}" $(ordered -E "$end2end")
-phase conformance bash -c 'cd flowcontrol/conformance && go test -mod=mod -count=1 -trimpath -timeout 20m ./...'
+phase conformance bash -c 'cd flowcontrol/conformance && CGO_ENABLED=0 go test -mod=mod -count=1 -trimpath -timeout 20m ./...'

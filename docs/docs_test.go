@@ -333,9 +333,8 @@ func startPace(t *testing.T, root string, extra ...string) *pace {
 		"PATH="+strings.Join(append([]string{bin}, append(extra, os.Getenv("PATH"))...), string(os.PathListSeparator)),
 		"API=http://"+p.http, "TOKEN="+token, "OTHER_TOKEN="+other, "AUTH=Authorization: Bearer "+token,
 		// The documented go build compiles as localtest.Program did (static,
-		// -trimpath, the test's GOFLAGS): it finds every package compiled and
-		// only links.
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=false -trimpath"), "CGO_ENABLED=0", "PACE_API=http://"+p.http, "PACE_NATS_URL=nats://"+p.nats, "PACE_TOKEN="+token)
+		// -trimpath): it finds every package compiled and only links.
+		"GOFLAGS=-buildvcs=false -trimpath", "CGO_ENABLED=0", "PACE_API=http://"+p.http, "PACE_NATS_URL=nats://"+p.nats, "PACE_TOKEN="+token)
 	return p
 }
 

@@ -16,7 +16,7 @@ import (
 // conformance module's tests and the Kubernetes binaries of
 // kubetools/build.sh all compile (client-go, apiserver and their
 // dependencies, ~700 packages) comes from the same module version in the
-// three modules. Built with the same flags (test.sh's), each is then
+// three modules. Built with the same flags (static, -trimpath), each is then
 // compiled once, by the kube build, and found in the build cache by the
 // end-to-end and conformance tests: a first run of the test command is
 // minutes shorter. A dependency bump in one module only breaks that; the

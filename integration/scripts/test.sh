@@ -26,14 +26,10 @@ end2end='/(cmd/pace|docs|deploy/nats|integration/(pods|deploy|chaos))$'
 # with the least else running (a busy machine starts its containers slowly).
 slowest='/(bus|integration|stages/manager|cmd/pace)$'
 last='/integration/pods$'
-# -s -w: a sixth less link time; traces keep their lines. In GOFLAGS, so
-# that the programs and images the tests build compile the same way and
-# share the compiled packages: -trimpath, since the build cache keys
-# compiled packages by their sources' directory otherwise (a clone at a new
-# path, CI's, would compile every package again); no DWARF, which -w drops
-# at the link anyway (compiling without it: 5 to 12 % less CPU).
-flags=(-count=1 -parallel 4 -timeout 20m -ldflags='-s -w')
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -gcflags=all=-dwarf=false"
+# -s -w: a sixth less link time; traces keep their lines. -trimpath: the
+# build cache keys compiled packages by their sources' directory otherwise,
+# so a clone at a new path (CI's) would compile every package again.
+flags=(-count=1 -parallel 4 -timeout 20m -trimpath -ldflags='-s -w')
 export GORACE="${GORACE:-atexit_sleep_ms=0}"               # else each -race test binary sleeps 1 s before it exits
 pkgs=$(go list ./...)
 ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's order, the last
@@ -46,9 +42,7 @@ ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's
 phase setup integration/scripts/test-setup.sh
 phase "go test -race" go test -race "${flags[@]}" $(ordered -vE "$end2end")
 # Static, as the programs and images these tests build (localtest.Program,
-# the worker images, the Dockerfile's build) and the kube build: one compile
-# of each package serves them all.
+# the worker images, the Dockerfile's build): one compile of each package
+# serves them all.
 phase "go test end-to-end" env CGO_ENABLED=0 go test "${flags[@]}" $(ordered -E "$end2end")
-# The conformance module static too: the Kubernetes libraries it shares with
-# the kube build (TestSharedPackagesCompileOnce) are compiled already.
-phase conformance bash -c 'cd flowcontrol/conformance && CGO_ENABLED=0 go test -mod=mod -count=1 -timeout 20m ./...'
+phase conformance bash -c 'cd flowcontrol/conformance && CGO_ENABLED=0 go test -mod=mod -count=1 -trimpath -timeout 20m ./...'

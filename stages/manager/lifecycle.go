@@ -248,11 +248,14 @@ func (m *Stage) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopNATS()
+	// The checks the passes started are waited for once the passes (in
+	// loops) have ended: a pass still starting checks while Wait runs would
+	// leave them running after Run returns.
+	defer m.checking.Wait()
 	var loops sync.WaitGroup
 	defer loops.Wait()
 	loops.Go(func() { m.keepLedger(ctx) })
 	loops.Go(func() { m.sweepStrays(ctx) })
-	defer m.checking.Wait() // the checks a pass started
 	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	var passing atomic.Bool // a pass is starting checks

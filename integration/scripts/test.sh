@@ -42,7 +42,9 @@ ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's
 phase setup integration/scripts/test-setup.sh
 phase "go test -race" go test -race "${flags[@]}" $(ordered -vE "$end2end")
 # Static, as the programs and images these tests build (localtest.Program,
-# the worker images, the Dockerfile's build): one compile of each package
-# serves them all.
+# the worker images, the Dockerfile's build) and the kube build: one compile
+# of each package serves them all.
 phase "go test end-to-end" env CGO_ENABLED=0 go test "${flags[@]}" $(ordered -E "$end2end")
+# The conformance module static too: the Kubernetes libraries it shares with
+# the kube build (TestSharedPackagesCompileOnce) are compiled already.
 phase conformance bash -c 'cd flowcontrol/conformance && CGO_ENABLED=0 go test -mod=mod -count=1 -trimpath -timeout 20m ./...'

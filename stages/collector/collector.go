@@ -64,6 +64,9 @@ type Stage struct {
 type job struct {
 	rec   schemas.JobRecord
 	final bool      // reached a final state: sample once more, then forget
+	// sampling counts the samples of the job taken and not yet done; a
+	// round does not queue a job being sampled.
+	sampling int
 	last  time.Time // last sample
 	// A job whose samples do not change is sampled every `every` rounds
 	// (see wait): skip is the rounds left to skip, seen what its last
@@ -452,8 +455,10 @@ func (c *Stage) promoteActive() {
 }
 
 // startRound queues every running job not queued yet, with the dead-letter
-// counts of all jobs read in one request. A job still queued from the last
-// round is not queued twice: an overloaded collector samples less often.
+// counts of all jobs read in one request. A job still queued or being
+// sampled since an earlier round is not queued twice: an overloaded
+// collector samples less often, and a slow sample does not make its job
+// due again before it has counted.
 func (c *Stage) startRound(ctx context.Context) {
 	var dead map[string]uint64 // nil when no job is due: a job that becomes due reads its own
 	if c.anyDue() {
@@ -479,7 +484,7 @@ func (c *Stage) startRound(ctx context.Context) {
 			j.skip--
 			continue
 		}
-		if !c.queued[id] {
+		if !c.queued[id] && j.sampling == 0 {
 			c.queued[id] = true
 			c.bulk = append(c.bulk, id)
 			c.roundLeft++
@@ -498,7 +503,7 @@ func (c *Stage) anyDue() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, j := range c.jobs {
-		if (j.skip == 0 || j.final) && !c.queued[id] {
+		if (j.skip == 0 || j.final) && !c.queued[id] && j.sampling == 0 {
 			return true
 		}
 	}
@@ -520,6 +525,9 @@ func (c *Stage) take() (id string, dead map[string]uint64, bulk, ok bool) {
 		return "", nil, false, false
 	}
 	delete(c.queued, id)
+	if j, ok := c.jobs[id]; ok {
+		j.sampling++
+	}
 	if len(c.urgent)+len(c.bulk) > 0 {
 		c.signal() // wake another worker
 	}
@@ -565,6 +573,7 @@ func (c *Stage) done(ctx context.Context, id string, final, bulk bool, s *schema
 	c.mu.Lock()
 	if j, ok := c.jobs[id]; ok {
 		j.last = now
+		j.sampling = max(j.sampling-1, 0)
 		if s != nil {
 			if counts := countsOf(s); counts == j.seen && j.every > 0 {
 				j.every = c.wait(&j.rec, counts, j.every, now)

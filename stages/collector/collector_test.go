@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -458,6 +459,56 @@ func TestIdleJobsAreSampledLessOften(t *testing.T) {
 		clk.Step(200 * time.Millisecond)
 		return m > n && s.Pending == 1
 	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldReplicas holds every Count until release is closed, counting the
+// calls: a sample that stays in flight.
+type heldReplicas struct {
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (r *heldReplicas) Count(string) int {
+	r.calls.Add(1)
+	<-r.release
+	return 0
+}
+
+// TestASampleInFlightIsNotTakenAgain holds a job's sample in flight while
+// rounds pass: no round takes the job again before that sample is done, so
+// a slow bus makes the collector sample less often, not twice at once.
+func TestASampleInFlightIsNotTakenAgain(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bustest.Client(t, bustest.Server(t))
+	got := record(t, c)
+	t0 := time.Now()
+	putRecord(t, c, schemas.JobRecord{ID: "slow", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
+		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0})
+	held := &heldReplicas{release: make(chan struct{})}
+	clk := testingclock.NewFakeClock(t0)
+	col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: time.Second},
+		collector.WithReplicas(held), collector.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- col.Run(ctx) }()
+	bustest.Eventually(t, 10*time.Second, "first sample taken", func() bool { return held.calls.Load() == 1 })
+	for range 20 { // rounds while the first sample is held
+		clk.Step(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := held.calls.Load(); n != 1 {
+		t.Errorf("job sampled %d times at once, want 1", n)
+	}
+	close(held.release)
+	got.waitFor(t, "slow", "the held sample", func(schemas.Sample, int) bool { return true })
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)

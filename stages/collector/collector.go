@@ -63,11 +63,11 @@ type Stage struct {
 // job is what the collector knows of one job.
 type job struct {
 	rec   schemas.JobRecord
-	final bool      // reached a final state: sample once more, then forget
+	final bool // reached a final state: sample once more, then forget
 	// sampling counts the samples of the job taken and not yet done; a
 	// round does not queue a job being sampled.
 	sampling int
-	last  time.Time // last sample
+	last     time.Time // last sample
 	// A job whose samples do not change is sampled every `every` rounds
 	// (see wait): skip is the rounds left to skip, seen what its last
 	// sample counted.

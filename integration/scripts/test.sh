@@ -37,7 +37,11 @@ flags=(-count=1 -parallel 4 -timeout 20m -trimpath -ldflags='-s -w')
 bins=${PACE_TEST_BINARIES:-$HOME/.cache/pace-test-binaries}
 mkdir -p "$bins/race" "$bins/static"
 export GORACE="${GORACE:-atexit_sleep_ms=0}"               # else each -race test binary sleeps 1 s before it exits
-pkgs=$(go list ./...)
+# go list downloads the main module's dependencies on a first run: beside
+# the set-up, whose kube build compiles meanwhile.
+pkgs_file=$(mktemp)
+go list ./... >"$pkgs_file" &
+list_pid=$!
 ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's order, the last
 	local p
 	p=$(grep "$@" <<<"$pkgs")
@@ -46,6 +50,9 @@ ordered() { # the packages grep "$@" selects: the slowest, the rest in go list's
 	grep -E "$last" <<<"$p" || true
 }
 phase setup integration/scripts/test-setup.sh
+wait "$list_pid"
+pkgs=$(<"$pkgs_file")
+rm -f "$pkgs_file"
 phase "go test -race" go test -race -o "$bins/race/" "${flags[@]}" $(ordered -vE "$end2end")
 # The conformance module, static: the Kubernetes libraries it shares with
 # the kube build (TestSharedPackagesCompileOnce) are compiled already. It

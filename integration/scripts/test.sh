@@ -32,7 +32,7 @@ last='/integration/pods$'
 flags=(-count=1 -parallel 4 -timeout 20m -trimpath -ldflags='-s -w')
 # go test links every test binary again on each run (4-6 s of a core for
 # one under -race), but -o keeps them, and the go command links none whose
-# kept copy is up to date: a warm run links only what changed. About 3 GiB;
+# kept copy is up to date: a warm run links only what changed. About 2 GiB;
 # PACE_TEST_BINARIES moves them.
 bins=${PACE_TEST_BINARIES:-$HOME/.cache/pace-test-binaries}
 mkdir -p "$bins/race" "$bins/static"

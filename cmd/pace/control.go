@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -125,32 +124,17 @@ func (f *controlFlags) validate(natsURL string) error {
 	return f.validateKube(natsURL)
 }
 
-// localRuntime returns a local process runtime whose workers connect to
-// natsURL with the extra environment env, and jobEnv's for their job (nil:
-// none) or, for Redis workers, redisEnv's, whose output lines go to output
-// and whose exits to exited. Its workers are sandboxed, hidden from the
-// paths in hide (Pace's data and secret files), unless
-// --local-exec-unsandboxed; where no sandbox is possible it fails.
-func (f *controlFlags) localRuntime(natsURL string, env []string, jobEnv, redisEnv func(job string) []string,
-	output func(job, worker, line string), exited func(job, worker string, err error), hide []string, log *slog.Logger) (*local.Runtime, error) {
-	cfg := local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv,
-		RedisEnv: redisEnv, Output: output, Exited: exited}
+// localConfig is the local target's configuration: workers that connect
+// to natsURL with the extra environment env, and jobEnv's for their job
+// (nil: none) or, for Redis workers, redisEnv's, sandboxed and hidden from
+// the paths in hide (Pace's data and secret files) unless
+// --local-exec-unsandboxed.
+func (f *controlFlags) localConfig(natsURL string, env []string, jobEnv, redisEnv func(job string) []string, hide []string) local.Config {
+	cfg := local.Config{NATSURL: natsURL, Grace: f.grace, MaxReplicas: f.replicas, Env: env, JobEnv: jobEnv, RedisEnv: redisEnv}
 	if !f.unsandboxed {
 		cfg.Sandbox = &local.Sandbox{Hide: hide}
 	}
-	rt, err := local.New(cfg, local.WithLogger(log))
-	if errors.Is(err, local.ErrNoSandbox) {
-		return nil, fmt.Errorf("%w\nlocal workers cannot be sandboxed on this machine: run them as Pace's own user with --local-exec-unsandboxed, or none with --actuator none", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if f.unsandboxed {
-		log.Warn("local workers run unsandboxed, as Pace's own user (--local-exec-unsandboxed): they can read what Pace can")
-	} else {
-		log.Info("local workers are sandboxed", "isolation", rt.Isolation())
-	}
-	return rt, nil
+	return cfg
 }
 
 // kubernetesRuntime connects to the cluster of the kubeconfig (or the one

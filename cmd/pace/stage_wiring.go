@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/natsauth"
@@ -26,6 +25,7 @@ import (
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	"github.com/pace-platform/pace/stages/actuator/local"
 	"github.com/pace-platform/pace/stages/collector"
 	"github.com/pace-platform/pace/stages/controller"
 	"github.com/pace-platform/pace/stages/gate"
@@ -402,9 +402,8 @@ func wireController(ctx context.Context, w *wiring) error {
 }
 
 // wireGate admits infrastructure requests through APF and executes them on
-// the runtimes (local processes, Kubernetes) on the leader. The local
-// runtime's workers are children of the leader: a new term starts a new
-// runtime.
+// the targets the flags enable (local processes, Kubernetes), opened anew
+// for each term of the leader: the local workers are its children.
 func wireGate(ctx context.Context, w *wiring) error {
 	cf := &w.f.control
 	fc, err := w.flowControl(ctx)
@@ -427,61 +426,34 @@ func wireGate(ctx context.Context, w *wiring) error {
 	if w.redisLn != nil {
 		w.wireRedis(c)
 	}
-	var krt *kubeactuator.Runtime
+	targets := map[string]actuator.Opener{}
 	if cf.kubernetes {
-		if krt, err = cf.kubernetesRuntime(w.natsURL, w.log); err != nil {
+		def, err := cf.kubernetesRuntime(w.natsURL, w.log)
+		if err != nil {
 			return err
 		}
+		targets[schemas.KubernetesActuator] = kubeactuator.Opener(def, cf.kubeConfig(w.natsURL))
+	}
+	if cf.actuator == "local" {
+		targets[schemas.LocalActuator] = local.Opener(cf.localConfig(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv,
+			append(w.f.secretFiles(), w.hide...)))
 	}
 	return w.lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
-		runtimes := map[string]actuator.Runtime{}
-		var loops []func(context.Context) error
-		var meters []actuator.Meter // of the jobs with a cost
-		output := actuator.NewWorkerLog(c, actuator.WithLogger(w.log))
-		loops = append(loops, output.Run)
-		if krt != nil { // each job on its registered cluster, else on --kubeconfig's
-			clusters := kubeactuator.NewClusters(krt, c, cf.kubeConfig(w.natsURL), kubeactuator.WithLogger(w.log))
-			runtimes[schemas.KubernetesActuator] = clusters
-			meters = append(meters, clusters.Meter)
-			// A worker pod that fails is an exit, as a local worker's is.
-			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))
-			loops = append(loops, clusters.Watch(c, output, podCheckEvery, clock.RealClock{}).ReportExits(crashes.Exited).Run)
+		exec, runTargets, err := actuator.OpenTargets(c, targets, actuator.WithLogger(w.log))
+		if err != nil {
+			return nil, nil, err
 		}
-		if cf.actuator == "local" {
-			crashes := actuator.NewCrashes(c, output, actuator.WithLogger(w.log))
-			rt, err := cf.localRuntime(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv, output.Line, crashes.Exited,
-				append(w.f.secretFiles(), w.hide...), w.log)
-			if err != nil {
-				return nil, nil, err
-			}
-			runtimes[schemas.LocalActuator] = actuator.Local(rt)
-			meters = append(meters, actuator.LocalMeter(rt))
-			loops = append(loops, rt.Run)
-		}
-		if serve := w.serveFlowControl("gate", fc); serve != nil {
-			loops = append(loops, serve)
-		}
-		loops = append(loops, actuator.NewUsageReporter(c, meters, actuator.WithLogger(w.log)).Run)
-		exec := actuator.NewExecutor(c, runtimes, actuator.WithLogger(w.log))
 		gs, err := gate.New(gate.Deps{Bus: c, Gate: fc, Actuator: exec}, gate.Config{}, gate.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}
-		run := runner.Group(append(loops, gs.Run)...)
-		if cf.actuator != "local" {
-			return run, gs.Metrics(), nil
+		loops := []func(context.Context) error{runTargets, gs.Run}
+		if serve := w.serveFlowControl("gate", fc); serve != nil {
+			loops = append(loops, serve)
 		}
-		return func(ctx context.Context) error {
-			exec.RestoreLocal(ctx)
-			return run(ctx)
-		}, gs.Metrics(), nil
+		return runner.Group(loops...), gs.Metrics(), nil
 	})
 }
-
-// podCheckEvery is how often the gate looks at Kubernetes jobs' pods: it
-// announces the running ones' presence (refreshed as often as a worker
-// refreshes its own) and applies the failure policy's pods rule.
-const podCheckEvery = 5 * time.Second
 
 // wireActuator turns decisions and job events into infrastructure requests
 // on the leader.

@@ -63,7 +63,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	bustest.Run(t, rt.Run)
-	runGate(t, c, actuator.Local(rt), log)
+	runGate(t, c, local.AsTarget(rt).Runtime, log)
 	bustest.Run(t, newActuator(t, c, actuator.WithLogger(log)).Run)
 	presence := c.Presence(nil)
 	bustest.Run(t, presence.Run)

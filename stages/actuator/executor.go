@@ -9,64 +9,18 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
-// Runtime runs the workers of jobs: the local process runtime or Kubernetes.
+// Runtime runs the workers of jobs on one target (see Target).
 type Runtime interface {
 	// Scale sets the job's worker count and returns it.
 	Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error)
 	// Terminate removes every worker of the job at once.
 	Terminate(ctx context.Context, rec *schemas.JobRecord) error
-}
-
-// Local adapts the local process runtime to Runtime.
-func Local(rt *local.Runtime) Runtime { return localRuntime{rt} }
-
-type localRuntime struct{ rt *local.Runtime }
-
-func (l localRuntime) Scale(ctx context.Context, rec *schemas.JobRecord, replicas int) (int, error) {
-	w := rec.Spec.Worker
-	limits, err := localLimits(w.Resources)
-	if err != nil {
-		return 0, err
-	}
-	return l.rt.Scale(ctx, local.Worker{Job: rec.ID, Exec: w.Exec, ExecMode: w.ExecMode, Command: w.Command, Env: w.Env,
-		Metered: rec.Spec.Cost != nil, Redis: w.SpeaksRedis(), Limits: limits}, replicas)
-}
-
-// localLimits are the cpu and memory of a job's worker.resources.limits,
-// which bound its local workers together when they are sandboxed.
-func localLimits(r *schemas.Resources) (local.Limits, error) {
-	var l local.Limits
-	if r == nil {
-		return l, nil
-	}
-	for name, dst := range map[string]func(resource.Quantity){
-		"cpu":    func(q resource.Quantity) { l.MilliCPU = q.MilliValue() },
-		"memory": func(q resource.Quantity) { l.MemoryBytes = q.Value() },
-	} {
-		v, ok := r.Limits[name]
-		if !ok {
-			continue
-		}
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return l, fmt.Errorf("worker.resources.limits.%s: %q: %w", name, v, err)
-		}
-		dst(q)
-	}
-	return l, nil
-}
-
-func (l localRuntime) Terminate(_ context.Context, rec *schemas.JobRecord) error {
-	l.rt.Terminate(rec.ID)
-	return nil
 }
 
 // Executor runs admitted requests on the runtime each job's spec names
@@ -125,10 +79,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 	if err != nil {
 		return nil, err
 	}
-	name := rec.Spec.Actuator.Name
-	if name == "" {
-		name = schemas.LocalActuator
-	}
+	name := targetOf(rec)
 	rt, ok := e.runtimes[name]
 	if !ok {
 		names := make([]string, 0, len(e.runtimes))
@@ -184,29 +135,39 @@ func (e *Executor) recordScale(ctx context.Context, req *schemas.KubeRequest, re
 	return err
 }
 
-// RestoreLocal starts again the local workers of the running jobs, as their
-// records say, when the gate's leader starts: the processes of the one
-// before died with it. Failures are logged; the job's next decision asks
-// again.
-func (e *Executor) RestoreLocal(ctx context.Context) {
+// Restore starts again the workers of the running jobs on the targets
+// named, as their records say, when the gate's leader starts: the workers
+// of targets whose workers are the leader's children died with the last
+// one. Failures are logged; the job's next decision asks again.
+func (e *Executor) Restore(ctx context.Context, targets ...string) {
+	if len(targets) == 0 {
+		return
+	}
 	jobs, err := e.c.Jobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("local workers not restored", "err", err)
+			e.log.Warn("workers not restored", "err", err)
 		}
 		return
 	}
 	for _, rec := range jobs {
-		if rec.State != schemas.Ongoing || rec.Replicas == 0 ||
-			rec.Spec.Actuator.Name != "" && rec.Spec.Actuator.Name != schemas.LocalActuator {
+		if rec.State != schemas.Ongoing || rec.Replicas == 0 || !slices.Contains(targets, targetOf(rec)) {
 			continue
 		}
 		// No time: the request is older than any the actuator sends.
 		req := &schemas.KubeRequest{ID: "restore-" + rec.ID, Job: rec.ID, Verb: "patch", Subresource: "scale", Replicas: rec.Replicas}
 		if _, err := e.Execute(ctx, req); err != nil {
-			e.log.Warn("local workers not restored", "job", rec.ID, "err", err)
+			e.log.Warn("workers not restored", "job", rec.ID, "err", err)
 			continue
 		}
-		e.log.Info("local workers restored", "job", rec.ID, "replicas", rec.Replicas)
+		e.log.Info("workers restored", "job", rec.ID, "replicas", rec.Replicas)
 	}
+}
+
+// targetOf is the target a job's workers run on.
+func targetOf(rec *schemas.JobRecord) string {
+	if rec.Spec.Actuator.Name == "" {
+		return schemas.LocalActuator
+	}
+	return rec.Spec.Actuator.Name
 }

@@ -50,7 +50,7 @@ func TestExecutorSkipsStaleRequests(t *testing.T) {
 	}
 }
 
-// RestoreLocal scales the local workers of running jobs to their records'
+// Restore scales the local workers of running jobs to their records'
 // replicas, and leaves the others alone: jobs of another actuator, without
 // replicas, or not running.
 func TestExecutorRestoresLocalWorkers(t *testing.T) {
@@ -74,7 +74,7 @@ func TestExecutorRestoresLocalWorkers(t *testing.T) {
 	put("elsewhere", schemas.Ongoing, 5, "kubernetes")
 	rt := &countRuntime{}
 	e := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt})
-	e.RestoreLocal(ctx)
+	e.Restore(ctx, schemas.LocalActuator)
 	slices.Sort(rt.scales)
 	if len(rt.scales) != 2 || rt.scales[0] != 2 || rt.scales[1] != 3 {
 		t.Errorf("scales = %v, want [2 3] (running and named-local)", rt.scales)

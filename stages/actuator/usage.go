@@ -9,7 +9,6 @@ import (
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
 // UsageInterval is how often the use of jobs with a cost is measured, as
@@ -30,18 +29,6 @@ type Use struct {
 
 // Meter measures the jobs with a cost of one runtime.
 type Meter func(ctx context.Context) []Use
-
-// LocalMeter measures the local runtime's metered processes.
-func LocalMeter(rt *local.Runtime) Meter {
-	return func(context.Context) []Use {
-		var out []Use
-		for _, u := range rt.Measure() {
-			out = append(out, Use{Job: u.Job, CPU: u.CPUSeconds, Cumulative: true, MemoryBytes: u.MemoryBytes,
-				Replicas: u.Replicas, Source: "local"})
-		}
-		return out
-	}
-}
 
 // UsageReporter publishes, every UsageInterval, what the metered jobs (jobs
 // with a cost) of its runtimes use, on pace.metrics.<job>.usage, where the

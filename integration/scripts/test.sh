@@ -63,7 +63,7 @@ phase "go test -race" go test -race -o "$bins/race/" "${flags[@]}" $(ordered -vE
 conformance_log=$(mktemp)
 (cd flowcontrol/conformance && CGO_ENABLED=0 exec setsid nice -n 19 go test -mod=mod -count=1 -trimpath -timeout 20m ./...) >"$conformance_log" 2>&1 &
 conformance_pid=$!
-trap 'kill -- -"$conformance_pid" 2>/dev/null; report' EXIT # an interrupted run leaves none of it behind
+trap 'kill -- -"$conformance_pid" 2>/dev/null || true; report' EXIT # an interrupted run leaves none of it behind
 # Static, as the programs and images these tests build (localtest.Program,
 # the worker images, the Dockerfile's build) and the kube build: one compile
 # of each package serves them all.

@@ -136,16 +136,17 @@ type maxDeliveriesAdvisory struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-// DeadLetters moves items that used up their deliveries from the work stream
+// Move moves items that used up their deliveries from the work stream
 // to pace.dead.<job>, with the reason and the last error a worker reported,
 // until ctx ends. An item is deleted from the work stream only once its
 // letter (and the body of a malformed one too large for it, kept in the
 // dead-letter object store) is stored; until then it is tried again. Every
-// hour it also deletes the objects no letter names (SweepLetterObjects).
+// hour it also deletes the objects no letter names (Sweep).
 // The server announces such items with an advisory that the advisories
 // stream keeps, so none is missed while this loop is down. One instance
 // per installation is enough; more are safe.
-func (c *Client) DeadLetters(ctx context.Context) error {
+func (box Letters) Move(ctx context.Context) error {
+	c := box.c
 	cons, err := c.js.Consumer(ctx, c.prefix.Stream(advisoriesFamily), deadLetterConsumer)
 	if err != nil {
 		return fmt.Errorf("dead-letter consumer (was the bus provisioned?): %w", err)
@@ -242,7 +243,7 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 	return nil
 }
 
-// ErrLetterNotFound is returned by Client.Letter for a sequence that holds
+// ErrLetterNotFound is returned by Letters.Get for a sequence that holds
 // no dead letter.
 var ErrLetterNotFound = errors.New("no dead letter at this sequence")
 
@@ -279,11 +280,12 @@ func (c *Client) letterSubject(store LetterStore, job string) (family schemas.St
 	return "", "", fmt.Errorf("%w: dead-letter store %q: want %q or %q", ErrInvalidOption, store, DeadItems, DeadMessages)
 }
 
-// Letters iterates over the dead letters of job ("*" for every job) kept in
+// List iterates over the dead letters of job ("*" for every job) kept in
 // store, oldest first, each with its sequence. Without follow it ends after
 // the last stored letter; with follow it waits for new ones until ctx ends.
 // A message that is not a readable dead letter is logged and skipped.
-func (c *Client) Letters(ctx context.Context, store LetterStore, job string, follow bool) iter.Seq2[*StoredLetter, error] {
+func (box Letters) List(ctx context.Context, store LetterStore, job string, follow bool) iter.Seq2[*StoredLetter, error] {
+	c := box.c
 	return c.letters(ctx, store, job, follow, func(subject string, seq uint64, err error) {
 		c.log.Warn("undecodable dead letter skipped", "subject", subject, "seq", seq, "err", err)
 	})
@@ -321,10 +323,11 @@ func (c *Client) letters(ctx context.Context, store LetterStore, job string, fol
 	}
 }
 
-// Letter returns the dead letter at sequence seq of store's stream, or
+// Get returns the dead letter at sequence seq of store's stream, or
 // ErrLetterNotFound when that sequence holds none (never used, deleted, or
 // another kind of message).
-func (c *Client) Letter(ctx context.Context, store LetterStore, seq uint64) (*StoredLetter, error) {
+func (box Letters) Get(ctx context.Context, store LetterStore, seq uint64) (*StoredLetter, error) {
+	c := box.c
 	stream, filter, err := c.letterStream(ctx, store)
 	if err != nil {
 		return nil, err

@@ -80,7 +80,7 @@ func (c *Client) letterObjects(ctx context.Context) (jetstream.ObjectStore, erro
 // dead-letter object store, then a copy of d that names that object
 // (RawObject, RawSize) in place of Raw. A letter thus never names a
 // missing object; an object without a letter (the second write failed, or
-// the process died between the two) is harmless, and SweepLetterObjects
+// the process died between the two) is harmless, and Sweep
 // deletes it later.
 // With a key, the object is subject, "/" and the SHA-256 of key and body
 // in hex: every retry of the letter writes the same object again, in
@@ -144,12 +144,13 @@ func (c *Client) deleteObject(ctx context.Context, obs jetstream.ObjectStore, na
 	return nil
 }
 
-// LetterBody returns the message d keeps, byte for byte: a malformed
+// Body returns the message d keeps, byte for byte: a malformed
 // message's body, from Raw or, for one too large to travel in its letter,
 // from the dead-letter object store (RawObject); else the item's payload
 // (reason max_deliveries, and version 1 letters of malformed messages).
 // It fails when the object cannot be read, or is not RawSize bytes long.
-func (c *Client) LetterBody(ctx context.Context, d *schemas.DeadLetter) ([]byte, error) {
+func (box Letters) Body(ctx context.Context, d *schemas.DeadLetter) ([]byte, error) {
+	c := box.c
 	switch {
 	case d.RawObject != "":
 		obs, err := c.letterObjects(ctx)
@@ -219,7 +220,7 @@ func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
 	return nil
 }
 
-// SweepLetterObjects deletes the objects of the dead-letter object store
+// Sweep deletes the objects of the dead-letter object store
 // that no stored letter names, and returns how many it deleted. Such an
 // object is harmless but takes room: the letter was never stored (the
 // process died, or the bus failed, between the object and the letter),
@@ -232,7 +233,8 @@ func (c *Client) purgeLetterObjects(ctx context.Context, job string) error {
 // would be) and no others; the sweep then also returns an error wrapping
 // ErrMalformed that names it. DeadLetters sweeps every hour, with a grace
 // of an hour.
-func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (int, error) {
+func (box Letters) Sweep(ctx context.Context, grace time.Duration) (int, error) {
+	c := box.c
 	obs, objects, err := c.listLetterObjects(ctx)
 	if err != nil {
 		return 0, err
@@ -273,10 +275,10 @@ func (c *Client) SweepLetterObjects(ctx context.Context, grace time.Duration) (i
 	return deleted, nil
 }
 
-// sweepLetterObjects is SweepLetterObjects as DeadLetters runs it: logged,
+// sweepLetterObjects is Letters.Sweep as Letters.Move runs it: logged,
 // and tried again at the next sweep when it fails.
 func (c *Client) sweepLetterObjects(ctx context.Context) {
-	n, err := c.SweepLetterObjects(ctx, letterObjectSweep)
+	n, err := c.Letters().Sweep(ctx, letterObjectSweep)
 	if n > 0 {
 		c.log.Info("dead-letter objects without letters deleted", "objects", n)
 	}

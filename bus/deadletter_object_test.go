@@ -173,15 +173,15 @@ func TestLargeMalformedItemIsKeptInTheObjectStore(t *testing.T) {
 		return streamMsgs(t, ctx, c, "PACE_WORK") == 0
 	})
 
-	l, err := c.Letter(ctx, bus.DeadItems, 1)
+	l, err := c.Letters().Get(ctx, bus.DeadItems, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := c.LetterBody(ctx, l.DeadLetter)
+	body, err := c.Letters().Body(ctx, l.DeadLetter)
 	if err != nil || !bytes.Equal(body, huge.Data) {
 		t.Fatalf("letter body: %d bytes (%v), want the item's %d bytes exactly", len(body), err, len(huge.Data))
 	}
-	if err := c.Redrive(ctx, l); err != nil {
+	if err := c.Letters().Redrive(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.JetStream().Stream(ctx, "PACE_WORK")
@@ -201,7 +201,7 @@ func TestLargeMalformedItemIsKeptInTheObjectStore(t *testing.T) {
 	if got := objectNames(t, ctx, c); len(got) != 0 {
 		t.Errorf("objects after the redrive = %q, want none", got)
 	}
-	if err := c.Redrive(ctx, l); !errors.Is(err, bus.ErrLetterNotFound) {
+	if err := c.Letters().Redrive(ctx, l); !errors.Is(err, bus.ErrLetterNotFound) {
 		t.Errorf("second redrive: err = %v, want ErrLetterNotFound", err)
 	}
 }
@@ -240,7 +240,7 @@ func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetAside(ctx, "test", next(), cause)
-	if dead, err := c.StoredMalformed(ctx, job); err != nil || len(dead) != 0 {
+	if dead, err := c.Letters().StoredMalformed(ctx, job); err != nil || len(dead) != 0 {
 		t.Fatalf("letters without an object store = %d (%v), want none", len(dead), err)
 	}
 	if err := c.Provision(ctx, bus.Limits{}); err != nil {
@@ -249,11 +249,11 @@ func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
 	msg := next() // asked for again: not terminated
 	c.SetAside(ctx, "test", msg, cause)
 	c.SetAside(ctx, "test", msg, cause) // a retry: the letter is a duplicate
-	dead, err := c.StoredMalformed(ctx, job)
+	dead, err := c.Letters().StoredMalformed(ctx, job)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("letters = %d (%v), want 1", len(dead), err)
 	}
-	if got, err := c.LetterBody(ctx, dead[0]); err != nil || !bytes.Equal(got, body) {
+	if got, err := c.Letters().Body(ctx, dead[0]); err != nil || !bytes.Equal(got, body) {
 		t.Errorf("letter body: %d bytes (%v), want the sample's %d", len(got), err, len(body))
 	}
 	if got := objectNames(t, ctx, c); len(got) != 1 || got[0] != dead[0].RawObject {
@@ -281,7 +281,7 @@ func TestSweepLetterObjects(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	const job = "swept"
 	d := bus.MalformedLetter(job, c.Prefix().Work(job), hugeBody(t), nil, errors.New("unreadable"), time.Now())
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), d, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), d, ""); err != nil {
 		t.Fatal(err)
 	}
 	obs, err := c.JetStream().ObjectStore(ctx, lettersBucket)
@@ -291,13 +291,13 @@ func TestSweepLetterObjects(t *testing.T) {
 	if _, err := obs.PutBytes(ctx, c.Prefix().Dead(job)+"/orphan", []byte("no letter")); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.SweepLetterObjects(ctx, time.Hour); err != nil || n != 0 {
+	if n, err := c.Letters().Sweep(ctx, time.Hour); err != nil || n != 0 {
 		t.Errorf("sweep with an hour's grace deleted %d (%v), want 0: both objects are new", n, err)
 	}
-	if n, err := c.SweepLetterObjects(ctx, 0); err != nil || n != 1 {
+	if n, err := c.Letters().Sweep(ctx, 0); err != nil || n != 1 {
 		t.Errorf("sweep deleted %d (%v), want 1", n, err)
 	}
-	dead, err := c.StoredDeadLetters(ctx, job)
+	dead, err := c.Letters().Stored(ctx, job)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("letters = %d (%v), want 1", len(dead), err)
 	}
@@ -321,7 +321,7 @@ func TestSweepLetterObjects(t *testing.T) {
 	if _, err := c.JetStream().PublishMsg(ctx, newer); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.SweepLetterObjects(ctx, 0); !errors.Is(err, bus.ErrMalformed) || n != 1 {
+	if n, err := c.Letters().Sweep(ctx, 0); !errors.Is(err, bus.ErrMalformed) || n != 1 {
 		t.Errorf("sweep beside a newer letter deleted %d (%v), want 1 and ErrMalformed", n, err)
 	}
 	got, want := objectNames(t, ctx, c), []string{spared, dead[0].RawObject}
@@ -346,24 +346,24 @@ func TestRetriedLetterRewritesItsObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), d, job+"/seq/7"); err == nil {
+		if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), d, job+"/seq/7"); err == nil {
 			t.Fatal("letter published without its stream")
 		}
 	}
 	if err := c.Provision(ctx, bus.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), d, job+"/seq/7"); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), d, job+"/seq/7"); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := c.StoredDeadLetters(ctx, job)
+	dead, err := c.Letters().Stored(ctx, job)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("letters = %d (%v), want 1", len(dead), err)
 	}
 	if got := objectNames(t, ctx, c); len(got) != 1 || got[0] != dead[0].RawObject {
 		t.Errorf("objects = %q, want only the letter's %q", got, dead[0].RawObject)
 	}
-	if body, err := c.LetterBody(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
+	if body, err := c.Letters().Body(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
 		t.Errorf("letter body: %d bytes (%v), want the message's %d", len(body), err, len(d.Raw))
 	}
 
@@ -371,10 +371,10 @@ func TestRetriedLetterRewritesItsObject(t *testing.T) {
 	// another object: the kept letter's body is not overwritten.
 	other := *d
 	other.Raw = bytes.Repeat([]byte{0xfe}, len(d.Raw))
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), &other, job+"/seq/7"); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), &other, job+"/seq/7"); err != nil {
 		t.Fatal(err)
 	}
-	if body, err := c.LetterBody(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
+	if body, err := c.Letters().Body(ctx, dead[0]); err != nil || !bytes.Equal(body, d.Raw) {
 		t.Errorf("letter body after another message with its key: %d bytes (%v), want its own", len(body), err)
 	}
 }
@@ -399,7 +399,7 @@ func TestCancelledLetterLeavesNoStrayChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.PublishDeadLetter(pctx, c.Prefix().Dead(job), d, job+"/seq/1"); err == nil {
+	if err := c.Letters().Publish(pctx, c.Prefix().Dead(job), d, job+"/seq/1"); err == nil {
 		t.Fatal("letter published under a cancelled context")
 	}
 	obs, err := c.JetStream().ObjectStore(ctx, lettersBucket)

@@ -81,7 +81,7 @@ func TestMalformedItemsAreKeptByteForByteAndRedriven(t *testing.T) {
 	}
 
 	// The inspection path (the manager's GET /submissions/{id}/errors) reads the same.
-	stored, err := c.StoredDeadLetters(ctx, job)
+	stored, err := c.Letters().Stored(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,17 +92,17 @@ func TestMalformedItemsAreKeptByteForByteAndRedriven(t *testing.T) {
 	// JetStream drop it as a duplicate), its letter is removed, and it is
 	// dead-lettered again, unchanged. A letter redriven twice is sent once.
 	var letters []*bus.StoredLetter
-	for l, err := range c.Letters(ctx, bus.DeadItems, job, false) {
+	for l, err := range c.Letters().List(ctx, bus.DeadItems, job, false) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		letters = append(letters, l)
 	}
 	for _, l := range letters {
-		if err := c.Redrive(ctx, l); err != nil {
+		if err := c.Letters().Redrive(ctx, l); err != nil {
 			t.Fatalf("redrive %s: %v", l.Header[bustest.CaseHeader], err)
 		}
-		if err := c.Redrive(ctx, l); !errors.Is(err, bus.ErrLetterNotFound) {
+		if err := c.Letters().Redrive(ctx, l); !errors.Is(err, bus.ErrLetterNotFound) {
 			t.Errorf("second redrive of %s: err = %v, want ErrLetterNotFound", l.Header[bustest.CaseHeader], err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestMalformedItemsAreKeptByteForByteAndRedriven(t *testing.T) {
 func letterCount(t *testing.T, ctx context.Context, c *bus.Client, job string) int {
 	t.Helper()
 	n := 0
-	for _, err := range c.Letters(ctx, bus.DeadItems, job, false) {
+	for _, err := range c.Letters().List(ctx, bus.DeadItems, job, false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 	declare(t, ctx, c, job, time.Second, 2)
 	dlCtx, stopDL := context.WithCancel(ctx)
 	dlDone := make(chan error, 1)
-	go func() { dlDone <- c.DeadLetters(dlCtx) }()
+	go func() { dlDone <- c.Letters().Move(dlCtx) }()
 	t.Cleanup(func() { stopDL(); <-dlDone })
 
 	items := bus.Items("flaky")
@@ -167,11 +167,11 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 		t.Fatalf("dead letter = %+v, want item %s, its payload, subject and headers", d, items[0].ID)
 	}
 	close(fixed)
-	l, err := c.Letter(ctx, bus.DeadItems, 1)
+	l, err := c.Letters().Get(ctx, bus.DeadItems, 1)
 	if err != nil || l.ItemID != d.ItemID {
 		t.Fatalf("letter 1 = %+v (%v), want item %s's", l, err, d.ItemID)
 	}
-	if err := c.Redrive(ctx, l); err != nil {
+	if err := c.Letters().Redrive(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	res := readResults(t, ctx, c, job)
@@ -195,17 +195,17 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 	// before it removed the letter, or a late success) does not count, and
 	// redriving it sends nothing and removes it.
 	stale := &schemas.DeadLetter{Job: job, ItemID: items[0].ID, Reason: schemas.MaxDeliveries, Payload: "flaky", At: time.Now()}
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
 		t.Fatal(err)
 	}
 	if ws, err := c.JobWork(ctx, rec); err != nil || ws.Dead != 0 {
 		t.Errorf("work state with a stale letter = %+v (%v), want 0 dead", ws, err)
 	}
-	l, err = c.Letter(ctx, bus.DeadItems, 2)
+	l, err = c.Letters().Get(ctx, bus.DeadItems, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Redrive(ctx, l); !errors.Is(err, bus.ErrHasResult) {
+	if err := c.Letters().Redrive(ctx, l); !errors.Is(err, bus.ErrHasResult) {
 		t.Errorf("redrive of a stale letter: err = %v, want ErrHasResult", err)
 	}
 	if n := letterCount(t, ctx, c, job); n != 0 {
@@ -216,10 +216,10 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 	}
 
 	empty := &schemas.DeadLetter{Job: job, Reason: schemas.Malformed, At: time.Now()}
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), empty, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), empty, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Redrive(ctx, &bus.StoredLetter{Store: bus.DeadItems, Seq: 3}); !errors.Is(err, bus.ErrMalformed) {
+	if err := c.Letters().Redrive(ctx, &bus.StoredLetter{Store: bus.DeadItems, Seq: 3}); !errors.Is(err, bus.ErrMalformed) {
 		t.Errorf("redrive of a letter without its message: err = %v, want ErrMalformed", err)
 	}
 }
@@ -232,7 +232,7 @@ func TestLettersAndLetter(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	publish := func(subject string, d *schemas.DeadLetter) {
 		t.Helper()
-		if err := c.PublishDeadLetter(ctx, subject, d, ""); err != nil {
+		if err := c.Letters().Publish(ctx, subject, d, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +247,7 @@ func TestLettersAndLetter(t *testing.T) {
 
 	list := func(store bus.LetterStore, job string) (out []string) {
 		t.Helper()
-		for l, err := range c.Letters(ctx, store, job, false) {
+		for l, err := range c.Letters().List(ctx, store, job, false) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,26 +264,26 @@ func TestLettersAndLetter(t *testing.T) {
 	if got := list(bus.DeadMessages, "a"); len(got) != 1 || !strings.HasPrefix(got[0], "metrics:") {
 		t.Errorf("set-aside letters of a = %v, want one", got)
 	}
-	for _, err := range c.Letters(ctx, "bogus", "a", false) {
+	for _, err := range c.Letters().List(ctx, "bogus", "a", false) {
 		if !errors.Is(err, bus.ErrInvalidOption) {
 			t.Errorf("letters of store bogus: err = %v, want ErrInvalidOption", err)
 		}
 	}
 
-	l, err := c.Letter(ctx, bus.DeadItems, 2)
+	l, err := c.Letters().Get(ctx, bus.DeadItems, 2)
 	if err != nil || l.Job != "b" || l.ItemID != "i2" || l.Payload != "q" || l.Seq != 2 || l.Store != bus.DeadItems {
 		t.Errorf("letter 2 = %+v (%v), want b's item i2", l, err)
 	}
-	if _, err := c.Letter(ctx, bus.DeadItems, 99); !errors.Is(err, bus.ErrLetterNotFound) {
+	if _, err := c.Letters().Get(ctx, bus.DeadItems, 99); !errors.Is(err, bus.ErrLetterNotFound) {
 		t.Errorf("letter 99: err = %v, want ErrLetterNotFound", err)
 	}
-	if l, err := c.Letter(ctx, bus.DeadMessages, 1); err != nil || l.Job != "a" || !bytes.Equal(l.Raw, []byte{0xff}) {
+	if l, err := c.Letters().Get(ctx, bus.DeadMessages, 1); err != nil || l.Job != "a" || !bytes.Equal(l.Raw, []byte{0xff}) {
 		t.Errorf("letter metrics:1 = %+v (%v), want a's set-aside sample", l, err)
 	}
-	if _, err := c.Letter(ctx, bus.DeadItems, 3); !errors.Is(err, bus.ErrMalformed) {
+	if _, err := c.Letters().Get(ctx, bus.DeadItems, 3); !errors.Is(err, bus.ErrMalformed) {
 		t.Errorf("letter 3 (junk): err = %v, want ErrMalformed", err)
 	}
-	if _, err := c.Letter(ctx, "bogus", 1); !errors.Is(err, bus.ErrInvalidOption) {
+	if _, err := c.Letters().Get(ctx, "bogus", 1); !errors.Is(err, bus.ErrInvalidOption) {
 		t.Errorf("letter of store bogus: err = %v, want ErrInvalidOption", err)
 	}
 
@@ -293,7 +293,7 @@ func TestLettersAndLetter(t *testing.T) {
 	got, done := make(chan string, 4), make(chan struct{})
 	go func() {
 		defer close(done)
-		for l, err := range c.Letters(fctx, bus.DeadItems, "b", true) {
+		for l, err := range c.Letters().List(fctx, bus.DeadItems, "b", true) {
 			if err != nil {
 				return
 			}
@@ -334,7 +334,7 @@ func TestTwoStagesSetAsideAMessageOnce(t *testing.T) {
 		}
 		c.SetAside(ctx, stage, msg, errors.New("unreadable progress"))
 	}
-	if dead, err := c.StoredMalformed(ctx, job); err != nil || len(dead) != 1 {
+	if dead, err := c.Letters().StoredMalformed(ctx, job); err != nil || len(dead) != 1 {
 		t.Errorf("letters = %d (%v), want 1: one message, however many stages set it aside", len(dead), err)
 	}
 }
@@ -364,17 +364,17 @@ func TestForgedLettersAreNotRedrivenElsewhere(t *testing.T) {
 			bus.MalformedLetter("j1", c.Prefix().Metrics("j2", schemas.RawMetrics), request, nil, errors.New("x"), at)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if err := c.PublishDeadLetter(ctx, tc.subject, tc.letter, ""); err != nil {
+			if err := c.Letters().Publish(ctx, tc.subject, tc.letter, ""); err != nil {
 				t.Fatal(err)
 			}
 			var seq uint64
-			for l, err := range c.Letters(ctx, tc.store, "*", false) {
+			for l, err := range c.Letters().List(ctx, tc.store, "*", false) {
 				if err != nil {
 					t.Fatal(err)
 				}
 				seq = l.Seq
 			}
-			err := c.Redrive(ctx, &bus.StoredLetter{Store: tc.store, Seq: seq})
+			err := c.Letters().Redrive(ctx, &bus.StoredLetter{Store: tc.store, Seq: seq})
 			if !errors.Is(err, bus.ErrMalformed) {
 				t.Errorf("redrive = %v, want ErrMalformed", err)
 			}

@@ -17,5 +17,5 @@
 //   - after the job's maximum deliveries an item is moved to the dead-letter
 //     subject with the reason and the last error; malformed messages too,
 //     byte for byte (a body too large for its letter in the dead-letter
-//     object store, written before the letter: [Client.LetterBody]).
+//     object store, written before the letter: [Letters.Body]).
 package bus

@@ -175,7 +175,7 @@ func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause 
 // hasMalformedLetter reports whether job has a dead letter of the message
 // stored at sequence seq on subject.
 func (c *Client) hasMalformedLetter(ctx context.Context, job, subject string, seq uint64) (bool, error) {
-	for l, err := range c.Letters(ctx, DeadMessages, job, false) {
+	for l, err := range c.Letters().List(ctx, DeadMessages, job, false) {
 		if err != nil {
 			return false, err
 		}

@@ -97,7 +97,7 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 	other := bustest.Client(t, s)
 	read(other, 1)
 
-	letters, err := c.StoredMalformed(ctx, job)
+	letters, err := c.Letters().StoredMalformed(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +159,12 @@ func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	read(c) // within the minute: not tried again
-	if letters, err := c.StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
+	if letters, err := c.Letters().StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
 		t.Fatalf("%d letters (%v) before another try, want 0", len(letters), err)
 	}
 	other := bustest.Client(t, s)
 	read(other)
-	letters, err := c.StoredMalformed(ctx, job)
+	letters, err := c.Letters().StoredMalformed(ctx, job)
 	if err != nil || len(letters) != 1 || !bytes.Equal(letters[0].Raw, garbage.Data) {
 		t.Fatalf("letters %+v (%v), want one keeping %q", letters, err, garbage.Data)
 	}
@@ -231,7 +231,7 @@ func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
 	}
 	wg.Wait()
 
-	letters, err := c.StoredMalformed(ctx, job)
+	letters, err := c.Letters().StoredMalformed(ctx, job)
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("%d dead letters (%v), want 1", len(letters), err)
 	}
@@ -240,7 +240,7 @@ func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
 		d.Subject != garbage.Subject {
 		t.Fatalf("dead letter %+v, want one naming an object of %d bytes", d, len(garbage.Data))
 	}
-	if body, err := c.LetterBody(ctx, d); err != nil || !bytes.Equal(body, garbage.Data) {
+	if body, err := c.Letters().Body(ctx, d); err != nil || !bytes.Equal(body, garbage.Data) {
 		t.Errorf("letter body: %d bytes (%v), want the event's %d exactly", len(body), err, len(garbage.Data))
 	}
 	if got := objectNames(t, ctx, c); len(got) != 1 {
@@ -251,13 +251,13 @@ func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
 	}
 
 	var l *bus.StoredLetter
-	for sl, err := range c.Letters(ctx, bus.DeadMessages, job, false) {
+	for sl, err := range c.Letters().List(ctx, bus.DeadMessages, job, false) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		l = sl
 	}
-	if err := c.Redrive(ctx, l); err != nil {
+	if err := c.Letters().Redrive(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := c.JetStream().Stream(ctx, "PACE_JOBS")
@@ -274,7 +274,7 @@ func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
 	if got := objectNames(t, ctx, c); len(got) != 0 {
 		t.Errorf("objects after the redrive = %q, want none", got)
 	}
-	if _, err := c.Letter(ctx, bus.DeadMessages, l.Seq); !errors.Is(err, bus.ErrLetterNotFound) {
+	if _, err := c.Letters().Get(ctx, bus.DeadMessages, l.Seq); !errors.Is(err, bus.ErrLetterNotFound) {
 		t.Errorf("letter after the redrive: err = %v, want ErrLetterNotFound", err)
 	}
 }

@@ -100,7 +100,7 @@ func (c *Client) ResultCount(ctx context.Context, job string) (int, error) {
 // is spared.
 func (c *Client) deadItems(ctx context.Context, job string, results map[string]uint64) (dead, refused int, err error) {
 	seen := map[string]bool{}
-	for l, err := range c.Letters(ctx, DeadItems, job, false) {
+	for l, err := range c.Letters().List(ctx, DeadItems, job, false) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("dead letters of %s: %w", job, err)
 		}

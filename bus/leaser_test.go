@@ -61,7 +61,7 @@ func TestLeaserHoldsItemsUntilCompletedOrReleased(t *testing.T) {
 	if err != nil || len(results) != 2 {
 		t.Fatalf("results %v, %v; want two", results, err)
 	}
-	dead, err := c.StoredDeadLetters(ctx, "lj")
+	dead, err := c.Letters().Stored(ctx, "lj")
 	if err != nil || len(dead) != 1 || dead[0].Reason != schemas.Malformed {
 		t.Fatalf("dead letters %v, %v; want the unreadable message", dead, err)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// ErrHasResult is returned by Client.Redrive for the letter of an item that
+// ErrHasResult is returned by Letters.Redrive for the letter of an item that
 // already has a result (it succeeded after it was dead-lettered, or was
 // redriven before): nothing is sent and the letter is removed.
 var ErrHasResult = errors.New("item already has a result")
 
-// Redrive publishes the message of letter l (as Letters or Letter returned
+// Redrive publishes the message of letter l (as List or Get returned
 // it) again, to be worked on anew, then removes the letter: a letter is
 // redriven once, and an item counts as dead only while it has a letter.
 // A malformed message goes back as it was kept (Raw, or the object
@@ -38,12 +38,13 @@ var ErrHasResult = errors.New("item already has a result")
 // sends nothing more within the stream's 2-minute de-duplication window; an
 // item whose letter outlives its result is not sent again (ErrHasResult). A
 // letter that is no longer stored returns ErrLetterNotFound.
-func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
+func (box Letters) Redrive(ctx context.Context, l *StoredLetter) error {
+	c := box.c
 	stream, _, err := c.letterStream(ctx, l.Store)
 	if err != nil {
 		return err
 	}
-	cur, err := c.Letter(ctx, l.Store, l.Seq)
+	cur, err := c.Letters().Get(ctx, l.Store, l.Seq)
 	if errors.Is(err, ErrLetterNotFound) && l.DeadLetter != nil && l.RawObject != "" {
 		// Gone, perhaps by a redrive that failed to delete its body after.
 		if derr := c.deleteLetterObject(ctx, l.DeadLetter); derr != nil {
@@ -73,7 +74,7 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 			return fmt.Errorf("%w: a malformed message of job %s kept in %s is not redriven to %s", ErrMalformed,
 				d.Job, l.Store, d.Subject)
 		}
-		body, err := c.LetterBody(ctx, d)
+		body, err := c.Letters().Body(ctx, d)
 		if err != nil {
 			return err
 		}
@@ -120,20 +121,21 @@ func (c *Client) Redrive(ctx context.Context, l *StoredLetter) error {
 	return nil
 }
 
-// DeleteLetter deletes the dead letter at sequence seq of store's stream,
+// Delete deletes the dead letter at sequence seq of store's stream,
 // then the object that keeps its body, if any: an operator's way to drop a
 // letter that is not to be redriven, such as one whose object is missing.
 // A stored message that is not a readable dead letter (a newer version's,
 // or junk) is deleted too; the object it may name is left to
-// SweepLetterObjects. A sequence that holds no letter returns
+// Sweep. A sequence that holds no letter returns
 // ErrLetterNotFound.
-func (c *Client) DeleteLetter(ctx context.Context, store LetterStore, seq uint64) error {
+func (box Letters) Delete(ctx context.Context, store LetterStore, seq uint64) error {
+	c := box.c
 	stream, _, err := c.letterStream(ctx, store)
 	if err != nil {
 		return err
 	}
 	d := &schemas.DeadLetter{} // an unreadable letter's: names no object
-	l, err := c.Letter(ctx, store, seq)
+	l, err := c.Letters().Get(ctx, store, seq)
 	switch {
 	case err == nil:
 		d = l.DeadLetter

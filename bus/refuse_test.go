@@ -38,7 +38,7 @@ func TestRefuseWork(t *testing.T) {
 	crashed := bus.RefusedLetter("gone", subject, []byte(`{"id":"a","job":"gone","payload":"first"}`), nil, "no such job",
 		time.Now())
 	crashed.Sequence = seqs[0]
-	if err := c.PublishDeadLetter(ctx, "pace.dead.gone", crashed, fmt.Sprintf("refused/PACE_WORK/%d", seqs[0])); err != nil {
+	if err := c.Letters().Publish(ctx, "pace.dead.gone", crashed, fmt.Sprintf("refused/PACE_WORK/%d", seqs[0])); err != nil {
 		t.Fatal(err)
 	}
 
@@ -54,7 +54,7 @@ func TestRefuseWork(t *testing.T) {
 		t.Errorf("queued = %v (last %d), want the item past the bound left (last %d)", q.Subjects, q.LastSeq, seqs[2])
 	}
 	var letters []*bus.StoredLetter
-	for l, err := range c.Letters(ctx, bus.DeadItems, "gone", false) {
+	for l, err := range c.Letters().List(ctx, bus.DeadItems, "gone", false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestRefuseWork(t *testing.T) {
 	if l := letters[1]; l.RawObject == "" || l.RawSize != int64(len(hugeBody(t))) || l.Payload != "" {
 		t.Errorf("second letter %+v, want its body in the object store", l.DeadLetter)
 	}
-	if body, err := c.LetterBody(ctx, letters[1].DeadLetter); err != nil || !bytes.Equal(body, hugeBody(t)) {
+	if body, err := c.Letters().Body(ctx, letters[1].DeadLetter); err != nil || !bytes.Equal(body, hugeBody(t)) {
 		t.Errorf("second letter's body: %d bytes (%v), want the item byte for byte", len(body), err)
 	}
 	st, err := js.Stream(ctx, "PACE_DEAD")
@@ -113,7 +113,7 @@ func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
 		t.Errorf("queued = %v (%v), want the subject emptied", q.Subjects, err)
 	}
 	letters := map[string]*bus.StoredLetter{}
-	for l, err := range c.Letters(ctx, bus.DeadItems, "done", false) {
+	for l, err := range c.Letters().List(ctx, bus.DeadItems, "done", false) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,14 +18,16 @@ func (c *Client) StoredResults(ctx context.Context, job string) ([]*schemas.Resu
 	return collect(stored[schemas.Result](ctx, c, resultsFamily, c.prefix.JobResults(job), false))
 }
 
-// StoredDeadLetters returns the dead letters of job stored so far, oldest first.
-func (c *Client) StoredDeadLetters(ctx context.Context, job string) ([]*schemas.DeadLetter, error) {
+// Stored returns the dead letters of job stored so far, oldest first.
+func (box Letters) Stored(ctx context.Context, job string) ([]*schemas.DeadLetter, error) {
+	c := box.c
 	return collect(stored[schemas.DeadLetter](ctx, c, deadFamily, c.prefix.Dead(job), false))
 }
 
 // StoredMalformed returns the dead letters of job's messages that a stage
 // could not read (pace.metrics.<job>.dead), oldest first.
-func (c *Client) StoredMalformed(ctx context.Context, job string) ([]*schemas.DeadLetter, error) {
+func (box Letters) StoredMalformed(ctx context.Context, job string) ([]*schemas.DeadLetter, error) {
+	c := box.c
 	return collect(stored[schemas.DeadLetter](ctx, c, metricsFamily, c.prefix.Metrics(job, schemas.DeadMetrics), false))
 }
 

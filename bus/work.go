@@ -359,20 +359,21 @@ func resultStored(r *schemas.Result, ack *jetstream.PubAck, err error) error {
 
 // publishDeadLetter stores the dead letter of a work item on pace.dead.<job>.
 func (c *Client) publishDeadLetter(ctx context.Context, d *schemas.DeadLetter, key string) error {
-	return c.PublishDeadLetter(ctx, c.prefix.Dead(d.Job), d, key)
+	return c.Letters().Publish(ctx, c.prefix.Dead(d.Job), d, key)
 }
 
-// PublishDeadLetter stores d on subject; key, when not empty, is its
+// Publish stores d on subject; key, when not empty, is its
 // Nats-Msg-Id and makes a retried publish a no-op. pace.dead.<job> counts a
 // job's dead items: letters of messages other than work items go to
 // pace.metrics.<job>.dead. A Raw too large for the letter is kept in the
 // dead-letter object store, which the stored letter names (RawObject).
-func (c *Client) PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error {
+func (box Letters) Publish(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error {
+	c := box.c
 	_, err := c.publishLetter(ctx, subject, d, key)
 	return err
 }
 
-// publishLetter is PublishDeadLetter; it also reports whether the bus
+// publishLetter is Letters.Publish; it also reports whether the bus
 // dropped the letter as a duplicate of one published with the same key.
 // A malformed message's body too large for the letter goes to the
 // dead-letter object store first (see publishLetterObject).

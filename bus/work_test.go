@@ -251,7 +251,7 @@ func TestPoisonAndMalformedItemsAreDeadLettered(t *testing.T) {
 	declare(t, ctx, c, "poison", time.Second, 3)
 	dlCtx, stopDL := context.WithCancel(ctx)
 	dlDone := make(chan error, 1)
-	go func() { dlDone <- c.DeadLetters(dlCtx) }()
+	go func() { dlDone <- c.Letters().Move(dlCtx) }()
 	t.Cleanup(func() { stopDL(); <-dlDone })
 
 	items := bus.Items("bad", "good")
@@ -438,7 +438,7 @@ func TestHungItemsTimeOutIntoDeadLetters(t *testing.T) {
 	}
 	dlCtx, stopDL := context.WithCancel(ctx)
 	dlDone := make(chan error, 1)
-	go func() { dlDone <- c.DeadLetters(dlCtx) }()
+	go func() { dlDone <- c.Letters().Move(dlCtx) }()
 	t.Cleanup(func() { stopDL(); <-dlDone })
 	items := bus.Items("hang", "quick")
 	if err := c.PushItems(ctx, "hang", items); err != nil {

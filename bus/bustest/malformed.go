@@ -110,7 +110,7 @@ func WaitKept(t testing.TB, c *bus.Client, job string, cases map[string]*nats.Ms
 	var letters []*schemas.DeadLetter
 	var err error
 	Eventually(t, 10*time.Second, "a dead letter per malformed message of "+job, func() bool {
-		letters, err = c.StoredMalformed(context.Background(), job)
+		letters, err = c.Letters().StoredMalformed(context.Background(), job)
 		return err == nil && len(letters) >= len(cases)
 	})
 	CheckKept(t, cases, letters)

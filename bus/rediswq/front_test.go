@@ -144,7 +144,7 @@ func TestKilledWorkerLosesNothingAndDuplicatesNothing(t *testing.T) {
 func TestWorkerErrorsBecomeDeadLettersWithTheirText(t *testing.T) {
 	t.Parallel()
 	c := bustest.Client(t, bustest.Server(t))
-	bustest.Run(t, c.DeadLetters)
+	bustest.Run(t, c.Letters().Move)
 	job(t, c, "j3", schemas.JobSpec{MaxDeliveries: 2}, "good", "bad-1")
 	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
 
@@ -157,7 +157,7 @@ func TestWorkerErrorsBecomeDeadLettersWithTheirText(t *testing.T) {
 	var dead []*schemas.DeadLetter
 	bustest.Eventually(t, 10*time.Second, "the failed item's dead letter", func() bool {
 		var err error
-		dead, err = c.StoredDeadLetters(ctx, "j3")
+		dead, err = c.Letters().Stored(ctx, "j3")
 		return err == nil && len(dead) == 1
 	})
 	if d := dead[0]; d.Payload != "bad-1" || d.Reason != schemas.MaxDeliveries || d.LastError != "cannot process bad-1" || d.Deliveries != 2 {

@@ -64,7 +64,7 @@ func TestPublishedLibraryWorkersLoseNothing(t *testing.T) {
 	if got := outputs(t, c, "lib"); !slices.Equal(got, want) {
 		t.Fatalf("results %v, want %v", got, want)
 	}
-	if dead, err := c.StoredDeadLetters(ctx, "lib"); err != nil || len(dead) != 0 {
+	if dead, err := c.Letters().Stored(ctx, "lib"); err != nil || len(dead) != 0 {
 		t.Fatalf("dead letters %v (%v), want none", dead, err)
 	}
 	jobs, err := c.Jobs(ctx)

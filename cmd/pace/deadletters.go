@@ -86,7 +86,7 @@ func jobArg(name, job string) (string, error) {
 func storedLetters(ctx context.Context, c *bus.Client, job string) ([]*bus.StoredLetter, error) {
 	var all []*bus.StoredLetter
 	for _, store := range letterStores {
-		for l, err := range c.Letters(ctx, store, job, false) {
+		for l, err := range c.Letters().List(ctx, store, job, false) {
 			if err != nil {
 				return nil, signalled(ctx, err)
 			}
@@ -112,7 +112,7 @@ func newLetterLine(l *bus.StoredLetter) letterLine {
 }
 
 // letterSize is the size of the message a letter keeps (see
-// bus.Client.LetterBody), known without reading it from the object store.
+// bus.Letters.Body), known without reading it from the object store.
 func letterSize(d *schemas.DeadLetter) int {
 	switch {
 	case d.RawObject != "":
@@ -194,7 +194,7 @@ func (o *deadListOptions) run(ctx context.Context, a *app, job string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, store := range letterStores {
 		g.Go(func() error {
-			for l, err := range c.Letters(gctx, store, job, true) {
+			for l, err := range c.Letters().List(gctx, store, job, true) {
 				if err != nil {
 					return err
 				}

@@ -47,7 +47,7 @@ func (o *deadDeleteOptions) run(ctx context.Context, a *app, id string) error {
 		return err
 	}
 	defer closeClient(c)
-	if err := c.DeleteLetter(ctx, store, seq); err != nil {
+	if err := c.Letters().Delete(ctx, store, seq); err != nil {
 		return letterError(ctx, id, err)
 	}
 	fmt.Fprintf(a.stdout, "deleted %s\n", id)

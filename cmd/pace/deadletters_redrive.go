@@ -129,7 +129,7 @@ func (o *deadRedriveOptions) redrive(ctx context.Context, a *app, c *bus.Client,
 			return nil
 		}
 	}
-	err := c.Redrive(ctx, l)
+	err := c.Letters().Redrive(ctx, l)
 	switch {
 	case errors.Is(err, bus.ErrJobFinished) && (o.job != "" || o.all):
 		t.skipped++

@@ -68,7 +68,7 @@ func (o *deadShowOptions) run(ctx context.Context, a *app, id string) error {
 	if err != nil {
 		return err
 	}
-	body, bodyErr := c.LetterBody(ctx, l.DeadLetter)
+	body, bodyErr := c.Letters().Body(ctx, l.DeadLetter)
 	if bodyErr != nil && ctx.Err() != nil {
 		return signalled(ctx, fmt.Errorf("SEQ %s: %w", id, bodyErr))
 	}
@@ -100,7 +100,7 @@ func deleteHint(id string) string {
 
 // findLetter reads the letter SEQ id, an input error when there is none.
 func findLetter(ctx context.Context, c *bus.Client, id string, store bus.LetterStore, seq uint64) (*bus.StoredLetter, error) {
-	l, err := c.Letter(ctx, store, seq)
+	l, err := c.Letters().Get(ctx, store, seq)
 	if err != nil {
 		return nil, letterError(ctx, id, err)
 	}

@@ -62,7 +62,7 @@ func TestDeadLetterNonUTF8RoundTrip(t *testing.T) {
 	header := nats.Header{"X-Case": {"bytes"}, schemas.HeaderMsgID: {"sample-1"}}
 	d := bus.MalformedLetter(job, subject, body, header, errors.New("invalid character 'ÿ'"), time.Now())
 	d.Sequence = 7
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,7 +141,7 @@ func TestDeadLetterLargeBodyRoundTrip(t *testing.T) {
 	body := bytes.Repeat([]byte{0xff, 0x00, 0x1b, 'x'}, 900<<10/4) // base64 would not fit 1 MiB
 	subject := c.Prefix().Metrics(job, schemas.ProgressMetrics)
 	d := bus.MalformedLetter(job, subject, body, nats.Header{"X-Case": {"large"}}, errors.New("unreadable"), time.Now())
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
 		t.Fatal(err)
 	}
 	letters := listLetters(t, url, job)
@@ -190,7 +190,7 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 	url := s.ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	bustest.Run(t, c.DeadLetters)
+	bustest.Run(t, c.Letters().Move)
 	bustest.KeepLedger(t, c)
 
 	const job = "flaky"
@@ -249,7 +249,7 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 		t.Errorf("letters after the redrive = %+v, want none", letters)
 	}
 	stale := &schemas.DeadLetter{Job: job, ItemID: letters[0].ItemID, Reason: schemas.MaxDeliveries, Payload: "x", At: time.Now()}
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Dead(job), stale, ""); err != nil {
 		t.Fatal(err)
 	}
 	if out := deadLetters(t, url, exitOK, "redrive", "--job", job); !strings.Contains(out, "already has a result; letter removed") ||
@@ -308,7 +308,7 @@ func TestDeadLetterListFollow(t *testing.T) {
 		if i == 1 {
 			subject = c.Prefix().Metrics(job, schemas.DeadMetrics)
 		}
-		if err := c.PublishDeadLetter(ctx, subject, d, ""); err != nil {
+		if err := c.Letters().Publish(ctx, subject, d, ""); err != nil {
 			t.Fatal(err)
 		}
 		bustest.Eventually(t, 30*time.Second, "the new letter of "+job, func() bool { return strings.Contains(out.String(), job) })
@@ -369,7 +369,7 @@ func TestDeadLetterMissingObject(t *testing.T) {
 	const job = "lost"
 	body := bytes.Repeat([]byte{0xff, 'x'}, 900<<10/2)
 	d := bus.MalformedLetter(job, c.Prefix().Metrics(job, schemas.RawMetrics), body, nil, errors.New("unreadable"), time.Now())
-	if err := c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
+	if err := c.Letters().Publish(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, ""); err != nil {
 		t.Fatal(err)
 	}
 	letters := listLetters(t, url, job)

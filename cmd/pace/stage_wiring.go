@@ -287,7 +287,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 	api.Register(w.api)
 	w.api.Handle(apfhttp.DebugPrefix, only(authn != nil, dumpReaders...)(apfhttp.DebugHandler(fc)))
 	w.apiGate, w.resolve, w.mgr = true, api.Resolver(), mgr
-	w.loops = append(w.loops, c.DeadLetters, manager.CountJobs(c, fc.ObjectCounts(), w.log))
+	w.loops = append(w.loops, c.Letters().Move, manager.CountJobs(c, fc.ObjectCounts(), w.log))
 	if w.f.tokens.calloutKey != "" {
 		if err := w.serveCallout(c, authn); err != nil {
 			return err

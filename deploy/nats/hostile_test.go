@@ -97,7 +97,7 @@ func TestForgedResultsStallNoJob(t *testing.T) {
 	waitState(t, ctx, watcher, aliceJob, schemas.Completed)
 	letters := func() map[string]int {
 		byItem := map[string]int{}
-		for l, err := range watcher.Letters(ctx, bus.DeadItems, aliceJob, false) {
+		for l, err := range watcher.Letters().List(ctx, bus.DeadItems, aliceJob, false) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +156,7 @@ func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 	want := map[string]string{"late": "job completed", schemas.WorkloadItemID(1): "already has a result"}
 	bustest.Eventually(t, 2*time.Minute, "both items refused", func() bool {
 		got := map[string]string{}
-		for l, err := range watcher.Letters(ctx, bus.DeadItems, job, false) {
+		for l, err := range watcher.Letters().List(ctx, bus.DeadItems, job, false) {
 			if err != nil {
 				t.Fatal(err)
 			}

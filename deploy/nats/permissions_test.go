@@ -80,7 +80,7 @@ func setAside(ctx context.Context, c, reader *bus.Client, stage, stream string, 
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	c.SetAside(sctx, stage, m, errors.New("test: unreadable"))
-	for l, err := range reader.Letters(ctx, bus.DeadMessages, "*", false) {
+	for l, err := range reader.Letters().List(ctx, bus.DeadMessages, "*", false) {
 		if err != nil {
 			return err
 		}
@@ -118,12 +118,12 @@ func setAsideJobEvent(ctx context.Context, c *bus.Client, job string) error {
 	if err := readJobEvents(ctx, c, job); err != nil {
 		return err
 	}
-	if _, err := c.StoredMalformed(ctx, job); err != nil {
+	if _, err := c.Letters().StoredMalformed(ctx, job); err != nil {
 		return err
 	}
 	d := bus.MalformedLetter(job, c.Prefix().Jobs(job, schemas.EventScaled), []byte{0xff}, nil,
 		errors.New("test"), time.Now())
-	return c.PublishDeadLetter(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, "")
+	return c.Letters().Publish(ctx, c.Prefix().Metrics(job, schemas.DeadMetrics), d, "")
 }
 
 // TestEachStageUserCanDoItsWorkAndNothingElse has each stage user of
@@ -161,7 +161,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 	if err := readJobEvents(ctx, manager, job); err != nil {
 		t.Fatalf("manager reads job events: %v", err)
 	}
-	if letters, err := manager.StoredMalformed(ctx, job); err != nil || len(letters) != 1 {
+	if letters, err := manager.Letters().StoredMalformed(ctx, job); err != nil || len(letters) != 1 {
 		t.Fatalf("the garbled job event has %d dead letters (%v), want 1", len(letters), err)
 	}
 	checkAllowedSubscriptions(t, url, stage("manager"), p.Submit(), p.Control("stop"))
@@ -458,7 +458,7 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 			}
 			d := bus.MalformedLetter(job, from, body, nats.Header{"X-User": {user}}, errors.New("test"), time.Now())
 			for range 2 {
-				if err := c.PublishDeadLetter(ctx, subject, d, user+"/"+subject); err != nil {
+				if err := c.Letters().Publish(ctx, subject, d, user+"/"+subject); err != nil {
 					t.Errorf("pace-%s keeping a large body on %s: %v", user, subject, err)
 				}
 			}
@@ -479,7 +479,7 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 	}
 	var letters []*bus.StoredLetter
 	for _, store := range []bus.LetterStore{bus.DeadItems, bus.DeadMessages} {
-		for l, err := range admin.Letters(ctx, store, job, false) {
+		for l, err := range admin.Letters().List(ctx, store, job, false) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -490,10 +490,10 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 		t.Errorf("%d letters, want %d", len(letters), kept)
 	}
 	for _, l := range letters {
-		if got, err := admin.LetterBody(ctx, l.DeadLetter); err != nil || !bytes.Equal(got, body) {
+		if got, err := admin.Letters().Body(ctx, l.DeadLetter); err != nil || !bytes.Equal(got, body) {
 			t.Errorf("body of %s's letter: %d bytes (%v), want %d", l.Header["X-User"], len(got), err, len(body))
 		}
-		if err := admin.Redrive(ctx, l); err != nil {
+		if err := admin.Letters().Redrive(ctx, l); err != nil {
 			t.Errorf("redrive %s's letter: %v", l.Header["X-User"], err)
 		}
 	}
@@ -518,7 +518,7 @@ func TestDeadLetteringUsersKeepLargeBodies(t *testing.T) {
 	if err := readJobEvents(ctx, client, job); err != nil {
 		t.Errorf("alice reads job events: %v", err)
 	}
-	if letters, err := admin.StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
+	if letters, err := admin.Letters().StoredMalformed(ctx, job); err != nil || len(letters) != 0 {
 		t.Errorf("letters after alice's read: %d (%v), want none", len(letters), err)
 	}
 	// It gave up on the refusal, not after waiting for its timeout.

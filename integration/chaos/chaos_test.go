@@ -162,7 +162,7 @@ func TestChaos(t *testing.T) {
 		return c.StoredResults(ctx, s.job)
 	})
 	dead := retry(t, ctx, "read the dead letters", func(ctx context.Context) ([]*schemas.DeadLetter, error) {
-		return c.StoredDeadLetters(ctx, s.job)
+		return c.Letters().Stored(ctx, s.job)
 	})
 	var summary struct {
 		ItemsOK   int `json:"items_ok"`

@@ -138,8 +138,8 @@ type Bus interface {
 	Prefix() schemas.Prefix
 	// Stream returns a handle on a stream of the bus, looked up once.
 	Stream(ctx context.Context, family schemas.Stream) (jetstream.Stream, error)
-	// PublishDeadLetter keeps a job record it cannot read.
-	PublishDeadLetter(ctx context.Context, subject string, d *schemas.DeadLetter, key string) error
+	// Letters keeps a job record it cannot read (Letters.Publish).
+	Letters() bus.Letters
 }
 
 // Option configures a Stage.
@@ -380,7 +380,7 @@ func (c *Stage) setAside(ctx context.Context, e jetstream.KeyValueEntry, cause e
 	d.Sequence = e.Revision()
 	key := fmt.Sprintf("collector/%s/%d", e.Bucket(), e.Revision())
 	log := c.log.With("job", e.Key(), "revision", e.Revision(), "err", cause)
-	if err := c.bus.PublishDeadLetter(ctx, c.prefix.Metrics(job, schemas.DeadMetrics), d, key); err != nil {
+	if err := c.bus.Letters().Publish(ctx, c.prefix.Metrics(job, schemas.DeadMetrics), d, key); err != nil {
 		log.Error("unreadable job record not dead-lettered; it stays in its bucket", "dead_letter_err", err)
 		return
 	}

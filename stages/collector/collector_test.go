@@ -297,7 +297,7 @@ func TestUnreadableJobRecordsAreSetAside(t *testing.T) {
 	for key, data := range bad {
 		var dead []*schemas.DeadLetter
 		bustest.Eventually(t, 10*time.Second, key+" dead-lettered", func() bool {
-			dead, err = c.StoredMalformed(ctx, key)
+			dead, err = c.Letters().StoredMalformed(ctx, key)
 			return err == nil && len(dead) > 0
 		})
 		d := dead[0]

@@ -89,7 +89,7 @@ func runApplyingGate(t *testing.T, c *bus.Client) *gate.Stage {
 func requestLetters(t *testing.T, ctx context.Context, c *bus.Client) []*bus.StoredLetter {
 	t.Helper()
 	var out []*bus.StoredLetter
-	for l, err := range c.Letters(ctx, bus.DeadMessages, "*", false) {
+	for l, err := range c.Letters().List(ctx, bus.DeadMessages, "*", false) {
 		if err != nil {
 			t.Fatal(err)
 		}

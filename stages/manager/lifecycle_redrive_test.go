@@ -49,12 +49,12 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	t.Cleanup(func() { close(releaseSlow); close(releaseBad) }) // runs before e.work's cleanup
 	dlCtx, stopDL := context.WithCancel(ctx)
 	dlDone := make(chan error, 1)
-	go func() { dlDone <- e.c.DeadLetters(dlCtx) }()
+	go func() { dlDone <- e.c.Letters().Move(dlCtx) }()
 	t.Cleanup(func() { stopDL(); <-dlDone })
 
 	var letter *bus.StoredLetter
 	bustest.Eventually(t, 20*time.Second, "bad dead-lettered", func() bool {
-		for l, err := range e.c.Letters(ctx, bus.DeadItems, id, false) {
+		for l, err := range e.c.Letters().List(ctx, bus.DeadItems, id, false) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 
 	close(fixed)
 	if !interrupted {
-		if err := e.c.Redrive(ctx, letter); err != nil {
+		if err := e.c.Letters().Redrive(ctx, letter); err != nil {
 			t.Fatal(err)
 		}
 	} else { // what Redrive sends, the letter left in place
@@ -125,7 +125,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	if len(results) != 3 || len(seen) != 3 {
 		t.Errorf("results = %d for items %v, want exactly one for each of 3", len(results), seen)
 	}
-	if err := e.c.Redrive(ctx, letter); err == nil {
+	if err := e.c.Letters().Redrive(ctx, letter); err == nil {
 		t.Error("redriving the letter again succeeded, want an error: the job is finished")
 	}
 }

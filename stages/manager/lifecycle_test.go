@@ -85,7 +85,7 @@ func TestFailingItemsFailTheJob(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = e.c.DeadLetters(ctx) }()
+	go func() { _ = e.c.Letters().Move(ctx) }()
 	e.waitState(id, schemas.Failed)
 	r := e.do("GET", "/submissions/"+id+"/errors", "alice-token", "")
 	if r.code != http.StatusOK || !strings.Contains(string(r.body), `cannot process \"bad\"`) {

@@ -37,7 +37,7 @@ func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 	if rec, err := e.c.Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
 		t.Fatalf("job %s after %d forged results: %v (%v), want ongoing", id, len(forged), rec.State, err)
 	}
-	letters, err := e.c.StoredDeadLetters(ctx, id)
+	letters, err := e.c.Letters().Stored(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 	}
 	// A letter of a result is not work: it is never redriven.
 	for _, l := range mustLetters(t, e, id) {
-		if err := e.c.Redrive(ctx, l); err == nil || !strings.Contains(err.Error(), "not redriven") {
+		if err := e.c.Letters().Redrive(ctx, l); err == nil || !strings.Contains(err.Error(), "not redriven") {
 			t.Errorf("redrive of the never_queued letter of %s = %v, want a refusal", l.ItemID, err)
 		}
 	}
@@ -152,7 +152,7 @@ func (e *env) results(job string) int {
 func mustLetters(t *testing.T, e *env, job string) []*bus.StoredLetter {
 	t.Helper()
 	var out []*bus.StoredLetter
-	for l, err := range e.c.Letters(context.Background(), bus.DeadItems, job, false) {
+	for l, err := range e.c.Letters().List(context.Background(), bus.DeadItems, job, false) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -75,7 +75,7 @@ func (m *Stage) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed, *
 	if err != nil {
 		return nil, nil, err
 	}
-	dead, err := m.bus.StoredDeadLetters(ctx, rec.ID)
+	dead, err := m.bus.Letters().Stored(ctx, rec.ID)
 	if err != nil {
 		return nil, nil, err
 	}

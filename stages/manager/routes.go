@@ -94,7 +94,7 @@ func (a *API) table() []route {
 				if err != nil {
 					return nil, err
 				}
-				dead, err := m.bus.StoredDeadLetters(r.Context(), rec.ID)
+				dead, err := m.bus.Letters().Stored(r.Context(), rec.ID)
 				if a.compat {
 					return asperathosErrors(dead), err
 				}

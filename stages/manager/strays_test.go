@@ -69,7 +69,7 @@ func (e *env) queued(job string) uint64 {
 // letters is job's dead letters.
 func (e *env) letters(job string) []*schemas.DeadLetter {
 	e.t.Helper()
-	dead, err := e.c.StoredDeadLetters(context.Background(), job)
+	dead, err := e.c.Letters().Stored(context.Background(), job)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestStrayItemsAreRefused(t *testing.T) {
 	// A job that never existed has no record, but its letters are listed
 	// under its subject, as pace dead-letters list JOB reads them.
 	var listed []*bus.StoredLetter
-	for l, err := range e.c.Letters(ctx, bus.DeadItems, "never-created", false) {
+	for l, err := range e.c.Letters().List(ctx, bus.DeadItems, "never-created", false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,13 +225,13 @@ func TestStrayItemsAreRefused(t *testing.T) {
 	// Redriven: refused while its job does not accept items, sent as it
 	// was once the job exists.
 	stoppedLetter := storedLetter(t, e.c, stopped)
-	if err := e.c.Redrive(ctx, stoppedLetter); !errors.Is(err, bus.ErrJobFinished) {
+	if err := e.c.Letters().Redrive(ctx, stoppedLetter); !errors.Is(err, bus.ErrJobFinished) {
 		t.Errorf("redrive to a stopped job: %v, want ErrJobFinished", err)
 	}
 	if _, err := e.c.DeclareJob(ctx, "never-created", schemas.JobSpec{Mode: schemas.Streaming}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.Redrive(ctx, listed[0]); err != nil {
+	if err := e.c.Letters().Redrive(ctx, listed[0]); err != nil {
 		t.Fatal(err)
 	}
 	st, err := e.c.JetStream().Stream(ctx, "PACE_WORK")
@@ -264,7 +264,7 @@ func TestAStrayItemIsRefusedOnArrival(t *testing.T) {
 
 func storedLetter(t *testing.T, c *bus.Client, job string) *bus.StoredLetter {
 	t.Helper()
-	for l, err := range c.Letters(context.Background(), bus.DeadItems, job, false) {
+	for l, err := range c.Letters().List(context.Background(), bus.DeadItems, job, false) {
 		if err != nil {
 			t.Fatal(err)
 		}

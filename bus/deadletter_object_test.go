@@ -264,7 +264,7 @@ func TestSetAsideKeepsALargeBodyOnceAndRetries(t *testing.T) {
 		t.Errorf("after setting aside: next = %v, want no message (terminated)", err)
 	}
 
-	if err := c.PurgeJob(ctx, job); err != nil {
+	if err := c.Queues().PurgeJob(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 	if got := objectNames(t, ctx, c); len(got) != 0 {

@@ -26,7 +26,7 @@ func TestJobsSeesChangesNotEdits(t *testing.T) {
 		t.Fatalf("first listing %v, want a:1 b:2", got)
 	}
 	put("a", 10)
-	if err := c.PurgeJob(ctx, "b"); err != nil {
+	if err := c.Queues().PurgeJob(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	if got := totals(); got["a"] != 10 || len(got) != 1 {

@@ -73,7 +73,8 @@ func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState
 
 // QueuedItems returns, by job, how many items wait in its queue or are
 // being processed, from one look at the work stream.
-func (c *Client) QueuedItems(ctx context.Context) (map[string]int, error) {
+func (q Queues) QueuedItems(ctx context.Context) (map[string]int, error) {
+	c := q.c
 	counts, err := c.subjectCounts(ctx, workFamily, c.prefix.Work("*"))
 	if err != nil {
 		return nil, err
@@ -133,7 +134,8 @@ func (c *Client) subjectCounts(ctx context.Context, family schemas.Stream, filte
 // EnsureWork creates or updates the job's work consumer from its record's
 // spec, so that pushed items wait for workers with the job's lease and
 // delivery limit.
-func (c *Client) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
+func (q Queues) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
+	c := q.c
 	_, err := c.ensureWorkConsumer(ctx, rec)
 	return err
 }
@@ -142,7 +144,8 @@ func (c *Client) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
 // discards them, and returns how many. Items held by workers are not
 // touched: they finish (or fail) normally. It uses the job's own consumer,
 // so an item that a worker fetches meanwhile is processed, not dropped.
-func (c *Client) DropQueued(ctx context.Context, job string) (int, error) {
+func (q Queues) DropQueued(ctx context.Context, job string) (int, error) {
+	c := q.c
 	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return 0, nil
@@ -187,18 +190,20 @@ func (c *Client) purgeWork(ctx context.Context, job string) error {
 
 // ReleaseWork removes all of job's items, held ones too, and deletes its
 // work consumer: workers of the job find nothing more to do.
-func (c *Client) ReleaseWork(ctx context.Context, job string) error {
+func (q Queues) ReleaseWork(ctx context.Context, job string) error {
+	c := q.c
 	if err := c.purgeWork(ctx, job); err != nil {
 		return err
 	}
-	return c.DeleteWorkConsumer(ctx, job)
+	return c.Queues().DeleteWorkConsumer(ctx, job)
 }
 
 // DeleteWorkConsumer deletes job's work consumer, leaving its items on the
 // work stream: the manager moves the items a finished job still has to its
 // dead letters (RefuseWork) rather than purge them. One already gone is no
 // error.
-func (c *Client) DeleteWorkConsumer(ctx context.Context, job string) error {
+func (q Queues) DeleteWorkConsumer(ctx context.Context, job string) error {
+	c := q.c
 	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("delete work consumer of %s: %w", job, err)
@@ -209,8 +214,9 @@ func (c *Client) DeleteWorkConsumer(ctx context.Context, job string) error {
 // PurgeJob deletes everything stored about job: its items, results, dead
 // letters (with the bodies they keep in the dead-letter object store),
 // metrics, decisions, logs, events and record.
-func (c *Client) PurgeJob(ctx context.Context, job string) error {
-	if err := c.ReleaseWork(ctx, job); err != nil {
+func (q Queues) PurgeJob(ctx context.Context, job string) error {
+	c := q.c
+	if err := c.Queues().ReleaseWork(ctx, job); err != nil {
 		return err
 	}
 	for family, subject := range map[schemas.Stream]string{

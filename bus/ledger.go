@@ -81,7 +81,8 @@ type Placer func(ctx context.Context, job string) (Placement, error)
 // for is held, and comes back later. It returns an error when the consumer
 // cannot be read (deleted, the server unreachable): the caller starts it
 // again.
-func (c *Client) KeepLedger(ctx context.Context, place Placer) error {
+func (q Queues) KeepLedger(ctx context.Context, place Placer) error {
+	c := q.c
 	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), ledgerConsumer)
 	if err != nil {
 		return fmt.Errorf("ledger consumer: %w", err)

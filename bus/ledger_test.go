@@ -40,12 +40,12 @@ func TestLedgerBehindSetsNothingAside(t *testing.T) {
 	if ws, err := c.JobWork(ctx, rec); err != nil || ws.Results != 0 {
 		t.Fatalf("work before the ledger = %+v (%v), want no result counted", ws, err)
 	}
-	if n, err := c.SetAsideNeverQueued(ctx, rec); err != nil || n != 0 {
+	if n, err := c.Queues().SetAsideNeverQueued(ctx, rec); err != nil || n != 0 {
 		t.Fatalf("set aside before the ledger saw the items: %d (%v), want 0", n, err)
 	}
 
 	bustest.Run(t, func(ctx context.Context) error {
-		return c.KeepLedger(ctx, func(context.Context, string) (bus.Placement, error) {
+		return c.Queues().KeepLedger(ctx, func(context.Context, string) (bus.Placement, error) {
 			return bus.Placement{Enter: true}, nil // the job has finished
 		})
 	})
@@ -53,10 +53,10 @@ func TestLedgerBehindSetsNothingAside(t *testing.T) {
 		ws, err := c.JobWork(ctx, rec)
 		return err == nil && ws.Results == 2 && ws.NeverQueued == 0
 	})
-	if n, err := c.SetAsideNeverQueued(ctx, rec); err != nil || n != 0 {
+	if n, err := c.Queues().SetAsideNeverQueued(ctx, rec); err != nil || n != 0 {
 		t.Errorf("set aside once entered: %d (%v), want 0", n, err)
 	}
-	if q, err := c.QueuedWork(ctx); err != nil || q.Subjects["pace.work.late"] != 2 {
+	if q, err := c.Queues().QueuedWork(ctx); err != nil || q.Subjects["pace.work.late"] != 2 {
 		t.Errorf("items of the finished job on the work stream: %v (%v), want both, for the stray sweep", q.Subjects, err)
 	}
 }

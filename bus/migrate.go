@@ -133,7 +133,7 @@ func (c *Client) restoreJobs(ctx context.Context) error {
 	}
 	for _, rec := range jobs {
 		if !rec.State.Final() {
-			if err := c.EnsureWork(ctx, rec); err != nil {
+			if err := c.Queues().EnsureWork(ctx, rec); err != nil {
 				return err
 			}
 		}

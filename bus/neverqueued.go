@@ -45,7 +45,8 @@ func resultItem(subject string) string { return subject[strings.LastIndexByte(su
 // Nats-Msg-Id naming the result's stream sequence, then deletes the
 // result: an interrupted call loses nothing and stores one letter when it
 // runs again.
-func (c *Client) SetAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord) (int, error) {
+func (q Queues) SetAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord) (int, error) {
+	c := q.c
 	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(rec.ID))
 	if err != nil {
 		return 0, err

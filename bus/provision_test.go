@@ -237,7 +237,7 @@ func TestProvisionMovesAWorkQueueWorkStream(t *testing.T) {
 	if _, err := js.Stream(ctx, "PACE_WORK_MIGRATION"); err == nil {
 		t.Error("the holding stream is still there")
 	}
-	if q, err := c.QueuedWork(ctx); err != nil || q.Subjects["pace.work.j1"] != 3 {
+	if q, err := c.Queues().QueuedWork(ctx); err != nil || q.Subjects["pace.work.j1"] != 3 {
 		t.Errorf("items of j1 after the move: %v (%v), want 3", q.Subjects, err)
 	}
 	if !strings.Contains(logs.String(), "moved to interest retention") {

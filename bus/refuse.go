@@ -25,7 +25,8 @@ type QueuedWork struct {
 
 // QueuedWork counts the work stream's messages by subject, in one request
 // however many jobs there are (nats.go pages through very many subjects).
-func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
+func (q Queues) QueuedWork(ctx context.Context) (QueuedWork, error) {
+	c := q.c
 	st, err := c.Stream(ctx, workFamily)
 	if err != nil {
 		return QueuedWork{}, err
@@ -64,7 +65,8 @@ func (c *Client) QueuedWork(ctx context.Context) (QueuedWork, error) {
 // error; its letter then stands beside its result, as a letter can.
 // A letter too large for the bus even without the body is logged as an
 // error and its message left where it is.
-func (c *Client) RefuseWork(ctx context.Context, subject string, upTo uint64, why string) (int, error) {
+func (q Queues) RefuseWork(ctx context.Context, subject string, upTo uint64, why string) (int, error) {
+	c := q.c
 	name := c.prefix.Stream(workFamily)
 	st, err := c.Stream(ctx, workFamily)
 	if err != nil {

@@ -42,11 +42,11 @@ func TestRefuseWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := c.RefuseWork(ctx, subject, seqs[1], "no such job")
+	n, err := c.Queues().RefuseWork(ctx, subject, seqs[1], "no such job")
 	if err != nil || n != 2 {
 		t.Fatalf("RefuseWork = %d, %v; want 2 moved", n, err)
 	}
-	q, err := c.QueuedWork(ctx)
+	q, err := c.Queues().QueuedWork(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +105,11 @@ func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
 	}
 	queue("a", "again")
 
-	n, err := c.RefuseWork(ctx, subject, ^uint64(0), "job completed")
+	n, err := c.Queues().RefuseWork(ctx, subject, ^uint64(0), "job completed")
 	if err != nil || n != 2 {
 		t.Fatalf("RefuseWork = %d, %v; want 2 moved (b, a again), the processed a deleted", n, err)
 	}
-	if q, err := c.QueuedWork(ctx); err != nil || q.Subjects[subject] != 0 {
+	if q, err := c.Queues().QueuedWork(ctx); err != nil || q.Subjects[subject] != 0 {
 		t.Errorf("queued = %v (%v), want the subject emptied", q.Subjects, err)
 	}
 	letters := map[string]*bus.StoredLetter{}

@@ -116,11 +116,11 @@ func Run(t testing.TB, run func(context.Context) error) {
 
 // KeepLedger keeps c's ledger until the test ends, entering every item, as
 // the manager does for a streaming job: without it a streaming job's
-// results do not count (see bus.KeepLedger).
+// results do not count (see bus.Queues.KeepLedger).
 func KeepLedger(t testing.TB, c *bus.Client) {
 	t.Helper()
 	Run(t, func(ctx context.Context) error {
-		return c.KeepLedger(ctx, func(context.Context, string) (bus.Placement, error) {
+		return c.Queues().KeepLedger(ctx, func(context.Context, string) (bus.Placement, error) {
 			return bus.Placement{Enter: true, Release: true}, nil
 		})
 	})

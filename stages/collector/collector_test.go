@@ -113,7 +113,7 @@ func TestCollectorKnownStates(t *testing.T) {
 	// and a result for an item it never had, which must not count.
 	j1 := batchRecord("j1", 10)
 	putRecord(t, c, j1)
-	if err := c.EnsureWork(ctx, &j1); err != nil {
+	if err := c.Queues().EnsureWork(ctx, &j1); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.QueueWorkload(ctx, "j1", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}); err != nil {
@@ -604,7 +604,7 @@ func streamingJobWithAResult(t *testing.T, c *bus.Client, t0 time.Time, items ..
 	rec := schemas.JobRecord{ID: "s", Spec: schemas.JobSpec{Mode: schemas.Streaming}.WithDefaults(),
 		State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}
 	putRecord(t, c, rec)
-	if err := c.EnsureWork(ctx, &rec); err != nil {
+	if err := c.Queues().EnsureWork(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.PushItems(ctx, "s", bus.Items(items...)); err != nil {

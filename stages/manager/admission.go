@@ -44,7 +44,7 @@ func (m *Stage) queuedBy(ctx context.Context, owner string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	counts, err := m.bus.QueuedItems(ctx)
+	counts, err := m.bus.Queues().QueuedItems(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +63,7 @@ func (m *Stage) queuedBy(ctx context.Context, owner string) (int, error) {
 // Should the removal itself fail, the job is left in the error state.
 func (m *Stage) undo(ctx context.Context, job string, cause error) error {
 	ctx = context.WithoutCancel(ctx)
-	if err := m.bus.PurgeJob(ctx, job); err != nil {
+	if err := m.bus.Queues().PurgeJob(ctx, job); err != nil {
 		m.log.Error("job whose items could not be stored not removed", "job", job, "err", err)
 		return m.fail(ctx, job, cause)
 	}

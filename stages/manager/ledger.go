@@ -9,7 +9,7 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// The manager keeps the ledger of streaming jobs' items (bus.KeepLedger):
+// The manager keeps the ledger of streaming jobs' items (bus.Queues.KeepLedger):
 // a result counts only for an item its job was queued.
 
 // ensuredLimit bounds the jobs whose work consumer the ledger remembers
@@ -35,7 +35,7 @@ func (m *Stage) keepLedger(ctx context.Context) {
 			return p, nil // the stray sweep refuses what was not processed
 		}
 		if at, ok := ensured[job]; !ok || !at.Equal(rec.CreatedAt) {
-			if err := m.bus.EnsureWork(ctx, rec); err != nil {
+			if err := m.bus.Queues().EnsureWork(ctx, rec); err != nil {
 				return bus.Placement{}, err
 			}
 			if len(ensured) >= ensuredLimit {
@@ -47,7 +47,7 @@ func (m *Stage) keepLedger(ctx context.Context) {
 		return p, nil
 	}
 	for {
-		err := m.bus.KeepLedger(ctx, place)
+		err := m.bus.Queues().KeepLedger(ctx, place)
 		if ctx.Err() != nil {
 			return
 		}

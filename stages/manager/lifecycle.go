@@ -116,7 +116,7 @@ func (m *Stage) Declare(ctx context.Context, u auth.User, id string) (*schemas.J
 		return nil, apiError(http.StatusConflict, "job %s is %s: it takes no items", id, rec.State)
 	}
 	// Callers may not create the work consumer their workers fetch from.
-	if err := m.bus.EnsureWork(ctx, rec); err != nil {
+	if err := m.bus.Queues().EnsureWork(ctx, rec); err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -141,7 +141,7 @@ func (m *Stage) Stop(ctx context.Context, u auth.User, id string) (*schemas.JobR
 		return nil, err
 	}
 	if rec.Spec.Mode == schemas.Batch {
-		if _, err := m.bus.DropQueued(ctx, id); err != nil {
+		if _, err := m.bus.Queues().DropQueued(ctx, id); err != nil {
 			return nil, err
 		}
 	}
@@ -171,9 +171,9 @@ func (m *Stage) Terminate(ctx context.Context, u auth.User, id string) (*schemas
 	// ledger has yet to see stay, for the ledger to enter and the stray
 	// sweep to settle: those processed meanwhile keep their results, the
 	// others are refused.
-	release := m.bus.ReleaseWork
+	release := m.bus.Queues().ReleaseWork
 	if mode != schemas.Batch {
-		release = m.bus.DeleteWorkConsumer
+		release = m.bus.Queues().DeleteWorkConsumer
 	}
 	if err := release(ctx, id); err != nil {
 		m.log.Warn("terminated job's queue not released; its clean-up will", "job", id, "err", err)
@@ -192,7 +192,7 @@ func (m *Stage) Delete(ctx context.Context, u auth.User, id string) error {
 	if !rec.State.Final() {
 		return apiError(http.StatusConflict, "job %s is %s: stop or terminate it before deleting it", id, rec.State)
 	}
-	if err := m.bus.PurgeJob(ctx, id); err != nil {
+	if err := m.bus.Queues().PurgeJob(ctx, id); err != nil {
 		return err
 	}
 	if _, err := m.bus.PublishJobEvent(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventDeleted, State: rec.State,
@@ -459,7 +459,7 @@ func (m *Stage) reconcileJob(ctx context.Context, rec *schemas.JobRecord) error 
 	case schemas.Ongoing:
 		if rec.StopRequested && rec.Spec.Mode == schemas.Batch {
 			// Items a failed worker returned after the stop are dropped too.
-			if _, err := m.bus.DropQueued(ctx, rec.ID); err != nil {
+			if _, err := m.bus.Queues().DropQueued(ctx, rec.ID); err != nil {
 				return err
 			}
 		}
@@ -515,7 +515,7 @@ func (m *Stage) release(ctx context.Context, rec *schemas.JobRecord) (err error)
 	if err := m.refuseStrays(ctx, rec); err != nil {
 		return err
 	}
-	if err := m.bus.DeleteWorkConsumer(ctx, rec.ID); err != nil {
+	if err := m.bus.Queues().DeleteWorkConsumer(ctx, rec.ID); err != nil {
 		return err
 	}
 	_, err = m.emit(ctx, &schemas.JobEvent{Job: rec.ID, Type: schemas.EventCleaned, State: rec.State,

@@ -357,7 +357,7 @@ func (m *Stage) createAs(ctx context.Context, id string, sub *submission) (*sche
 	if err != nil {
 		return nil, err
 	}
-	if err := m.bus.EnsureWork(ctx, rec); err != nil {
+	if err := m.bus.Queues().EnsureWork(ctx, rec); err != nil {
 		return nil, m.fail(ctx, id, err)
 	}
 	if err := m.bus.QueueWorkload(ctx, id, sub.items); err != nil {

@@ -64,7 +64,7 @@ func (m *Stage) Metrics() prometheus.Collector {
 // setAsideNeverQueued moves a batch job's results for items it never had to
 // its dead letters, so that they count for nothing.
 func (m *Stage) setAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord) error {
-	n, err := m.bus.SetAsideNeverQueued(ctx, rec)
+	n, err := m.bus.Queues().SetAsideNeverQueued(ctx, rec)
 	if n > 0 {
 		m.metrics.neverQueued.Add(float64(n))
 		m.log.Warn("results for items the job never had set aside", "job", rec.ID, "results", n,
@@ -129,7 +129,7 @@ func (m *Stage) sweepIfDue(ctx context.Context) {
 func (m *Stage) SweepStrays(ctx context.Context) {
 	m.sweeping.Lock()
 	defer m.sweeping.Unlock()
-	q, err := m.bus.QueuedWork(ctx)
+	q, err := m.bus.Queues().QueuedWork(ctx)
 	if err != nil {
 		m.swept.retry = true
 		if ctx.Err() == nil {
@@ -219,7 +219,7 @@ func (m *Stage) sweepSubject(ctx context.Context, subject string, lastSeq uint64
 
 // refuse moves subject's items up to sequence upTo to job's dead letters.
 func (m *Stage) refuse(ctx context.Context, subject, job string, upTo uint64, reason, why string) error {
-	n, err := m.bus.RefuseWork(ctx, subject, upTo, why+": it does not accept items")
+	n, err := m.bus.Queues().RefuseWork(ctx, subject, upTo, why+": it does not accept items")
 	if n > 0 {
 		m.metrics.refused.WithLabelValues(reason).Add(float64(n))
 		m.log.Warn("items refused", "job", job, "subject", subject, "items", n, "reason", why)

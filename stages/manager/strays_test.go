@@ -59,7 +59,7 @@ func itemBody(job, id, payload string) []byte {
 // queued is how many messages the work stream holds for job.
 func (e *env) queued(job string) uint64 {
 	e.t.Helper()
-	q, err := e.c.QueuedWork(context.Background())
+	q, err := e.c.Queues().QueuedWork(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // relies on, on a single server (streams of one replica, error code 10071)
 // and on a three-server cluster (three replicas, code 10164), and requires
 // Conflict to recognise each; then PublishResult must report a second
-// result as a duplicate, and concurrent UpdateJob calls must all apply.
+// result as a duplicate, and concurrent Update calls must all apply.
 func TestConflictOnOneAndThreeReplicas(t *testing.T) {
 	clients := map[string]func(t *testing.T) *bus.Client{
 		"one server": func(t *testing.T) *bus.Client { return bustest.Client(t, bustest.Server(t)) },
@@ -74,7 +74,7 @@ func TestConflictOnOneAndThreeReplicas(t *testing.T) {
 			errs := make(chan error, writers)
 			for i := range writers {
 				wg.Go(func() {
-					_, err := c.UpdateJob(ctx, "cas", func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+					_, err := c.Jobs().Update(ctx, "cas", func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
 						next := *cur
 						next.Spec.Labels = maps.Clone(cur.Spec.Labels)
 						if next.Spec.Labels == nil {
@@ -93,7 +93,7 @@ func TestConflictOnOneAndThreeReplicas(t *testing.T) {
 					t.Errorf("concurrent UpdateJob: %v", err)
 				}
 			}
-			rec, _, err := c.Job(ctx, "cas")
+			rec, _, err := c.Jobs().Get(ctx, "cas")
 			if err != nil {
 				t.Fatal(err)
 			}

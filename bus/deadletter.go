@@ -59,7 +59,8 @@ func (c *Client) recordFailure(ctx context.Context, job, item string, cause erro
 
 // LastFailure returns the error of job's latest failed item attempt that is
 // still remembered (items being retried), or "" when there is none.
-func (c *Client) LastFailure(ctx context.Context, job string) (string, error) {
+func (j Jobs) LastFailure(ctx context.Context, job string) (string, error) {
+	c := j.c
 	stream, err := c.js.Stream(ctx, "KV_"+c.prefix.Bucket(failuresBucket))
 	if err != nil {
 		return "", fmt.Errorf("failures of %s: %w", job, err)

@@ -182,7 +182,7 @@ func TestRedriveAnItemThatUsedUpItsDeliveries(t *testing.T) {
 		t.Errorf("%d letters after the redrive, want none", n)
 	}
 	bustest.KeepLedger(t, c)
-	rec, err := c.Status(ctx, job)
+	rec, err := c.Jobs().Status(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,16 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// ErrJobNotFound is returned by Status, Job and UpdateJob for an unknown job.
+// Jobs is a Client's jobs role: submitting and commanding jobs through the
+// manager (Submit, Stop, Terminate), their records in the jobs bucket
+// (Status, Get, List, Update, Fail) and their lifecycle events (Events,
+// Watch, PublishEvent, RecordEvent, and the unreadable ones set aside).
+type Jobs struct{ c *Client }
+
+// Jobs returns c's jobs role.
+func (c *Client) Jobs() Jobs { return Jobs{c} }
+
+// ErrJobNotFound is returned by Status, Get and Update for an unknown job.
 var ErrJobNotFound = errors.New("job not found")
 
 // defaultRequestTimeout bounds request/reply calls whose ctx has no deadline.
@@ -53,7 +62,8 @@ type SubmitReply struct {
 // Asperathos kubejobs submission) to the manager on pace.submit and returns
 // the new job's id. A refused document returns a *schemas.APIError whose
 // Details name every invalid field, as the HTTP API does.
-func (c *Client) Submit(ctx context.Context, doc []byte, opts ...CallOption) (string, error) {
+func (j Jobs) Submit(ctx context.Context, doc []byte, opts ...CallOption) (string, error) {
+	c := j.c
 	r, err := c.call(ctx, c.prefix.Submit(), doc, opts)
 	if err != nil {
 		return "", err
@@ -63,14 +73,16 @@ func (c *Client) Submit(ctx context.Context, doc []byte, opts ...CallOption) (st
 
 // Stop asks the manager to stop job: no new items are taken, items in
 // flight finish. It returns once the stop is recorded, not when it is done;
-// use WatchJob to wait. Errors are *schemas.APIError for refusals.
-func (c *Client) Stop(ctx context.Context, job string, opts ...CallOption) error {
+// use Watch to wait. Errors are *schemas.APIError for refusals.
+func (j Jobs) Stop(ctx context.Context, job string, opts ...CallOption) error {
+	c := j.c
 	_, err := c.call(ctx, c.prefix.Control("stop"), jobRef(job), opts)
 	return err
 }
 
 // Terminate asks the manager to end job at once and delete its workers.
-func (c *Client) Terminate(ctx context.Context, job string, opts ...CallOption) error {
+func (j Jobs) Terminate(ctx context.Context, job string, opts ...CallOption) error {
+	c := j.c
 	_, err := c.call(ctx, c.prefix.Control("terminate"), jobRef(job), opts)
 	return err
 }
@@ -88,11 +100,12 @@ func (c *Client) call(ctx context.Context, subject string, data []byte, opts []C
 	return &r, nil
 }
 
-// FailJob asks the manager to fail job, with reason, if it is running (on
+// Fail asks the manager to fail job, with reason, if it is running (on
 // pace.control.fail; on a bus that authenticates, only Pace's stages may).
 // It is how a runtime that sees a job's workers break applies the job's
 // failure policy.
-func (c *Client) FailJob(ctx context.Context, job, reason string) error {
+func (j Jobs) Fail(ctx context.Context, job, reason string) error {
+	c := j.c
 	data, _ := json.Marshal(FailRequest{JobID: job, Reason: reason})
 	_, err := c.call(ctx, c.prefix.Control("fail"), data, nil)
 	return err
@@ -142,15 +155,17 @@ func (c *Client) callInto(ctx context.Context, subject string, data []byte, opts
 
 // Status returns job's current record. It returns ErrJobNotFound for an
 // unknown job.
-func (c *Client) Status(ctx context.Context, job string) (*schemas.JobRecord, error) {
-	rec, _, err := c.Job(ctx, job)
+func (j Jobs) Status(ctx context.Context, job string) (*schemas.JobRecord, error) {
+	c := j.c
+	rec, _, err := c.Jobs().Get(ctx, job)
 	return rec, err
 }
 
 // Job returns job's record and its revision in the jobs bucket. A record
 // that cannot be decoded returns an error wrapping ErrMalformed, with its
 // revision.
-func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint64, error) {
+func (j Jobs) Get(ctx context.Context, job string) (*schemas.JobRecord, uint64, error) {
+	c := j.c
 	if !schemas.ValidToken(job) {
 		return nil, 0, fmt.Errorf("job %q: %w", job, ErrJobNotFound)
 	}
@@ -174,7 +189,7 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 
 // Jobs returns every readable job record, in no particular order. One
 // that cannot be decoded is logged and left out: it must not hide the
-// others (UpdateJob replaces it).
+// others (Update replaces it).
 //
 // The records come in one pass over the bucket (its latest value per key),
 // not one request per job, and a pass is used again until the bucket
@@ -188,7 +203,8 @@ func (c *Client) Job(ctx context.Context, job string) (*schemas.JobRecord, uint6
 // are shared with every other caller, and must not change (copy one to
 // change it): copying a thousand records on every pass was most of an
 // idle manager's garbage.
-func (c *Client) Jobs(ctx context.Context) ([]*schemas.JobRecord, error) {
+func (j Jobs) List(ctx context.Context) ([]*schemas.JobRecord, error) {
+	c := j.c
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
 		return nil, err
@@ -342,18 +358,19 @@ func bucketStateOf(ctx context.Context, kv jetstream.KeyValue) (bucketState, err
 	return bucketState{first: s.FirstSeq, last: s.LastSeq, msgs: s.Msgs}, nil
 }
 
-// UpdateJob applies fn to job's record and stores it with compare-and-set,
+// Update applies fn to job's record and stores it with compare-and-set,
 // retrying on a concurrent update. A nil record is passed for a job that
 // does not exist, and for one whose record cannot be decoded, so that fn
 // may build it anew (the manager replays the job's events) and replace it;
 // fn returning nil, nil leaves the bucket unchanged.
-func (c *Client) UpdateJob(ctx context.Context, job string, fn func(*schemas.JobRecord) (*schemas.JobRecord, error)) (*schemas.JobRecord, error) {
+func (j Jobs) Update(ctx context.Context, job string, fn func(*schemas.JobRecord) (*schemas.JobRecord, error)) (*schemas.JobRecord, error) {
+	c := j.c
 	kv, err := c.jobsKV(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for ctx.Err() == nil {
-		cur, rev, err := c.Job(ctx, job)
+		cur, rev, err := c.Jobs().Get(ctx, job)
 		if err != nil && !errors.Is(err, ErrJobNotFound) && !errors.Is(err, ErrMalformed) {
 			return nil, err
 		}
@@ -397,9 +414,10 @@ func (c *Client) jobsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return c.jobs, nil
 }
 
-// PublishJobEvent stores a lifecycle event on pace.jobs.<job>.<type> and
+// PublishEvent stores a lifecycle event on pace.jobs.<job>.<type> and
 // returns its stream sequence.
-func (c *Client) PublishJobEvent(ctx context.Context, ev *schemas.JobEvent) (uint64, error) {
+func (j Jobs) PublishEvent(ctx context.Context, ev *schemas.JobEvent) (uint64, error) {
+	c := j.c
 	msg, err := NewMsg(ctx, c.prefix.Jobs(ev.Job, ev.Type), ev)
 	if err != nil {
 		return 0, err
@@ -411,17 +429,18 @@ func (c *Client) PublishJobEvent(ctx context.Context, ev *schemas.JobEvent) (uin
 	return ack.Sequence, nil
 }
 
-// RecordJobEvent publishes ev, then applies it to its job's record with
+// RecordEvent publishes ev, then applies it to its job's record with
 // schemas.ApplyEvent and compare-and-set: the record follows the event
 // stream (its Seq is the last event applied), whoever writes the event. It
 // returns the record after ev, or an error when the event was stored but
 // the job has no readable record (the manager's Recover rebuilds it).
-func (c *Client) RecordJobEvent(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
-	seq, err := c.PublishJobEvent(ctx, ev)
+func (j Jobs) RecordEvent(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
+	c := j.c
+	seq, err := c.Jobs().PublishEvent(ctx, ev)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := c.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+	rec, err := c.Jobs().Update(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
 		return schemas.ApplyEvent(cur, ev, seq), nil
 	})
 	if err == nil && rec == nil { // deleted meanwhile, or its record unreadable
@@ -436,11 +455,12 @@ type JobEvent struct {
 	Seq uint64
 }
 
-// JobEvents iterates over the stored lifecycle events of job ("" for every
+// Events iterates over the stored lifecycle events of job ("" for every
 // job) from the oldest, and ends when it has read them all unless follow is
 // set. Undecodable events are skipped, each kept once as a dead letter on
-// pace.metrics.<job>.dead and counted (see MalformedJobEvents).
-func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Seq2[JobEvent, error] {
+// pace.metrics.<job>.dead and counted (see MalformedEvents).
+func (j Jobs) Events(ctx context.Context, job string, follow bool) iter.Seq2[JobEvent, error] {
+	c := j.c
 	filter := c.prefix.Jobs("*", "*")
 	if job != "" {
 		filter = c.prefix.Jobs(job, "*")
@@ -453,7 +473,7 @@ func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Se
 			}
 			ev, err := Decode[schemas.JobEvent](msg.Data(), msg.Headers())
 			if err != nil {
-				c.SetAsideJobEvent(ctx, msg, err)
+				c.Jobs().SetAsideEvent(ctx, msg, err)
 				continue
 			}
 			var seq uint64
@@ -467,12 +487,13 @@ func (c *Client) JobEvents(ctx context.Context, job string, follow bool) iter.Se
 	}
 }
 
-// WatchJob iterates over job's lifecycle events, the stored ones first,
+// Watch iterates over job's lifecycle events, the stored ones first,
 // and ends after the event that puts the job in a final state (or when ctx
 // ends, with ctx's error).
-func (c *Client) WatchJob(ctx context.Context, job string) iter.Seq2[*schemas.JobEvent, error] {
+func (j Jobs) Watch(ctx context.Context, job string) iter.Seq2[*schemas.JobEvent, error] {
+	c := j.c
 	return func(yield func(*schemas.JobEvent, error) bool) {
-		for ev, err := range c.JobEvents(ctx, job, true) {
+		for ev, err := range c.Jobs().Events(ctx, job, true) {
 			if err != nil {
 				yield(nil, err)
 				return

@@ -79,7 +79,7 @@ func TestJobsOfAnUnchangedBucketAskNothing(t *testing.T) {
 // putTotal stores a record of an ongoing job id with total items.
 func putTotal(ctx context.Context, t *testing.T, c *bus.Client, id string, total int) {
 	t.Helper()
-	if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+	if _, err := c.Jobs().Update(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 		return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Total: total}, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func putTotal(ctx context.Context, t *testing.T, c *bus.Client, id string, total
 // clears its slice, as a caller editing its own may.
 func listedTotals(ctx context.Context, t *testing.T, c *bus.Client) map[string]int {
 	t.Helper()
-	recs, err := c.Jobs(ctx)
+	recs, err := c.Jobs().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

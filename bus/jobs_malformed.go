@@ -95,13 +95,13 @@ func (m *malformedEvents) keep(seq uint64) {
 	delete(m.retry, seq)
 }
 
-// MalformedJobEvents returns the counter of the job events this client
+// MalformedEvents returns the counter of the job events this client
 // dead-lettered, pace_monitor_job_events_malformed_total; register it with
 // a prometheus.Registerer. An event is counted once by the process that
 // stored its letter.
-func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.count }
+func (j Jobs) MalformedEvents() prometheus.Collector { return j.c.malformed.count }
 
-// SetAsideJobEvent is how a reader of job events (JobEvents, or a
+// SetAsideEvent is how a reader of job events (Events, or a
 // consumer of the PACE_JOBS stream) deals with one it cannot decode: it
 // keeps the stored event msg, unreadable for cause, as a dead letter on
 // pace.metrics.<job>.dead (reason malformed, the event byte for byte, in
@@ -116,7 +116,8 @@ func (c *Client) MalformedJobEvents() prometheus.Collector { return c.malformed.
 // tries again. Only the object of a large body, once its write has
 // started, is written to its end (up to 10 more seconds), whatever ends
 // the attempt, so that it leaves no partial chunks behind.
-func (c *Client) SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error) {
+func (j Jobs) SetAsideEvent(ctx context.Context, msg jetstream.Msg, cause error) {
+	c := j.c
 	log := c.log.With("stage", jobEventsStage, "subject", msg.Subject(), "err", cause)
 	md, err := msg.Metadata()
 	if err != nil {

@@ -28,7 +28,7 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 	c := bustest.Client(t, s)
 	const job = "garbled"
 	at := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
-	if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventStarted, At: at,
+	if _, err := c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventStarted, At: at,
 		State: schemas.Ongoing, Total: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +39,13 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventCompleted, At: at,
+	if _, err := c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventCompleted, At: at,
 		State: schemas.Completed}); err != nil {
 		t.Fatal(err)
 	}
 
-	// read reads job's events with cl, as JobEvents for job alone, for every
-	// job, or WatchJob, and checks that it got both good ones.
+	// read reads job's events with cl, as Events for job alone, for every
+	// job, or Watch, and checks that it got both good ones.
 	read := func(cl *bus.Client, how int) {
 		t.Helper()
 		var types []schemas.JobEventType
@@ -55,7 +55,7 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 			if how == 1 {
 				filter = ""
 			}
-			for ev, err := range cl.JobEvents(ctx, filter, false) {
+			for ev, err := range cl.Jobs().Events(ctx, filter, false) {
 				if err != nil {
 					t.Error(err)
 					return
@@ -63,7 +63,7 @@ func TestUndecodableJobEventIsDeadLetteredOnce(t *testing.T) {
 				types = append(types, ev.Type)
 			}
 		default:
-			for ev, err := range cl.WatchJob(ctx, job) {
+			for ev, err := range cl.Jobs().Watch(ctx, job) {
 				if err != nil {
 					t.Error(err)
 					return
@@ -134,7 +134,7 @@ func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
 	if _, err := c.JetStream().PublishMsg(ctx, garbage); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventCompleted,
+	if _, err := c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventCompleted,
 		At: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC), State: schemas.Completed}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
 	read := func(cl *bus.Client) {
 		t.Helper()
 		n := 0
-		for _, err := range cl.JobEvents(ctx, job, false) {
+		for _, err := range cl.Jobs().Events(ctx, job, false) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestJobEventNotSetAsideIsKeptLater(t *testing.T) {
 func counted(t *testing.T, c *bus.Client) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c.MalformedJobEvents())
+	reg.MustRegister(c.Jobs().MalformedEvents())
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
 	const job = "bulky"
 	at := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
 	good := &schemas.JobEvent{Job: job, Type: schemas.EventStarted, At: at, State: schemas.Ongoing, Total: 1}
-	if _, err := c.PublishJobEvent(ctx, good); err != nil {
+	if _, err := c.Jobs().PublishEvent(ctx, good); err != nil {
 		t.Fatal(err)
 	}
 	garbage := nats.NewMsg(c.Prefix().Jobs(job, schemas.EventScaled))
@@ -217,7 +217,7 @@ func TestLargeUndecodableJobEventIsKeptInTheObjectStore(t *testing.T) {
 	for range 3 {
 		wg.Go(func() {
 			n := 0
-			for _, err := range c.JobEvents(ctx, job, false) {
+			for _, err := range c.Jobs().Events(ctx, job, false) {
 				if err != nil {
 					t.Error(err)
 					return

@@ -50,7 +50,7 @@ func (c *Client) Leaser(ctx context.Context, job string, opts ...WorkerOption) (
 			return nil, err
 		}
 	}
-	if _, _, err := c.Job(ctx, job); err != nil {
+	if _, _, err := c.Jobs().Get(ctx, job); err != nil {
 		return nil, fmt.Errorf("lease items of %s: %w", job, err)
 	}
 	rec, err := c.OpenJob(ctx, job)
@@ -130,7 +130,7 @@ func (l *Leaser) lease(ctx context.Context, msg jetstream.Msg) *Lease {
 // finished, and at least 1 while it is created (its workload is being
 // queued).
 func (l *Leaser) Remaining(ctx context.Context) (int, error) {
-	rec, _, err := l.c.Job(ctx, l.job)
+	rec, _, err := l.c.Jobs().Get(ctx, l.job)
 	if err != nil {
 		return 0, err
 	}

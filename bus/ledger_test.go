@@ -29,7 +29,7 @@ func TestLedgerBehindSetsNothingAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	runWorker(t, w)
-	rec, err := c.Status(ctx, "late")
+	rec, err := c.Jobs().Status(ctx, "late")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func (c *Client) holdWork(ctx context.Context, want jetstream.StreamConfig, hold
 // restoreJobs gives each job that accepts items its work consumer, and
 // enters the results of every streaming job in the ledger.
 func (c *Client) restoreJobs(ctx context.Context) error {
-	jobs, err := c.Jobs(ctx)
+	jobs, err := c.Jobs().List(ctx)
 	if err != nil {
 		return err
 	}

@@ -253,7 +253,7 @@ func TestProvisionMovesAWorkQueueWorkStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	runWorker(t, w)
-	rec, err := c.Status(ctx, "j1")
+	rec, err := c.Jobs().Status(ctx, "j1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -364,7 +364,7 @@ func TestPushToAFinishedJob(t *testing.T) {
 		if err := c.PushItems(ctx, tc.job, items()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.UpdateJob(ctx, tc.job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) { tc.set(r); return r, nil }); err != nil {
+		if _, err := c.Jobs().Update(ctx, tc.job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) { tc.set(r); return r, nil }); err != nil {
 			t.Fatal(err)
 		}
 		err := c.PushItems(ctx, tc.job, items())

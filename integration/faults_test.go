@@ -187,7 +187,7 @@ func TestKubernetesActuatorConvergesThroughFaults(t *testing.T) {
 	}
 	for _, job := range jobs {
 		bustest.Eventually(t, 30*time.Second, job+": two running pods", func() bool { return len(pods(t, admin, ns, job, true)) == 2 })
-		if rec, err := c.Status(ctx, job); err != nil || rec.Replicas != 2 {
+		if rec, err := c.Jobs().Status(ctx, job); err != nil || rec.Replicas != 2 {
 			t.Errorf("job %s record: %+v (%v), want replicas 2", job, rec, err)
 		}
 		bustest.Publish(t, c, c.Prefix().Jobs(job, schemas.EventTerminated),

@@ -174,7 +174,7 @@ func TestKubernetesActuatorThroughTheGate(t *testing.T) {
 		}
 		return *j.Spec.Parallelism
 	}
-	rec, err := c.Status(ctx, job)
+	rec, err := c.Jobs().Status(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}

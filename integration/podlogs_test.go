@@ -33,7 +33,7 @@ func TestPodLogsReachTheJobLog(t *testing.T) {
 	spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: kubetest.User,
 		Worker:   schemas.WorkerSpec{Image: "registry.example/chatty:1", Command: []string{"pace", "worker", job, "--exec", "chatty"}},
 		Actuator: schemas.ActuatorSpec{Name: schemas.KubernetesActuator, Namespace: ns}}.WithDefaults()
-	rec, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+	rec, err := c.Jobs().Update(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: time.Now()}, nil
 	})
 	if err != nil {
@@ -57,7 +57,7 @@ func TestPodLogsReachTheJobLog(t *testing.T) {
 	watch := func() (stop func()) {
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		w := rt.Watch(&failures{Client: c, failed: map[string]string{}}, output, 200*time.Millisecond, clock.RealClock{})
+		w := rt.Watch(&failures{Jobs: kubeactuator.OnBus(c), failed: map[string]string{}}, output, 200*time.Millisecond, clock.RealClock{})
 		go func() { done <- w.Run(wctx) }()
 		return func() {
 			cancel()

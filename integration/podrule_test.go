@@ -15,7 +15,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
@@ -24,12 +23,12 @@ import (
 
 // failures records the jobs the pod watch fails, reading real records.
 type failures struct {
-	*bus.Client
+	kubeactuator.Jobs
 	mu     sync.Mutex
 	failed map[string]string // job → reason
 }
 
-func (f *failures) FailJob(_ context.Context, job, reason string) error {
+func (f *failures) Fail(_ context.Context, job, reason string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failed[job] = reason
@@ -56,14 +55,14 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := bustest.Client(t, bustest.Server(t))
-	jobs := &failures{Client: c, failed: map[string]string{}}
+	jobs := &failures{Jobs: kubeactuator.OnBus(c), failed: map[string]string{}}
 	record := func(id string, disable ...string) {
 		t.Helper()
 		spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice",
 			Worker:   schemas.WorkerSpec{Image: "registry.invalid/worker:1"},
 			Actuator: schemas.ActuatorSpec{Name: schemas.KubernetesActuator, Namespace: ns},
 			Failure:  schemas.FailurePolicy{Disable: disable}}.WithDefaults()
-		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		if _, err := c.Jobs().Update(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 			return &schemas.JobRecord{ID: id, Spec: spec, State: schemas.Ongoing, CreatedAt: time.Now()}, nil
 		}); err != nil {
 			t.Fatal(err)

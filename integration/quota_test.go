@@ -87,7 +87,7 @@ func TestSubmissionKnowsTheNamespaceQuota(t *testing.T) {
 	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Error(), "room for 1 more worker pods") || !strings.Contains(apiErr.Error(), "requests.cpu") {
 		t.Errorf("replicas.max 2 of 500m with 900m left: %v, want a refusal naming requests.cpu", err)
 	}
-	jobs, err := c.Jobs(ctx)
+	jobs, err := c.Jobs().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func SetAside(l Letters, stage string) message.HandlerMiddleware {
 }
 
 // SetAsideWith is SetAside with another keeper of malformed messages, such
-// as bus.Client.SetAsideJobEvent for job events; a message that keep leaves
+// as bus.Jobs.SetAsideEvent for job events; a message that keep leaves
 // unsettled is acked after it.
 func SetAsideWith(keep func(ctx context.Context, msg jetstream.Msg, cause error)) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {

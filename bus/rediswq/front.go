@@ -288,7 +288,7 @@ func (f *Front) tick(ctx context.Context) {
 // closeIfFinished drops an unused queue's private keys once its job is
 // finished or gone.
 func (f *Front) closeIfFinished(ctx context.Context, q *queue) {
-	rec, _, err := q.client.Job(ctx, q.job)
+	rec, _, err := q.client.Jobs().Get(ctx, q.job)
 	if err != nil && !errors.Is(err, bus.ErrJobNotFound) {
 		return
 	}

@@ -193,7 +193,7 @@ func TestRedisCLISpeaksTheProtocol(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	job(t, c, "j4", schemas.JobSpec{}, "x", "y")
 	job(t, c, "done", schemas.JobSpec{})
-	if _, err := c.UpdateJob(ctx, "done", func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+	if _, err := c.Jobs().Update(ctx, "done", func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
 		r.State = schemas.Completed
 		return r, nil
 	}); err != nil {
@@ -230,7 +230,7 @@ func TestRedisCLISpeaksTheProtocol(t *testing.T) {
 	}
 
 	// A finished job's queue is empty, so that its workers' loops end.
-	if _, err := c.UpdateJob(ctx, "j4", func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+	if _, err := c.Jobs().Update(ctx, "j4", func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
 		r.State = schemas.Stopped
 		return r, nil
 	}); err != nil {

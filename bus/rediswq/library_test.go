@@ -67,7 +67,7 @@ func TestPublishedLibraryWorkersLoseNothing(t *testing.T) {
 	if dead, err := c.Letters().Stored(ctx, "lib"); err != nil || len(dead) != 0 {
 		t.Fatalf("dead letters %v (%v), want none", dead, err)
 	}
-	jobs, err := c.Jobs(ctx)
+	jobs, err := c.Jobs().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

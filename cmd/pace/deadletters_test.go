@@ -235,7 +235,7 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 		t.Fatalf("redrive of one letter named twice said %q", out)
 	}
 	bustest.Eventually(t, 30*time.Second, "the redriven item's result, and no work left", func() bool {
-		rec, err := c.Status(ctx, job)
+		rec, err := c.Jobs().Status(ctx, job)
 		if err != nil {
 			return false
 		}

@@ -46,7 +46,7 @@ func TestBrokenWorkersFailTheirJob(t *testing.T) {
 		var rec *schemas.JobRecord
 		bustest.Eventually(t, time.Minute, id+" failed", func() bool {
 			var err error
-			rec, err = c.Status(ctx, id)
+			rec, err = c.Jobs().Status(ctx, id)
 			return err == nil && rec.State == schemas.Failed
 		})
 		for _, w := range want {

@@ -158,7 +158,7 @@ func (w *wiring) close() {
 
 func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c.MalformedJobEvents())
+	reg.MustRegister(c.Jobs().MalformedEvents())
 	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg, f.fc.authenticates()), root: http.NewServeMux(),
 		addr: ln.Addr().String(), url: f.http.url(ln), natsURL: natsURL, workerEnv: workerEnv}
 }

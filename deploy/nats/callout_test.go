@@ -83,7 +83,7 @@ func TestAuthCalloutInDistributedMode(t *testing.T) {
 
 	// A stage user skips the callout.
 	gate := connect(t, ctx, url, "gate")
-	if _, _, err := gate.Job(ctx, "a1"); err != nil {
+	if _, _, err := gate.Jobs().Get(ctx, "a1"); err != nil {
 		t.Errorf("pace-gate reads a job: %v", err)
 	}
 	// Unauthenticated, unknown tokens, a stage's user with a wrong password,

@@ -119,7 +119,7 @@ func TestForgedResultsStallNoJob(t *testing.T) {
 			t.Errorf("forged result %s has %d letters, want 1", id, got[id])
 		}
 	}
-	if rec, err := watcher.Status(ctx, aliceJob); err != nil || !strings.Contains(rec.Reason, "all 3 items") {
+	if rec, err := watcher.Jobs().Status(ctx, aliceJob); err != nil || !strings.Contains(rec.Reason, "all 3 items") {
 		t.Errorf("alice's job: %+v (%v), want completed on its 3 items", rec, err)
 	}
 	if n, err := watcher.ResultCount(ctx, aliceJob); err != nil || n != 3 {
@@ -332,7 +332,7 @@ func TestAReaderIsItsAskersAlone(t *testing.T) {
 // submit submits doc as c's user and returns the job's id.
 func (b *authBus) submit(t *testing.T, ctx context.Context, c *bus.Client, doc string) string {
 	t.Helper()
-	job, err := c.Submit(ctx, []byte(doc))
+	job, err := c.Jobs().Submit(ctx, []byte(doc))
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
@@ -444,7 +444,7 @@ func waitState(t *testing.T, ctx context.Context, c *bus.Client, job string, sta
 	defer tick.Stop()
 	limit := time.After(2 * time.Minute)
 	for {
-		rec, err := c.Status(ctx, job)
+		rec, err := c.Jobs().Status(ctx, job)
 		if err == nil {
 			if last = rec.State; last == state {
 				return

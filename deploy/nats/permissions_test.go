@@ -103,7 +103,7 @@ func publish(ctx context.Context, c *bus.Client, subject string, m schemas.Messa
 
 // readJobEvents reads job's stored events as the manager's recovery does.
 func readJobEvents(ctx context.Context, c *bus.Client, job string) error {
-	for _, err := range c.JobEvents(ctx, job, false) {
+	for _, err := range c.Jobs().Events(ctx, job, false) {
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.callout(t)
-	if _, err := manager.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 1,
+	if _, err := manager.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 1,
 		State: schemas.Ongoing, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			if err := c.PushItems(ctx, job, bus.Items("a", "b")); err != nil {
 				return err
 			}
-			_, err := c.Status(ctx, job)
+			_, err := c.Jobs().Status(ctx, job)
 			return err
 		},
 		pub: []string{p.Results("other", "x"), p.Work("other"), p.Decisions(job), "$KV.pace_jobs." + job,
@@ -217,7 +217,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			if _, err := c.JetStream().Consumer(ctx, "PACE_WORK", "work-"+job); err != nil {
 				return err
 			}
-			if _, err := c.Jobs(ctx); err != nil {
+			if _, err := c.Jobs().List(ctx); err != nil {
 				return err
 			}
 			return publish(ctx, c, p.Metrics(job, schemas.RawMetrics), &schemas.Sample{Job: job, At: now, Total: 2})
@@ -276,7 +276,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 				FilterSubject: p.Decisions("*")}); err != nil {
 				return err
 			}
-			if _, err := c.UpdateJob(ctx, job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+			if _, err := c.Jobs().Update(ctx, job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
 				r.Replicas = 2
 				return r, nil
 			}); err != nil {
@@ -312,11 +312,11 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 				return err
 			}
 			// The executor records what it applied: a scaled event and the record's replicas.
-			if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 2,
+			if _, err := c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: job, Type: schemas.EventScaled, Replicas: 2,
 				State: schemas.Ongoing, At: now}); err != nil {
 				return err
 			}
-			if _, err := c.UpdateJob(ctx, job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
+			if _, err := c.Jobs().Update(ctx, job, func(r *schemas.JobRecord) (*schemas.JobRecord, error) {
 				r.Replicas = 2
 				return r, nil
 			}); err != nil {
@@ -332,7 +332,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			if err := setAsideJobEvent(ctx, c, job); err != nil {
 				return err
 			}
-			_, err := c.Status(ctx, job)
+			_, err := c.Jobs().Status(ctx, job)
 			return err
 		},
 		pub: []string{p.Jobs(job, schemas.EventCreated), "$KV.pace_jobs." + job, p.Submit()},

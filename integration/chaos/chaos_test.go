@@ -419,7 +419,7 @@ func (s *system) waitResultsOrDrained(ctx context.Context, n int) bool {
 			return false
 		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		rec, err := s.c.Status(wctx, s.job)
+		rec, err := s.c.Jobs().Status(wctx, s.job)
 		var ws bus.WorkState
 		if err == nil {
 			ws, err = s.c.JobWork(wctx, rec)

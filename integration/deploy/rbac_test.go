@@ -164,12 +164,12 @@ func gateRuntimeConfig(t *testing.T, objs []*unstructured.Unstructured, secrets 
 // oneJob lists one job record and fails nothing.
 type oneJob struct{ rec *schemas.JobRecord }
 
-func (j oneJob) Jobs(context.Context) ([]*schemas.JobRecord, error) {
+func (j oneJob) List(context.Context) ([]*schemas.JobRecord, error) {
 	return []*schemas.JobRecord{j.rec}, nil
 }
 
 func (j oneJob) AnnounceReplica(context.Context, string, string, time.Time) error { return nil }
 
-func (j oneJob) FailJob(_ context.Context, job, reason string) error {
+func (j oneJob) Fail(_ context.Context, job, reason string) error {
 	return fmt.Errorf("job %s failed (%s), want none", job, reason)
 }

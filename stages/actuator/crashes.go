@@ -39,7 +39,7 @@ func NewCrashes(c *bus.Client, output *WorkerLog, opts ...Option) *Crashes {
 func (k *Crashes) Exited(job, replica string, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rec, err := k.c.Status(ctx, job)
+	rec, err := k.c.Jobs().Status(ctx, job)
 	if err != nil || rec.State.Final() || !rec.Spec.Failure.On(schemas.RuleBeforeFirstResult) {
 		k.reset(job)
 		return
@@ -65,7 +65,7 @@ func (k *Crashes) Exited(job, replica string, cause error) {
 	if tail := k.output.Tail(job); len(tail) > 0 {
 		reason += "; its workers' last lines: " + strings.Join(tail, " | ")
 	}
-	if err := k.c.FailJob(ctx, job, reason); err != nil {
+	if err := k.c.Jobs().Fail(ctx, job, reason); err != nil {
 		k.log.Warn("job not failed by its failure policy; asked again at the next exit", "job", job, "err", err)
 		return
 	}

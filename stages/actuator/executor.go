@@ -75,7 +75,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 	}
 	// Read under the job's lock, so that its replicas are those the last
 	// request recorded.
-	rec, err := e.c.Status(ctx, req.Job)
+	rec, err := e.c.Jobs().Status(ctx, req.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (e *Executor) Execute(ctx context.Context, req *schemas.KubeRequest) (*sche
 }
 
 // recordScale records a scaled event, saying which request's reason caused
-// it, as the manager records its own (bus.Client.RecordJobEvent).
+// it, as the manager records its own (bus.Jobs.RecordEvent).
 func (e *Executor) recordScale(ctx context.Context, req *schemas.KubeRequest, replicas int, state schemas.JobState) error {
 	job := req.Job
 	reason := fmt.Sprintf("workers scaled to %d", replicas)
@@ -131,7 +131,7 @@ func (e *Executor) recordScale(ctx context.Context, req *schemas.KubeRequest, re
 	}
 	ev := &schemas.JobEvent{Job: job, Type: schemas.EventScaled, State: state, Replicas: replicas,
 		At: e.clk.Now(), Reason: reason}
-	_, err := e.c.RecordJobEvent(ctx, ev)
+	_, err := e.c.Jobs().RecordEvent(ctx, ev)
 	return err
 }
 
@@ -143,7 +143,7 @@ func (e *Executor) Restore(ctx context.Context, targets ...string) {
 	if len(targets) == 0 {
 		return
 	}
-	jobs, err := e.c.Jobs(ctx)
+	jobs, err := e.c.Jobs().List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("workers not restored", "err", err)
@@ -157,10 +157,10 @@ func (e *Executor) Restore(ctx context.Context, targets ...string) {
 		// No time: the request is older than any the actuator sends.
 		req := &schemas.KubeRequest{ID: "restore-" + rec.ID, Job: rec.ID, Verb: "patch", Subresource: "scale", Replicas: rec.Replicas}
 		if _, err := e.Execute(ctx, req); err != nil {
-			e.log.Warn("workers not restored", "job", rec.ID, "err", err)
+			e.log.Warn(targetOf(rec)+" workers not restored", "job", rec.ID, "err", err)
 			continue
 		}
-		e.log.Info("workers restored", "job", rec.ID, "replicas", rec.Replicas)
+		e.log.Info(targetOf(rec)+" workers restored", "job", rec.ID, "replicas", rec.Replicas)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestExecutorSkipsStaleRequests(t *testing.T) {
 	if len(rt.scales) != 1 || rt.scales[0] != 4 {
 		t.Errorf("scales = %v, want only the newer request's 4", rt.scales)
 	}
-	rec, err := c.Status(ctx, "j")
+	rec, err := c.Jobs().Status(ctx, "j")
 	if err != nil || rec.Replicas != 4 {
 		t.Errorf("record replicas = %v (%v), want 4", rec, err)
 	}
@@ -59,7 +59,7 @@ func TestExecutorRestoresLocalWorkers(t *testing.T) {
 	c := bustest.Client(t, bustest.Server(t))
 	put := func(id string, state schemas.JobState, replicas int, actuatorName string) {
 		t.Helper()
-		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		if _, err := c.Jobs().Update(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 			return &schemas.JobRecord{ID: id, State: state, Replicas: replicas,
 				Spec: schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
 					Actuator: schemas.ActuatorSpec{Name: actuatorName}}}, nil

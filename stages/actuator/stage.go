@@ -50,11 +50,9 @@ const (
 // implements it.
 type Bus interface {
 	bus.Consuming
-	// Status and Jobs read job records: a job's spec and replicas.
-	Status(ctx context.Context, job string) (*schemas.JobRecord, error)
-	Jobs(ctx context.Context) ([]*schemas.JobRecord, error)
-	// SetAsideJobEvent keeps a job event it cannot read.
-	SetAsideJobEvent(ctx context.Context, msg jetstream.Msg, cause error)
+	// Jobs reads job records (a job's spec and replicas) and sets aside a
+	// job event the stage cannot read.
+	Jobs() bus.Jobs
 }
 
 // Deps is what the stage works on.
@@ -130,7 +128,7 @@ func (s *Stage) router(p schemas.Prefix) (*message.Router, error) {
 	router.AddConsumerHandler("decisions", p.Decisions("*"), sub, s.onDecision).
 		AddMiddleware(pubsub.SetAside(s.c, "actuator"), pubsub.Recover(s.log)) // a dead letter on pace.metrics.<job>.dead, byte for byte
 	router.AddConsumerHandler("job-events", p.Jobs("*", "*"), sub, s.onEvent).
-		AddMiddleware(pubsub.SetAsideWith(s.c.SetAsideJobEvent), pubsub.Recover(s.log)) // logged, dead-lettered and counted once
+		AddMiddleware(pubsub.SetAsideWith(s.c.Jobs().SetAsideEvent), pubsub.Recover(s.log)) // logged, dead-lettered and counted once
 	return router, nil
 }
 
@@ -139,7 +137,7 @@ const handleTimeout = 10 * time.Second
 
 // reconcile asks again for the last known replicas of every ongoing job.
 func (s *Stage) reconcile(ctx context.Context) error {
-	jobs, err := s.c.Jobs(ctx)
+	jobs, err := s.c.Jobs().List(ctx)
 	if err != nil {
 		return fmt.Errorf("actuator reconcile: %w", err)
 	}
@@ -164,7 +162,7 @@ func (s *Stage) onDecision(m *message.Message) error {
 		return err
 	}
 	ctx := m.Context()
-	rec, err := s.c.Status(ctx, d.Job)
+	rec, err := s.c.Jobs().Status(ctx, d.Job)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return nil
 	}
@@ -193,7 +191,7 @@ func (s *Stage) onEvent(m *message.Message) error {
 	default:
 		return nil
 	}
-	rec, err := s.c.Status(ctx, ev.Job)
+	rec, err := s.c.Jobs().Status(ctx, ev.Job)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return nil
 	}
@@ -267,7 +265,7 @@ func (s *Stage) retry(ctx context.Context, job string, last request) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rec, err := s.c.Status(ctx, job)
+	rec, err := s.c.Jobs().Status(ctx, job)
 	if err != nil || rec.State != schemas.Ongoing {
 		return
 	}

@@ -25,7 +25,7 @@ func TestOpenTargetsRoutesByNameAndRestoresOnlyChildren(t *testing.T) {
 		name     string
 		replicas int
 	}{"here": {"", 2}, "there": {schemas.KubernetesActuator, 3}} {
-		if _, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		if _, err := c.Jobs().Update(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 			return &schemas.JobRecord{ID: id, State: schemas.Ongoing, Replicas: a.replicas,
 				Spec: schemas.JobSpec{Mode: schemas.Streaming, Worker: schemas.WorkerSpec{Exec: "cat"},
 					Actuator: schemas.ActuatorSpec{Name: a.name}}}, nil

@@ -367,7 +367,7 @@ func TestActuationDoesNotSample(t *testing.T) {
 		{
 			name: "scaled event",
 			actuate: func() {
-				if _, err := c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "idle", Type: schemas.EventScaled,
+				if _, err := c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: "idle", Type: schemas.EventScaled,
 					State: schemas.Ongoing, Replicas: 0, At: t0, Reason: "workers scaled"}); err != nil {
 					t.Fatal(err)
 				}

@@ -119,8 +119,8 @@ type Stage struct {
 // implements it.
 type Bus interface {
 	bus.Consuming
-	// Job reads a job's record, for its spec.
-	Job(ctx context.Context, job string) (*schemas.JobRecord, uint64, error)
+	// Jobs reads a job's record, for its spec.
+	Jobs() bus.Jobs
 	// Replicas is how many copies the bus keeps of a stream, for the
 	// controller's bucket.
 	Replicas(ctx context.Context) (int, error)
@@ -199,7 +199,7 @@ func (s *Stage) controller(ctx context.Context, job string) (*jobController, err
 	if jc, ok := s.jobs[job]; ok {
 		return jc, nil
 	}
-	rec, _, err := s.c.Job(ctx, job)
+	rec, _, err := s.c.Jobs().Get(ctx, job)
 	if err != nil {
 		return nil, err
 	}

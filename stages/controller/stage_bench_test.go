@@ -19,7 +19,7 @@ func BenchmarkDecisionLatency(b *testing.B) {
 	c := bustest.Client(b, bustest.Server(b))
 	ctx := context.Background()
 	const job = "bench"
-	_, err := c.UpdateJob(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+	_, err := c.Jobs().Update(ctx, job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 		spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(time.Hour)},
 			Replicas: schemas.Replicas{Min: 1, Max: 10, Initial: 1}, Controller: schemas.ControllerSpec{Params: json.RawMessage(`{"prior_rate": 1}`)}}
 		return &schemas.JobRecord{ID: job, Spec: spec, State: schemas.Ongoing, CreatedAt: t0, StartedAt: t0}, nil

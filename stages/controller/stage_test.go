@@ -56,7 +56,7 @@ func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config) (stop func
 func ongoing(t *testing.T, c *bus.Client, rec *schemas.JobRecord) *nats.Subscription {
 	t.Helper()
 	rec.State, rec.CreatedAt, rec.StartedAt = schemas.Ongoing, t0, t0
-	if _, err := c.UpdateJob(context.Background(), rec.ID, func(*schemas.JobRecord) (*schemas.JobRecord, error) { return rec, nil }); err != nil {
+	if _, err := c.Jobs().Update(context.Background(), rec.ID, func(*schemas.JobRecord) (*schemas.JobRecord, error) { return rec, nil }); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := c.Conn().SubscribeSync(c.Prefix().Decisions(rec.ID))

@@ -40,7 +40,7 @@ func (m *Stage) admit(ctx context.Context, sub *submission) error {
 // queuedBy counts the items waiting or running in the unfinished jobs of
 // owner: one look at the work stream's subjects.
 func (m *Stage) queuedBy(ctx context.Context, owner string) (int, error) {
-	jobs, err := m.bus.Jobs(ctx)
+	jobs, err := m.bus.Jobs().List(ctx)
 	if err != nil {
 		return 0, err
 	}

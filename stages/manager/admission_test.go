@@ -35,7 +35,7 @@ func TestQuotasRefuseBeforeStoring(t *testing.T) {
 		t.Errorf("past alice's quota = %d %v %s, want 429 with Retry-After", r.code, r.hdr, r.body)
 	}
 	e.submit("bob-token", items(4, 1)) // another user's quota
-	jobs, err := e.c.Jobs(context.Background())
+	jobs, err := e.c.Jobs().List(context.Background())
 	if err != nil || len(jobs) != 2 {
 		t.Errorf("jobs = %d (%v), want the two admitted", len(jobs), err)
 	}
@@ -63,7 +63,7 @@ func TestASubmissionIsStoredWholeOrNotAtAll(t *testing.T) {
 		!strings.Contains(r.apiError(t).Message, "nothing was kept") {
 		t.Fatalf("a submission that does not fit = %d %v %s, want 507 with Retry-After", r.code, r.hdr, r.body)
 	}
-	if jobs, err := e.c.Jobs(ctx); err != nil || len(jobs) != 0 {
+	if jobs, err := e.c.Jobs().List(ctx); err != nil || len(jobs) != 0 {
 		t.Errorf("jobs after the refusal = %d (%v), want none", len(jobs), err)
 	}
 	info, err := work.Info(ctx)
@@ -71,7 +71,7 @@ func TestASubmissionIsStoredWholeOrNotAtAll(t *testing.T) {
 		t.Errorf("work stream holds %d items (%v), want none", info.State.Msgs, err)
 	}
 	id := e.submit("bob-token", items(2, 10))
-	if rec, err := e.c.Status(ctx, id); err != nil || rec.Total != 2 {
+	if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.Total != 2 {
 		t.Errorf("the next submission: %+v (%v)", rec, err)
 	}
 }

@@ -320,7 +320,7 @@ func (a *API) logs(r *http.Request, u auth.User) (any, error) {
 	followCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { // end the follow once the job is final
-		for ev, err := range a.m.bus.WatchJob(followCtx, rec.ID) {
+		for ev, err := range a.m.bus.Jobs().Watch(followCtx, rec.ID) {
 			if err != nil || ev.State.Final() {
 				break
 			}

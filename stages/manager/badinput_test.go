@@ -204,7 +204,7 @@ func TestBadSubmissionsAreRefusedWithEveryFieldAndLeaveNoTrace(t *testing.T) {
 
 	// Nothing reached the bus: no record, event, item or log line.
 	ctx := context.Background()
-	jobs, err := e.c.Jobs(ctx)
+	jobs, err := e.c.Jobs().List(ctx)
 	if err != nil || len(jobs) != 0 {
 		t.Errorf("jobs = %d (%v), want none", len(jobs), err)
 	}

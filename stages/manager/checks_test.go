@@ -64,7 +64,7 @@ func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 	stalling := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)
 	moving := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"failure":{"stall":"1h"},"workload":{"items":["a"]}}`)
 	for _, id := range []string{stalling, moving} {
-		if _, err := e.c.UpdateJob(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		if _, err := e.c.Jobs().Update(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
 			next := *cur
 			next.Replicas = 1 // a worker runs, and does nothing
 			return &next, nil
@@ -81,7 +81,7 @@ func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 	// checks it, and fails it.
 	e.clock.Step(5 * time.Minute)
 	e.m.Reconcile(ctx)
-	if rec, err := e.c.Status(ctx, stalling); err != nil || rec.State != schemas.Failed || !strings.Contains(rec.Reason, "stall") {
+	if rec, err := e.c.Jobs().Status(ctx, stalling); err != nil || rec.State != schemas.Failed || !strings.Contains(rec.Reason, "stall") {
 		t.Errorf("once its stall clock ran out: %+v %v, want failed by the stall rule", rec, err)
 	}
 
@@ -100,7 +100,7 @@ func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 	bustest.Eventually(t, 20*time.Second, "completed after the progress", func() bool {
 		e.m.Reconcile(ctx)
 		passes++
-		rec, err := e.c.Status(ctx, id)
+		rec, err := e.c.Jobs().Status(ctx, id)
 		if err == nil && rec.State != schemas.Completed {
 			time.Sleep(20 * time.Millisecond) // for the manager to take the progress in
 		}

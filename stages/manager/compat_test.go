@@ -83,7 +83,7 @@ func TestAsperathosRoutesReadWhatAsperathosAccepted(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	r.json(t, &out)
-	rec, err := e.c.Status(t.Context(), out.JobID)
+	rec, err := e.c.Jobs().Status(t.Context(), out.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}

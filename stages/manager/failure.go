@@ -36,7 +36,7 @@ func (m *Stage) breach(ctx context.Context, rec *schemas.JobRecord, ws bus.WorkS
 	if failures := ws.Redelivered + ws.Dead; policy.On(schemas.RuleBeforeFirstResult) && ws.Results == 0 &&
 		failures >= policy.BeforeFirstResult {
 		reason := fmt.Sprintf("failure policy before_first_result: %d items failed before the job's first result", failures)
-		if last, err := m.bus.LastFailure(ctx, rec.ID); err == nil && last != "" {
+		if last, err := m.bus.Jobs().LastFailure(ctx, rec.ID); err == nil && last != "" {
 			reason += "; last error: " + last
 		}
 		return failed(reason)
@@ -83,7 +83,7 @@ func (m *Stage) Fail(ctx context.Context, data []byte) (*schemas.JobRecord, erro
 	if len(errs) > 0 {
 		return nil, invalidAs("request", errs)
 	}
-	rec, err := m.bus.Status(ctx, req.JobID)
+	rec, err := m.bus.Jobs().Status(ctx, req.JobID)
 	if err != nil {
 		return nil, apiError(http.StatusNotFound, "job %s not found", req.JobID)
 	}

@@ -22,7 +22,7 @@ func TestWorkersFailingBeforeTheFirstResultFailTheJob(t *testing.T) {
 		return "", errors.New("sh: 1: not-a-command: not found")
 	})
 	e.waitState(broken, schemas.Failed)
-	rec, err := e.c.Status(context.Background(), broken)
+	rec, err := e.c.Jobs().Status(context.Background(), broken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestWorkersFailingBeforeTheFirstResultFailTheJob(t *testing.T) {
 		e.m.Reconcile(context.Background())
 		time.Sleep(50 * time.Millisecond)
 	}
-	if rec, _ := e.c.Status(context.Background(), flaky); rec.State != schemas.Ongoing {
+	if rec, _ := e.c.Jobs().Status(context.Background(), flaky); rec.State != schemas.Ongoing {
 		t.Errorf("a job with a result: %s (%s), want ongoing", rec.State, rec.Reason)
 	}
 }
@@ -57,7 +57,7 @@ func TestAStalledJobFails(t *testing.T) {
 	stalled := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"failure":{"stall":"10m"},"workload":{"items":["a","b"]}}`)
 	off := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"failure":{"stall":"10m","disable":["stall"]},"workload":{"items":["a"]}}`)
 	for _, id := range []string{stalled, off} {
-		if _, err := e.c.UpdateJob(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		if _, err := e.c.Jobs().Update(ctx, id, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
 			next := *cur
 			next.Replicas = 2 // as the runtime reports: workers run, and do nothing
 			return &next, nil
@@ -75,7 +75,7 @@ func TestAStalledJobFails(t *testing.T) {
 	checkAll()
 	e.clock.Step(9 * time.Minute)
 	checkAll()
-	if rec, _ := e.c.Status(ctx, stalled); rec.State != schemas.Ongoing {
+	if rec, _ := e.c.Jobs().Status(ctx, stalled); rec.State != schemas.Ongoing {
 		t.Fatalf("after 9 of 10 minutes: %s (%s)", rec.State, rec.Reason)
 	}
 	// Progress: the clock restarts.
@@ -98,16 +98,16 @@ func TestAStalledJobFails(t *testing.T) {
 	})
 	e.clock.Step(9 * time.Minute)
 	checkAll()
-	if rec, _ := e.c.Status(ctx, stalled); rec.State != schemas.Ongoing {
+	if rec, _ := e.c.Jobs().Status(ctx, stalled); rec.State != schemas.Ongoing {
 		t.Fatalf("9 minutes after its progress: %s (%s)", rec.State, rec.Reason)
 	}
 	e.clock.Step(2 * time.Minute)
 	checkAll()
-	rec, _ := e.c.Status(ctx, stalled)
+	rec, _ := e.c.Jobs().Status(ctx, stalled)
 	if rec.State != schemas.Failed || !strings.Contains(rec.Reason, "stall: no progress for 11m0s with 2 workers and 1 items waiting") {
 		t.Errorf("after 11 minutes without progress: %s (%s), want failed by the stall rule", rec.State, rec.Reason)
 	}
-	if rec, _ := e.c.Status(ctx, off); rec.State != schemas.Ongoing {
+	if rec, _ := e.c.Jobs().Status(ctx, off); rec.State != schemas.Ongoing {
 		t.Errorf("with the rule off: %s (%s), want ongoing", rec.State, rec.Reason)
 	}
 }
@@ -119,21 +119,21 @@ func TestFailOverNATS(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"1h","worker":{"exec":"cat"},"workload":{"items":["a"]}}`)
-	if err := e.c.FailJob(ctx, id, "its workers broke"); err != nil {
+	if err := e.c.Jobs().Fail(ctx, id, "its workers broke"); err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := e.c.Status(ctx, id)
+	rec, _ := e.c.Jobs().Status(ctx, id)
 	if rec.State != schemas.Failed || rec.Reason != "its workers broke" {
 		t.Errorf("after fail: %s (%s)", rec.State, rec.Reason)
 	}
-	if err := e.c.FailJob(ctx, id, "again"); err != nil {
+	if err := e.c.Jobs().Fail(ctx, id, "again"); err != nil {
 		t.Errorf("failing a failed job: %v", err)
 	}
 	var apiErr *schemas.APIError
-	if err := e.c.FailJob(ctx, id, " "); !errors.As(err, &apiErr) || apiErr.Code != 400 || !strings.Contains(apiErr.Message, "reason") {
+	if err := e.c.Jobs().Fail(ctx, id, " "); !errors.As(err, &apiErr) || apiErr.Code != 400 || !strings.Contains(apiErr.Message, "reason") {
 		t.Errorf("no reason: %v, want a 400 naming reason", err)
 	}
-	if err := e.c.FailJob(ctx, "no-such-job", "x"); !errors.As(err, &apiErr) || apiErr.Code != 404 {
+	if err := e.c.Jobs().Fail(ctx, "no-such-job", "x"); !errors.As(err, &apiErr) || apiErr.Code != 404 {
 		t.Errorf("unknown job: %v, want 404", err)
 	}
 }

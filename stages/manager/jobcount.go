@@ -25,7 +25,7 @@ func CountJobs(c *bus.Client, counts *apf.ObjectCounts, log *slog.Logger) func(c
 		tick := time.NewTicker(jobCountPeriod)
 		defer tick.Stop()
 		for {
-			if jobs, err := c.Jobs(ctx); err != nil {
+			if jobs, err := c.Jobs().List(ctx); err != nil {
 				if ctx.Err() == nil {
 					log.Warn("job count for the APF work estimator failed; keeping the last one", "err", err)
 				}

@@ -23,7 +23,7 @@ func TestCountJobs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var size int64
 	for _, id := range []string{"a", "bb", "ccc"} {
-		rec, err := c.UpdateJob(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+		rec, err := c.Jobs().Update(ctx, id, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 			return &schemas.JobRecord{ID: id, State: schemas.Ongoing, CreatedAt: time.Unix(0, 0)}, nil
 		})
 		if err != nil {

@@ -21,7 +21,7 @@ const ensuredLimit = 4096
 func (m *Stage) keepLedger(ctx context.Context) {
 	ensured := map[string]time.Time{} // by job, the creation of the record made sure of: an id can be reused
 	place := func(ctx context.Context, job string) (bus.Placement, error) {
-		rec, err := m.bus.Status(ctx, job)
+		rec, err := m.bus.Jobs().Status(ctx, job)
 		switch {
 		case errors.Is(err, bus.ErrJobNotFound):
 			m.sweepSoon()

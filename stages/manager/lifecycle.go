@@ -18,12 +18,12 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// emit records ev (bus.Client.RecordJobEvent) and logs it on the job's log.
+// emit records ev (bus.Jobs.RecordEvent) and logs it on the job's log.
 func (m *Stage) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRecord, error) {
 	if ev.At.IsZero() {
 		ev.At = m.clock.Now()
 	}
-	rec, err := m.bus.RecordJobEvent(ctx, ev)
+	rec, err := m.bus.Jobs().RecordEvent(ctx, ev)
 	m.wake(ev.Job)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func (m *Stage) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRec
 
 // Job returns a job the user may see.
 func (m *Stage) Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
-	rec, err := m.bus.Status(ctx, id)
+	rec, err := m.bus.Jobs().Status(ctx, id)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return nil, apiError(http.StatusNotFound, "job %s not found", id)
 	}
@@ -56,7 +56,7 @@ func (m *Stage) Job(ctx context.Context, u auth.User, id string) (*schemas.JobRe
 
 // Jobs returns the jobs the user may see.
 func (m *Stage) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error) {
-	all, err := m.bus.Jobs(ctx)
+	all, err := m.bus.Jobs().List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (m *Stage) Declare(ctx context.Context, u auth.User, id string) (*schemas.J
 	if busy {
 		return nil, apiError(http.StatusConflict, "job %s is being created; try again", id)
 	}
-	rec, err := m.bus.Status(ctx, id)
+	rec, err := m.bus.Jobs().Status(ctx, id)
 	switch {
 	case errors.Is(err, bus.ErrJobNotFound):
 		spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: u.Name}.WithDefaults()
@@ -195,7 +195,7 @@ func (m *Stage) Delete(ctx context.Context, u auth.User, id string) error {
 	if err := m.bus.Queues().PurgeJob(ctx, id); err != nil {
 		return err
 	}
-	if _, err := m.bus.PublishJobEvent(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventDeleted, State: rec.State,
+	if _, err := m.bus.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventDeleted, State: rec.State,
 		At: m.clock.Now(), Reason: "deleted by " + u.Name}); err != nil {
 		m.log.Warn("deleted event lost", "job", id, "err", err)
 	}
@@ -317,12 +317,12 @@ func (m *Stage) sweepStrays(ctx context.Context) {
 // that records lost or behind (a crash between event and update) catch up.
 func (m *Stage) Recover(ctx context.Context) error {
 	applied := 0
-	for ev, err := range m.bus.JobEvents(ctx, "", false) {
+	for ev, err := range m.bus.Jobs().Events(ctx, "", false) {
 		if err != nil {
 			return fmt.Errorf("recover jobs: %w", err)
 		}
 		changed := false
-		_, err := m.bus.UpdateJob(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
+		_, err := m.bus.Jobs().Update(ctx, ev.Job, func(cur *schemas.JobRecord) (*schemas.JobRecord, error) {
 			if ev.Type == schemas.EventDeleted {
 				return nil, nil
 			}
@@ -358,7 +358,7 @@ func (m *Stage) reconcile(ctx context.Context, wait bool) {
 	m.passes++
 	m.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, m.cfg.CheckTimeout)
-	jobs, err := m.bus.Jobs(lctx)
+	jobs, err := m.bus.Jobs().List(lctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {

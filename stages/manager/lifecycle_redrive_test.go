@@ -63,7 +63,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 		return letter != nil
 	})
 	e.m.Reconcile(ctx)
-	if rec, err := e.c.Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
+	if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
 		t.Fatalf("job %s before the redrive: %v (%v), want ongoing while slow runs", id, rec.State, err)
 	}
 
@@ -83,7 +83,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	}
 	<-badRuns
 	releaseSlow <- struct{}{}
-	rec, err := e.c.Status(ctx, id)
+	rec, err := e.c.Jobs().Status(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 		return err == nil && ws.Results == 2
 	})
 	e.m.Reconcile(ctx)
-	if rec, err := e.c.Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
+	if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
 		t.Fatalf("job %s while the redriven item runs: %v (%v), want ongoing", id, rec.State, err)
 	}
 
@@ -105,7 +105,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err = e.c.Status(ctx, id)
+	rec, err = e.c.Jobs().Status(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestBatchJobRunsToCompletion(t *testing.T) {
 		}
 	}
 	var types []schemas.JobEventType
-	for ev, err := range e.c.WatchJob(context.Background(), id) {
+	for ev, err := range e.c.Jobs().Watch(context.Background(), id) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestBatchJobRunsToCompletion(t *testing.T) {
 	}
 	// Lifetime 0: cleaned at the next check, then deletable.
 	e.m.Reconcile(context.Background())
-	if rec, _ := e.c.Status(context.Background(), id); rec.CleanedAt.IsZero() {
+	if rec, _ := e.c.Jobs().Status(context.Background(), id); rec.CleanedAt.IsZero() {
 		t.Errorf("resources not cleaned after lifetime 0")
 	}
 	if r := e.do("DELETE", "/submissions/"+id, "alice-token", ""); r.code != http.StatusNoContent {
@@ -126,7 +126,7 @@ func TestStopAndTerminate(t *testing.T) {
 		t.Errorf("push after stop accepted, want refused")
 	}
 	e.m.Reconcile(ctx)
-	if rec, _ := e.c.Status(ctx, stopped); rec.State != schemas.Ongoing || !rec.StopRequested {
+	if rec, _ := e.c.Jobs().Status(ctx, stopped); rec.State != schemas.Ongoing || !rec.StopRequested {
 		t.Fatalf("while an item is in flight: state %s stop_requested %t, want ongoing and true", rec.State, rec.StopRequested)
 	}
 	unblock()
@@ -147,7 +147,7 @@ func TestStopAndTerminate(t *testing.T) {
 	if r := e.do("PUT", "/submissions/"+term+"/terminate", "alice-token", ""); r.code != http.StatusNoContent {
 		t.Fatalf("terminate = %d %s", r.code, r.body)
 	}
-	rec, _ := e.c.Status(ctx, term)
+	rec, _ := e.c.Jobs().Status(ctx, term)
 	if rec.State != schemas.Terminated {
 		t.Errorf("state after terminate = %s, want terminated at once", rec.State)
 	}
@@ -169,7 +169,7 @@ func TestStreamingJobFedByPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.work(id, 2, upper)
-	rec, err := e.c.Status(ctx, id)
+	rec, err := e.c.Jobs().Status(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,10 +182,10 @@ func TestStreamingJobFedByPush(t *testing.T) {
 		t.Errorf("view done = %v, total = %v; want 3 done and no total", v["done"], v["total"])
 	}
 	e.m.Reconcile(ctx)
-	if rec, _ := e.c.Status(ctx, id); rec.State != schemas.Ongoing {
+	if rec, _ := e.c.Jobs().Status(ctx, id); rec.State != schemas.Ongoing {
 		t.Fatalf("streaming job %s before stop, want ongoing", rec.State)
 	}
-	if err := e.c.Stop(ctx, id, bus.WithToken("bob-token")); err != nil { // over NATS
+	if err := e.c.Jobs().Stop(ctx, id, bus.WithToken("bob-token")); err != nil { // over NATS
 		t.Fatal(err)
 	}
 	e.waitState(id, schemas.Stopped)
@@ -238,7 +238,7 @@ func TestAsperathosPayloadRunsToCompletion(t *testing.T) {
 	if len(id) != len("kj-1234567") || !strings.HasPrefix(id, "kj-") {
 		t.Errorf("id = %q, want kj-xxxxxxx", id)
 	}
-	rec, err := e.c.Status(context.Background(), id)
+	rec, err := e.c.Jobs().Status(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,12 +257,12 @@ func TestAsperathosPayloadRunsToCompletion(t *testing.T) {
 	}
 	// job_resources_lifetime 120: not cleaned before, cleaned after.
 	e.m.Reconcile(context.Background())
-	if rec, _ := e.c.Status(context.Background(), id); !rec.CleanedAt.IsZero() {
+	if rec, _ := e.c.Jobs().Status(context.Background(), id); !rec.CleanedAt.IsZero() {
 		t.Fatalf("cleaned before its lifetime")
 	}
 	e.clock.Step(121 * time.Second)
 	e.m.Reconcile(context.Background())
-	if rec, _ := e.c.Status(context.Background(), id); rec.CleanedAt.IsZero() {
+	if rec, _ := e.c.Jobs().Status(context.Background(), id); rec.CleanedAt.IsZero() {
 		t.Errorf("not cleaned after its lifetime")
 	}
 }
@@ -297,7 +297,7 @@ func TestRestartRecovery(t *testing.T) {
 	e2.waitState(running, schemas.Completed)
 	e2.clock.Step(time.Hour)
 	e2.m.Reconcile(context.Background())
-	if rec, _ := e2.c.Status(context.Background(), pending); rec.CleanedAt.IsZero() {
+	if rec, _ := e2.c.Jobs().Status(context.Background(), pending); rec.CleanedAt.IsZero() {
 		t.Errorf("pending cleanup did not resume after restart")
 	}
 }
@@ -308,14 +308,14 @@ func TestRecoverReplaysEventsTheRecordMissed(t *testing.T) {
 	ctx := context.Background()
 	id := e.submit("alice-token", `{"deadline":"1m","workload":{"items":["a"]}}`)
 	// An event stored without its record update (a crash in between).
-	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated,
+	if _, err := e.c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: id, Type: schemas.EventTerminated,
 		State: schemas.Terminated, At: time.Now(), Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := e.c.Status(ctx, id); rec.State != schemas.Terminated {
+	if rec, _ := e.c.Jobs().Status(ctx, id); rec.State != schemas.Terminated {
 		t.Errorf("after recover state = %s, want terminated", rec.State)
 	}
 }
@@ -346,7 +346,7 @@ func TestUnreadableRecordIsRebuiltFromEvents(t *testing.T) {
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatalf("recover with an unreadable record: %v", err)
 	}
-	rec, err := e.c.Status(ctx, id)
+	rec, err := e.c.Jobs().Status(ctx, id)
 	if err != nil || rec.ID != id || rec.State == "" || rec.Spec.Workload.Empty() && rec.Total != 1 {
 		t.Fatalf("record after recover = %+v, %v; want it rebuilt from its events", rec, err)
 	}
@@ -357,15 +357,15 @@ func TestSubmitOverNATSSharesValidation(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds the watch below
 	defer cancel()
-	id, err := e.c.Submit(ctx, []byte("mode: batch\ndeadline: 1m\nworkload: {items: [a, b]}\n"),
+	id, err := e.c.Jobs().Submit(ctx, []byte("mode: batch\ndeadline: 1m\nworkload: {items: [a, b]}\n"),
 		bus.WithToken("bob-token"), bus.WithContentType("application/yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := e.c.Status(ctx, id); err != nil || rec.Spec.Owner != "bob" || rec.Total != 2 {
+	if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.Spec.Owner != "bob" || rec.Total != 2 {
 		t.Fatalf("record = %+v, %v; want bob's job of 2 items", rec, err)
 	}
-	_, err = e.c.Submit(ctx, []byte(`{"mode":"batch","replicas":{"min":-1}}`), bus.WithToken("bob-token"))
+	_, err = e.c.Jobs().Submit(ctx, []byte(`{"mode":"batch","replicas":{"min":-1}}`), bus.WithToken("bob-token"))
 	var apiErr *schemas.APIError
 	if !asAPIError(err, &apiErr) || apiErr.Code != 400 || len(apiErr.Details) < 3 {
 		t.Fatalf("bad submission over NATS = %v, want 400 with every field", err)
@@ -378,13 +378,13 @@ func TestSubmitOverNATSSharesValidation(t *testing.T) {
 		defer close(reconciled)
 		for ctx.Err() == nil { // until the job ends, however slow the machine
 			e.m.Reconcile(ctx)
-			if rec, err := e.c.Status(ctx, id); err != nil || rec.State.Final() {
+			if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.State.Final() {
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	for ev, err := range e.c.WatchJob(ctx, id) {
+	for ev, err := range e.c.Jobs().Watch(ctx, id) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +393,7 @@ func TestSubmitOverNATSSharesValidation(t *testing.T) {
 	if last == nil || last.State != schemas.Completed {
 		t.Errorf("watch ended with %+v, want completed", last)
 	}
-	if err := e.c.Terminate(ctx, id, bus.WithToken("alice-token")); err == nil {
+	if err := e.c.Jobs().Terminate(ctx, id, bus.WithToken("alice-token")); err == nil {
 		t.Errorf("alice terminated bob's job over NATS")
 	}
 }
@@ -406,7 +406,7 @@ func TestInterruptedCreationEndsInError(t *testing.T) {
 		Workload: schemas.Workload{URL: "http://example.com/w"}}.WithDefaults()
 	// A manager stored the created event and died before queueing the items,
 	// longer ago than a request may take.
-	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "job-dead123", Type: schemas.EventCreated,
+	if _, err := e.c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: "job-dead123", Type: schemas.EventCreated,
 		State: schemas.Created, Spec: &spec, At: e.clock.Now().Add(-2 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestCreationByAnotherReplicaIsLeftAlone(t *testing.T) {
 	spec := schemas.JobSpec{Mode: schemas.Batch, Owner: "alice", Deadline: schemas.Deadline{After: schemas.Duration(time.Minute)},
 		Workload: schemas.Workload{URL: "http://example.com/w"}}.WithDefaults()
 	// Another manager replica has just stored the created event and is queueing the items.
-	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "job-other12", Type: schemas.EventCreated,
+	if _, err := e.c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: "job-other12", Type: schemas.EventCreated,
 		State: schemas.Created, Spec: &spec, At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,7 @@ func TestCreationByAnotherReplicaIsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.m.Reconcile(ctx)
-	if rec, err := e.c.Status(ctx, "job-other12"); err != nil || rec.State != schemas.Created {
+	if rec, err := e.c.Jobs().Status(ctx, "job-other12"); err != nil || rec.State != schemas.Created {
 		t.Fatalf("job being created elsewhere: %v %v, want still created", rec, err)
 	}
 }
@@ -501,7 +501,7 @@ func TestAsperathosBodyCredentialsSubmit(t *testing.T) {
 		d["enable_auth"], d["username"], d["password"] = true, "alice", "alice-token"
 	})
 	id := e.submit("", body) // no bearer token: the body's credentials identify alice
-	if rec, err := e.c.Status(context.Background(), id); err != nil || rec.Spec.Owner != "alice" {
+	if rec, err := e.c.Jobs().Status(context.Background(), id); err != nil || rec.Spec.Owner != "alice" {
 		t.Fatalf("owner = %+v, %v; want alice", rec, err)
 	}
 	if r := e.do("GET", "/submissions/"+id, "bob-token", ""); r.code != http.StatusNotFound {

@@ -73,7 +73,7 @@ func newEnvAt(t *testing.T, srv *bus.Server, opts ...envOption) *env {
 	t.Cleanup(e.stop)
 	// Run has recovered and subscribed once a NATS submission is answered.
 	bustest.Eventually(t, 5*time.Second, "manager listening", func() bool {
-		_, err := e.c.Submit(context.Background(), []byte(`{`))
+		_, err := e.c.Jobs().Submit(context.Background(), []byte(`{`))
 		var apiErr *schemas.APIError
 		return asAPIError(err, &apiErr)
 	})
@@ -172,7 +172,7 @@ func (e *env) waitState(id string, state schemas.JobState) {
 	var last schemas.JobState
 	bustest.Eventually(e.t, 20*time.Second, "job "+id+" "+string(state)+" (last "+string(last)+")", func() bool {
 		e.m.Reconcile(ctx)
-		rec, err := e.c.Status(ctx, id)
+		rec, err := e.c.Jobs().Status(ctx, id)
 		if err != nil {
 			e.t.Fatal(err)
 		}

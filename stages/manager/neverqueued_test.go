@@ -34,7 +34,7 @@ func TestResultsForItemsNeverQueuedCountForNothing(t *testing.T) {
 		e.m.Reconcile(ctx)
 		return e.results(id) == 0
 	})
-	if rec, err := e.c.Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
+	if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.State != schemas.Ongoing {
 		t.Fatalf("job %s after %d forged results: %v (%v), want ongoing", id, len(forged), rec.State, err)
 	}
 	letters, err := e.c.Letters().Stored(ctx, id)
@@ -125,7 +125,7 @@ func forgeResults(t *testing.T, e *env, js jetstream.JetStream, id string, items
 			t.Fatalf("forged result %s: %v", item, err)
 		}
 	}
-	rec, err := e.c.Status(ctx, id)
+	rec, err := e.c.Jobs().Status(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestClusterRegistry(t *testing.T) {
 		t.Errorf("active cluster = %+v, %v; want edge", cl, err)
 	}
 	id := e.submit("alice-token", `{"mode":"streaming","actuator":{"name":"local","cluster":"edge"}}`)
-	if rec, _ := e.c.Status(t.Context(), id); rec.Spec.Actuator.Cluster != "edge" {
+	if rec, _ := e.c.Jobs().Status(t.Context(), id); rec.Spec.Actuator.Cluster != "edge" {
 		t.Errorf("cluster = %q", rec.Spec.Actuator.Cluster)
 	}
 }

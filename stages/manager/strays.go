@@ -170,7 +170,7 @@ func (m *Stage) SweepStrays(ctx context.Context) {
 // records returns the readable job records by id, from one listing of the
 // jobs bucket (which the bus reads again only when the bucket changed).
 func (m *Stage) records(ctx context.Context) (map[string]*schemas.JobRecord, error) {
-	all, err := m.bus.Jobs(ctx)
+	all, err := m.bus.Jobs().List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func (m *Stage) sweepSubject(ctx context.Context, subject string, lastSeq uint64
 	job := m.bus.Prefix().SubjectJob(subject)
 	rec, err := known[job], error(nil)
 	if rec == nil {
-		rec, err = m.bus.Status(ctx, job)
+		rec, err = m.bus.Jobs().Status(ctx, job)
 	}
 	if m.bus.Prefix().Work(job) != subject {
 		rec, err = nil, bus.ErrJobNotFound // names no valid job id: its letters go to pace.dead.unknown

@@ -123,7 +123,7 @@ func TestStrayItemsAreRefused(t *testing.T) {
 	}
 	ongoing := e.submit("alice-token", `{"mode":"streaming"}`)
 	spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}.WithDefaults()
-	if _, err := e.c.PublishJobEvent(ctx, &schemas.JobEvent{Job: "being-created", Type: schemas.EventCreated,
+	if _, err := e.c.Jobs().PublishEvent(ctx, &schemas.JobEvent{Job: "being-created", Type: schemas.EventCreated,
 		State: schemas.Created, Spec: &spec, At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ var submitters = []struct {
 		return out.JobID, nil
 	}},
 	{"NATS", func(e *env, doc string) (string, *schemas.APIError) {
-		id, err := e.c.Submit(context.Background(), []byte(doc), bus.WithToken("alice-token"), bus.WithContentType("application/yaml"))
+		id, err := e.c.Jobs().Submit(context.Background(), []byte(doc), bus.WithToken("alice-token"), bus.WithContentType("application/yaml"))
 		var apiErr *schemas.APIError
 		if asAPIError(err, &apiErr) {
 			return "", apiErr
@@ -96,7 +96,7 @@ func TestYAMLStringsAsWritten(t *testing.T) {
 			if apiErr != nil {
 				t.Fatalf("submit = %v, want accepted", apiErr)
 			}
-			rec, err := e.c.Status(context.Background(), id)
+			rec, err := e.c.Jobs().Status(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestYAMLAsperathosStringsAsWritten(t *testing.T) {
 			if apiErr != nil {
 				t.Fatalf("submit = %v, want accepted", apiErr)
 			}
-			rec, err := e.c.Status(context.Background(), id)
+			rec, err := e.c.Jobs().Status(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +185,7 @@ func TestYAMLCollectionWhereStringBelongs(t *testing.T) {
 			})
 		}
 	}
-	if jobs, err := e.c.Jobs(context.Background()); err != nil || len(jobs) != 0 {
+	if jobs, err := e.c.Jobs().List(context.Background()); err != nil || len(jobs) != 0 {
 		t.Errorf("jobs = %d (%v), want none", len(jobs), err)
 	}
 }

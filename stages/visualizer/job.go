@@ -72,7 +72,7 @@ func (s *Stage) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, err
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { ps, err = s.bus.StoredProgress(gctx, rec.ID); return err })
 	g.Go(func() error {
-		for ev, err := range s.bus.JobEvents(gctx, rec.ID, false) {
+		for ev, err := range s.bus.Jobs().Events(gctx, rec.ID, false) {
 			if err != nil {
 				return err
 			}

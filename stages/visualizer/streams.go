@@ -152,7 +152,7 @@ func (h *wakeups) wake(job string) {
 // logged and started again after Config.Interval.
 func (s *Stage) Run(ctx context.Context) error {
 	for {
-		for ev, err := range s.bus.JobEvents(ctx, "", true) {
+		for ev, err := range s.bus.Jobs().Events(ctx, "", true) {
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("job events not followed; streams refresh every interval meanwhile", "err", err)

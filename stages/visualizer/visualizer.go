@@ -34,7 +34,7 @@ type Jobs interface {
 type Bus interface {
 	JobWork(ctx context.Context, rec *schemas.JobRecord) (bus.WorkState, error)
 	StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error)
-	JobEvents(ctx context.Context, job string, follow bool) iter.Seq2[bus.JobEvent, error]
+	Jobs() bus.Jobs // a job's events
 	Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error]
 }
 

@@ -22,7 +22,7 @@ const PodCheckEvery = 5 * time.Second
 func Opener(def *Runtime, cfg Config) actuator.Opener {
 	return func(env actuator.TargetEnv) (actuator.Target, error) {
 		clusters := NewClusters(def, env.Bus, cfg, WithLogger(env.Log))
-		watch := clusters.Watch(env.Bus, env.Output, PodCheckEvery, clock.RealClock{}).ReportExits(env.Exited)
+		watch := clusters.Watch(OnBus(env.Bus), env.Output, PodCheckEvery, clock.RealClock{}).ReportExits(env.Exited)
 		return actuator.Target{Runtime: clusters, Meter: clusters.Meter, Loops: []func(context.Context) error{watch.Run}}, nil
 	}
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -29,9 +30,22 @@ var stuckReasons = []string{"ImagePullBackOff", "ErrImagePull", "InvalidImageNam
 // presence of the replicas it sees running, and the manager's failing of a
 // job (pace.control.fail).
 type Jobs interface {
-	Jobs(ctx context.Context) ([]*schemas.JobRecord, error)
+	List(ctx context.Context) ([]*schemas.JobRecord, error)
 	AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error
-	FailJob(ctx context.Context, job, reason string) error
+	Fail(ctx context.Context, job, reason string) error
+}
+
+// OnBus is the pod watch's Jobs on the bus: the records and failing of c's
+// jobs role, and c's replica presence.
+func OnBus(c *bus.Client) Jobs { return onBus{c.Jobs(), c} }
+
+type onBus struct {
+	bus.Jobs
+	c *bus.Client
+}
+
+func (o onBus) AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error {
+	return o.c.AnnounceReplica(ctx, job, replica, since)
 }
 
 // PodWatch looks at the pods of the Kubernetes Jobs the runtime runs. Each
@@ -123,7 +137,7 @@ func (w *PodWatch) Stop() {
 // on that break it. A job that cannot be checked (its cluster unreachable)
 // does not stop the others: the errors are returned together.
 func (w *PodWatch) Check(ctx context.Context) error {
-	recs, err := w.jobs.Jobs(ctx)
+	recs, err := w.jobs.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -165,7 +179,7 @@ func (w *PodWatch) Check(ctx context.Context) error {
 				reason += "; its workers' last lines: " + strings.Join(tail, " | ")
 			}
 		}
-		if err := w.jobs.FailJob(ctx, rec.ID, reason); err != nil {
+		if err := w.jobs.Fail(ctx, rec.ID, reason); err != nil {
 			w.log.Warn("job not failed by its failure policy; asked again at the next check", "job", rec.ID, "err", err)
 			continue
 		}

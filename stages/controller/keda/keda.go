@@ -33,7 +33,7 @@ const MetadataJob = "job"
 
 // Bus is what the scaler reads: job records and decisions.
 type Bus interface {
-	Status(ctx context.Context, job string) (*schemas.JobRecord, error)
+	Jobs() bus.Jobs
 	LastDecision(ctx context.Context, job string) (*schemas.Decision, error)
 }
 
@@ -74,7 +74,7 @@ func (s *Scaler) desired(ctx context.Context, ref *externalscaler.ScaledObjectRe
 		return "", 0, status.Errorf(codes.InvalidArgument,
 			"scalerMetadata.%s %q: must name a Pace job (1-128 letters, digits, '-' or '_')", MetadataJob, job)
 	}
-	rec, err := s.bus.Status(ctx, job)
+	rec, err := s.bus.Jobs().Status(ctx, job)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return job, 0, status.Errorf(codes.NotFound, "scalerMetadata.%s: no job %q", MetadataJob, job)
 	}

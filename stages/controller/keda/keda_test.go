@@ -123,7 +123,7 @@ func TestExternalScalerServesDecisions(t *testing.T) {
 func setRecord(t *testing.T, c *bus.Client, job string, state schemas.JobState, initial int) {
 	t.Helper()
 	spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice", Replicas: schemas.Replicas{Min: 0, Max: 10, Initial: initial}}.WithDefaults()
-	_, err := c.UpdateJob(context.Background(), job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
+	_, err := c.Jobs().Update(context.Background(), job, func(*schemas.JobRecord) (*schemas.JobRecord, error) {
 		return &schemas.JobRecord{ID: job, Spec: spec, State: state, CreatedAt: time.Now()}, nil
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func TestDecisions(t *testing.T) {
 	decide("j", 2)
 
 	var got []int
-	for d, err := range c.Decisions(ctx, "j", false) {
+	for d, err := range c.Outputs().Decisions(ctx, "j", false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestDecisions(t *testing.T) {
 	defer cancel()
 	seen := make(chan int)
 	go func() {
-		for d, err := range c.Decisions(fctx, "j", true) {
+		for d, err := range c.Outputs().Decisions(fctx, "j", true) {
 			if err != nil {
 				return
 			}

@@ -4,7 +4,7 @@
 // ([StartServer], [Connect]), provisions every stream, consumer, key-value
 // bucket and object store idempotently ([Client.Provision]), carries schema, correlation and
 // trace metadata in headers ([Publish], [Decode]), and offers the client SDK
-// that users embed: [Client.PushItems], [Client.Worker] and [Client.Results].
+// that users embed: [Client.PushItems], [Client.Worker] and [Outputs.Results].
 //
 // Work-item semantics (see docs/bus.md):
 //   - main queue = items not yet delivered, processing = delivered and not

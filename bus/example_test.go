@@ -50,7 +50,7 @@ func Example() {
 
 	// Results: ends once the job has nothing waiting or in progress.
 	var out []string
-	for r, err := range c.Results(ctx, "shout") {
+	for r, err := range c.Outputs().Results(ctx, "shout") {
 		if err != nil {
 			panic(err)
 		}

@@ -57,7 +57,7 @@ func TestLeaserHoldsItemsUntilCompletedOrReleased(t *testing.T) {
 	if err := byPayload["two"].Complete(ctx, "TWO"); err != nil {
 		t.Fatal(err)
 	}
-	results, err := c.StoredResults(ctx, "lj")
+	results, err := c.Outputs().StoredResults(ctx, "lj")
 	if err != nil || len(results) != 2 {
 		t.Fatalf("results %v, %v; want two", results, err)
 	}

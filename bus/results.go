@@ -24,7 +24,8 @@ func Follow() ResultsOption { return func(o *resultsOptions) { o.follow = true }
 // Follow it ends once every stored result has been read and the job has no
 // item waiting or in progress (items being retried count as waiting). An
 // error ends the iteration.
-func (c *Client) Results(ctx context.Context, job string, opts ...ResultsOption) iter.Seq2[*schemas.Result, error] {
+func (out Outputs) Results(ctx context.Context, job string, opts ...ResultsOption) iter.Seq2[*schemas.Result, error] {
+	c := out.c
 	var o resultsOptions
 	for _, opt := range opts {
 		opt(&o)

@@ -14,7 +14,8 @@ import (
 )
 
 // StoredResults returns the results of job stored so far, oldest first.
-func (c *Client) StoredResults(ctx context.Context, job string) ([]*schemas.Result, error) {
+func (out Outputs) StoredResults(ctx context.Context, job string) ([]*schemas.Result, error) {
+	c := out.c
 	return collect(stored[schemas.Result](ctx, c, resultsFamily, c.prefix.JobResults(job), false))
 }
 
@@ -32,12 +33,14 @@ func (box Letters) StoredMalformed(ctx context.Context, job string) ([]*schemas.
 }
 
 // StoredProgress returns the progress samples of job stored so far, oldest first.
-func (c *Client) StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error) {
+func (out Outputs) StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error) {
+	c := out.c
 	return collect(stored[schemas.Progress](ctx, c, metricsFamily, c.prefix.Metrics(job, schemas.ProgressMetrics), false))
 }
 
 // PublishLog stores one line of a job's log on pace.logs.<job>.
-func (c *Client) PublishLog(ctx context.Context, l *schemas.LogLine) error {
+func (out Outputs) PublishLog(ctx context.Context, l *schemas.LogLine) error {
+	c := out.c
 	msg, err := NewMsg(ctx, c.prefix.Logs(l.Job), l)
 	if err != nil {
 		return err
@@ -51,7 +54,8 @@ func (c *Client) PublishLog(ctx context.Context, l *schemas.LogLine) error {
 // Logs iterates over job's log lines, oldest first. Without follow it ends
 // after the last stored line; with follow it waits for new lines until ctx
 // ends (and then ends without an error).
-func (c *Client) Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error] {
+func (out Outputs) Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error] {
+	c := out.c
 	return stored[schemas.LogLine](ctx, c, logsFamily, c.prefix.Logs(job), follow)
 }
 
@@ -59,7 +63,8 @@ func (c *Client) Logs(ctx context.Context, job string, follow bool) iter.Seq2[*s
 // oldest first, as Logs does over its lines: without follow it ends after
 // the last stored one; with follow it waits for new ones until ctx ends.
 // The stream keeps a job's recent decisions, not all of them.
-func (c *Client) Decisions(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.Decision, error] {
+func (out Outputs) Decisions(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.Decision, error] {
+	c := out.c
 	return stored[schemas.Decision](ctx, c, decisionsFamily, c.prefix.Decisions(job), follow)
 }
 
@@ -305,7 +310,8 @@ func pauseFor(ctx context.Context, d time.Duration) {
 }
 
 // LastDecision returns job's latest scaling decision, nil when it has none.
-func (c *Client) LastDecision(ctx context.Context, job string) (*schemas.Decision, error) {
+func (out Outputs) LastDecision(ctx context.Context, job string) (*schemas.Decision, error) {
+	c := out.c
 	st, err := c.Stream(ctx, decisionsFamily)
 	if err != nil {
 		return nil, err

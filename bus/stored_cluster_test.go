@@ -33,7 +33,7 @@ func TestStoredResultsOnClusterFromEveryServer(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = rc.Close(context.Background()) })
 		for range 2 {
-			got, err := rc.StoredResults(ctx, job)
+			got, err := rc.Outputs().StoredResults(ctx, job)
 			if err != nil {
 				t.Fatalf("reader of nats-%d: %v", i+1, err)
 			}

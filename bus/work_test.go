@@ -42,7 +42,7 @@ func runWorker(t *testing.T, w *bus.Worker) {
 func readResults(t *testing.T, ctx context.Context, c *bus.Client, job string) []*schemas.Result {
 	t.Helper()
 	var out []*schemas.Result
-	for r, err := range c.Results(ctx, job) {
+	for r, err := range c.Outputs().Results(ctx, job) {
 		if err != nil {
 			t.Fatalf("results: %v", err)
 		}

@@ -83,7 +83,7 @@ func TestPodLogsReachTheJobLog(t *testing.T) {
 	var got []string
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for l, err := range c.Logs(lctx, job, true) {
+	for l, err := range c.Outputs().Logs(lctx, job, true) {
 		if err != nil {
 			t.Fatalf("job log after %q: %v", got, err)
 		}
@@ -96,7 +96,7 @@ func TestPodLogsReachTheJobLog(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second) // more checks, which must repeat nothing
-	all := c.Logs(ctx, job, false)
+	all := c.Outputs().Logs(ctx, job, false)
 	got = got[:0]
 	for l, err := range all {
 		if err != nil {

@@ -398,7 +398,7 @@ func TestATenantReadsThroughTheManager(t *testing.T) {
 	}
 	bustest.Run(t, w.Run)
 	bustest.Eventually(t, time.Minute, "both results read", func() bool {
-		got, err := alice.StoredResults(ctx, "a1")
+		got, err := alice.Outputs().StoredResults(ctx, "a1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +407,7 @@ func TestATenantReadsThroughTheManager(t *testing.T) {
 
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	next, stop := iter.Pull2(alice.Results(fctx, "a1", bus.Follow()))
+	next, stop := iter.Pull2(alice.Outputs().Results(fctx, "a1", bus.Follow()))
 	defer stop()
 	for range 2 {
 		if _, err, ok := next(); err != nil || !ok {

@@ -76,7 +76,7 @@ func start(t *testing.T, argv []string, addr, queue string, env ...string) *exec
 // item with two results.
 func outputs(t *testing.T, c *bus.Client, id string) []string {
 	t.Helper()
-	results, err := c.StoredResults(context.Background(), id)
+	results, err := c.Outputs().StoredResults(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,7 +247,7 @@ func (f *Front) values(c *call, q *queue, k key) ([]string, error) {
 	case processingList:
 		return leased, nil
 	case resultsList:
-		results, err := q.client.StoredResults(c.ctx, q.job)
+		results, err := q.client.Outputs().StoredResults(c.ctx, q.job)
 		if err != nil {
 			return nil, err
 		}

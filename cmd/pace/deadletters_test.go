@@ -259,7 +259,7 @@ func TestDeadLetterRedriveGivesExactlyOneResult(t *testing.T) {
 	if letters := listLetters(t, url, job); len(letters) != 0 {
 		t.Errorf("letters after redriving the stale one = %+v, want none", letters)
 	}
-	results, err := c.StoredResults(ctx, job)
+	results, err := c.Outputs().StoredResults(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (o *decisionsOptions) run(ctx context.Context, a *app, job string) error {
 	defer closeClient(c)
 	enc := json.NewEncoder(a.stdout)
 	n := 0
-	for d, err := range c.Decisions(ctx, job, o.follow) {
+	for d, err := range c.Outputs().Decisions(ctx, job, o.follow) {
 		if err != nil {
 			if ctx.Err() != nil && o.follow {
 				return nil // --follow ends with an interrupt

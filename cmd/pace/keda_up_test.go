@@ -33,7 +33,7 @@ func TestUpServesKEDA(t *testing.T) {
 	c := u.client(t)
 	var got, want float64
 	bustest.Eventually(t, time.Minute, "the scaler to serve the job's latest decision", func() bool {
-		d, err := c.LastDecision(ctx, job)
+		d, err := c.Outputs().LastDecision(ctx, job)
 		if err != nil || d == nil {
 			return false
 		}

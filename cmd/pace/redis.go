@@ -54,6 +54,6 @@ func (w *wiring) wireRedis(c *bus.Client) {
 		}
 		return []string{"REDIS_HOST=" + host, "REDIS_PORT=" + port, "REDIS_QUEUE=" + queue}
 	}
-	front := rediswq.New(rediswq.Config{Open: open, Secured: mint != nil, Journal: c.PublishLog, Log: w.log})
+	front := rediswq.New(rediswq.Config{Open: open, Secured: mint != nil, Journal: c.Outputs().PublishLog, Log: w.log})
 	w.loops = append(w.loops, func(ctx context.Context) error { return front.Serve(ctx, ln) })
 }

@@ -59,7 +59,7 @@ func (o *resultsOptions) run(ctx context.Context, a *app, job string) error {
 	}
 	enc := json.NewEncoder(a.stdout)
 	n := 0
-	for r, err := range c.Results(ctx, job, opts...) {
+	for r, err := range c.Outputs().Results(ctx, job, opts...) {
 		if err != nil {
 			if ctx.Err() != nil && o.follow {
 				return nil // --follow ends with an interrupt

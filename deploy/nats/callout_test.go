@@ -114,10 +114,10 @@ func TestAuthCalloutInDistributedMode(t *testing.T) {
 	}
 	// A tenant reads its job's results, not another tenant's.
 	alice := connectAs(t, ctx, url, tokenLogin("alice", aliceToken))
-	if got, err := alice.StoredResults(ctx, "a1"); err != nil || len(got) != 1 {
+	if got, err := alice.Outputs().StoredResults(ctx, "a1"); err != nil || len(got) != 1 {
 		t.Errorf("alice's results of a1 = %d, %v; want the one", len(got), err)
 	}
-	if _, err := alice.StoredResults(ctx, "b1"); !errors.Is(err, bus.ErrNotPermitted) {
+	if _, err := alice.Outputs().StoredResults(ctx, "b1"); !errors.Is(err, bus.ErrNotPermitted) {
 		t.Errorf("alice reads b1's results: %v, want ErrNotPermitted", err)
 	}
 	js, err := jetstream.New(alice.Conn())

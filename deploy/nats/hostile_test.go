@@ -314,11 +314,11 @@ func TestAReaderIsItsAskersAlone(t *testing.T) {
 	if n != 3 {
 		t.Errorf("bob read %d results through his reader (%v), want his 3", n, batch.Error())
 	}
-	if got, err := bob.StoredResults(ctx, job); err != nil || len(got) != 3 {
+	if got, err := bob.Outputs().StoredResults(ctx, job); err != nil || len(got) != 3 {
 		t.Errorf("bob's results with the SDK: %d (%v), want 3", len(got), err)
 	}
 	lines := 0
-	for _, err := range bob.Logs(ctx, job, false) {
+	for _, err := range bob.Outputs().Logs(ctx, job, false) {
 		if err != nil {
 			t.Fatalf("bob's log: %v", err)
 		}

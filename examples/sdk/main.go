@@ -49,7 +49,7 @@ func main() {
 	wctx, stopWorker := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	for r, err := range c.Results(ctx, *job) {
+	for r, err := range c.Outputs().Results(ctx, *job) {
 		if err != nil {
 			log.Fatal(err)
 		}

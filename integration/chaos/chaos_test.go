@@ -159,7 +159,7 @@ func TestChaos(t *testing.T) {
 	s.checkReplicas(ctx) // kills and restarts, the whole system's included, kept every stream replicated
 
 	results := retry(t, ctx, "read the results", func(ctx context.Context) ([]*schemas.Result, error) {
-		return c.StoredResults(ctx, s.job)
+		return c.Outputs().StoredResults(ctx, s.job)
 	})
 	dead := retry(t, ctx, "read the dead letters", func(ctx context.Context) ([]*schemas.DeadLetter, error) {
 		return c.Letters().Stored(ctx, s.job)

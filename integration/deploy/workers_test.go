@@ -251,7 +251,7 @@ func checkTenantOnBus(t *testing.T, secrets map[string]map[string]string, natsUR
 		t.Fatalf("the tenant connects with its API token: %v", err)
 	}
 	defer tenant.Close(ctx) //nolint:errcheck // read only
-	if results, err := tenant.StoredResults(ctx, job); err != nil || len(results) != 5 {
+	if results, err := tenant.Outputs().StoredResults(ctx, job); err != nil || len(results) != 5 {
 		t.Errorf("the tenant reads %d results of its job (%v), want 5", len(results), err)
 	}
 	other, err := connect(bus.WithTokenAuth(jobs.Mint("another-job")))
@@ -259,7 +259,7 @@ func checkTenantOnBus(t *testing.T, secrets map[string]map[string]string, natsUR
 		t.Fatalf("another job's worker connects: %v", err)
 	}
 	defer other.Close(ctx) //nolint:errcheck // read only
-	if _, err := other.StoredResults(ctx, job); !errors.Is(err, bus.ErrNotPermitted) {
+	if _, err := other.Outputs().StoredResults(ctx, job); !errors.Is(err, bus.ErrNotPermitted) {
 		t.Errorf("another job's worker reads the job's results: %v, want ErrNotPermitted", err)
 	}
 	for _, user := range []string{"pace-worker", "pace-client"} {

@@ -78,7 +78,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, bustest.MinWait)
 	defer cancel()
 	n := 0
-	for r, err := range c.Results(rctx, job) {
+	for r, err := range c.Outputs().Results(rctx, job) {
 		if err != nil {
 			t.Fatal(err)
 		}

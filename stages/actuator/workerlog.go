@@ -122,7 +122,7 @@ func (l *WorkerLog) Run(ctx context.Context) error {
 		case <-sweep.C:
 			l.forgetIdle()
 		case line := <-l.lines:
-			if err := l.c.PublishLog(ctx, line); err != nil && ctx.Err() == nil {
+			if err := l.c.Outputs().PublishLog(ctx, line); err != nil && ctx.Err() == nil {
 				l.log.Warn("worker output not logged", "job", line.Job, "err", err)
 			}
 		}

@@ -71,7 +71,7 @@ func TestWorkerOutputReachesTheJobLog(t *testing.T) {
 func logLines(t *testing.T, c *bus.Client, job string) []*schemas.LogLine {
 	t.Helper()
 	var lines []*schemas.LogLine
-	for l, err := range c.Logs(context.Background(), job, false) {
+	for l, err := range c.Outputs().Logs(context.Background(), job, false) {
 		if err != nil {
 			t.Fatal(err)
 		}

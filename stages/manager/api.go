@@ -328,7 +328,7 @@ func (a *API) logs(r *http.Request, u auth.User) (any, error) {
 		stop()
 	}()
 	sent := 0
-	for l, err := range a.m.bus.Logs(followCtx, rec.ID, true) {
+	for l, err := range a.m.bus.Outputs().Logs(followCtx, rec.ID, true) {
 		if err != nil {
 			break
 		}
@@ -354,7 +354,7 @@ func jobID(r *http.Request) string { return strings.TrimSuffix(r.PathValue("id")
 
 func collectLogs(m *Stage, ctx context.Context, job string) ([]*schemas.LogLine, error) {
 	var out []*schemas.LogLine
-	for l, err := range m.bus.Logs(ctx, job, false) {
+	for l, err := range m.bus.Outputs().Logs(ctx, job, false) {
 		if err != nil {
 			return out, err
 		}

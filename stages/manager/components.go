@@ -238,7 +238,7 @@ func (a *API) scalingStatus(ctx context.Context, jobs []*schemas.JobRecord) (str
 		if rec.State.Final() {
 			continue
 		}
-		d, err := a.m.bus.LastDecision(ctx, rec.ID)
+		d, err := a.m.bus.Outputs().LastDecision(ctx, rec.ID)
 		if err != nil {
 			return "", err
 		}

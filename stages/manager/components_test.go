@@ -104,7 +104,7 @@ func TestAsperathosLogShape(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit("alice-token", `{"mode":"streaming"}`)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := e.c.PublishLog(t.Context(), &schemas.LogLine{Job: id, At: at, Source: "replica-1", Line: "hello"}); err != nil {
+	if err := e.c.Outputs().PublishLog(t.Context(), &schemas.LogLine{Job: id, At: at, Source: "replica-1", Line: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	var log map[string]any

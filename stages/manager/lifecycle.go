@@ -32,7 +32,7 @@ func (m *Stage) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRec
 	if ev.Reason != "" {
 		line += ": " + ev.Reason
 	}
-	if err := m.bus.PublishLog(ctx, &schemas.LogLine{Job: ev.Job, At: ev.At, Source: "manager", Line: line}); err != nil {
+	if err := m.bus.Outputs().PublishLog(ctx, &schemas.LogLine{Job: ev.Job, At: ev.At, Source: "manager", Line: line}); err != nil {
 		m.log.Warn("job log line lost", "job", ev.Job, "err", err)
 	}
 	return rec, nil

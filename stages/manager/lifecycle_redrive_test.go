@@ -114,7 +114,7 @@ func testRedrivenItem(t *testing.T, interrupted bool) {
 	if s, err := col.Sample(ctx, rec); err != nil || s.Done != 3 || (s.Dead != 0) != interrupted {
 		t.Errorf("collector sample = %+v (%v), want 3 done and %d dead", s, err, map[bool]int{true: 1}[interrupted])
 	}
-	results, err := e.c.StoredResults(ctx, id)
+	results, err := e.c.Outputs().StoredResults(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

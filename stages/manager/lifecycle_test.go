@@ -131,7 +131,7 @@ func TestStopAndTerminate(t *testing.T) {
 	}
 	unblock()
 	e.waitState(stopped, schemas.Stopped)
-	res, err := e.c.StoredResults(ctx, stopped)
+	res, err := e.c.Outputs().StoredResults(ctx, stopped)
 	if err != nil || len(res) != 1 || res[0].ItemID != "000001" {
 		t.Errorf("results after stop = %v (%v), want only the in-flight item %s", res, err, first)
 	}

@@ -172,7 +172,7 @@ func (m *Stage) submit(ctx context.Context, u auth.User, doc []byte, contentType
 	}
 	for _, w := range sub.warnings {
 		l := &schemas.LogLine{Job: rec.ID, At: m.clock.Now(), Source: "manager", Line: "warning: " + w}
-		if err := m.bus.PublishLog(ctx, l); err != nil {
+		if err := m.bus.Outputs().PublishLog(ctx, l); err != nil {
 			m.log.Warn("job log line lost", "job", rec.ID, "err", err)
 		}
 	}

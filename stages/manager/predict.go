@@ -147,7 +147,7 @@ func (m *Stage) learn(ctx context.Context, rec *schemas.JobRecord) {
 	if key == "" || rec.StartedAt.IsZero() {
 		return
 	}
-	results, err := m.bus.StoredResults(ctx, rec.ID)
+	results, err := m.bus.Outputs().StoredResults(ctx, rec.ID)
 	if err != nil || len(results) == 0 {
 		return
 	}

@@ -71,7 +71,7 @@ type Summary struct {
 
 // Report computes a job's detailed and summary reports.
 func (m *Stage) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed, *Summary, error) {
-	results, err := m.bus.StoredResults(ctx, rec.ID)
+	results, err := m.bus.Outputs().StoredResults(ctx, rec.ID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,7 +81,7 @@ func (m *Stage) Report(ctx context.Context, rec *schemas.JobRecord) (Detailed, *
 	}
 	// Items refused while the job did not accept items were never its work.
 	dead = slices.DeleteFunc(dead, func(d *schemas.DeadLetter) bool { return d.Reason == schemas.RefusedItem })
-	progress, err := m.bus.StoredProgress(ctx, rec.ID)
+	progress, err := m.bus.Outputs().StoredProgress(ctx, rec.ID)
 	if err != nil {
 		return nil, nil, err
 	}

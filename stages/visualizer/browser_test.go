@@ -134,7 +134,7 @@ func TestBrowserWatchesAJobAndStopsIt(t *testing.T) {
 	// A worker's structured line (pace worker logs JSON) and a command's
 	// plain one: the log shows the first as level, message and fields.
 	for _, line := range []string{`{"time":"2026-12-06T07:00:00Z","level":"INFO","msg":"item stderr","item":"000002","line":"warn: low disk"}`, "plain words"} {
-		if err := e.c.PublishLog(context.Background(), &schemas.LogLine{Job: id, At: time.Now(), Source: id + "-0", Line: line}); err != nil {
+		if err := e.c.Outputs().PublishLog(context.Background(), &schemas.LogLine{Job: id, At: time.Now(), Source: id + "-0", Line: line}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -70,7 +70,7 @@ func (s *Stage) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, err
 	// The three reads each wait for the bus' fetch to end: run them at once.
 	var ps []*schemas.Progress
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { ps, err = s.bus.StoredProgress(gctx, rec.ID); return err })
+	g.Go(func() (err error) { ps, err = s.bus.Outputs().StoredProgress(gctx, rec.ID); return err })
 	g.Go(func() error {
 		for ev, err := range s.bus.Jobs().Events(gctx, rec.ID, false) {
 			if err != nil {
@@ -84,7 +84,7 @@ func (s *Stage) view(ctx context.Context, rec *schemas.JobRecord) (*JobView, err
 		return nil
 	})
 	g.Go(func() error {
-		for l, err := range s.bus.Logs(gctx, rec.ID, false) {
+		for l, err := range s.bus.Outputs().Logs(gctx, rec.ID, false) {
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"iter"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -33,9 +32,8 @@ type Jobs interface {
 // Bus reads a job's work, progress, events and log; *bus.Client implements it.
 type Bus interface {
 	JobWork(ctx context.Context, rec *schemas.JobRecord) (bus.WorkState, error)
-	StoredProgress(ctx context.Context, job string) ([]*schemas.Progress, error)
-	Jobs() bus.Jobs // a job's events
-	Logs(ctx context.Context, job string, follow bool) iter.Seq2[*schemas.LogLine, error]
+	Jobs() bus.Jobs       // a job's events
+	Outputs() bus.Outputs // a job's progress and log
 }
 
 // Config holds the UI's settings.

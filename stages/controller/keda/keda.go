@@ -34,7 +34,7 @@ const MetadataJob = "job"
 // Bus is what the scaler reads: job records and decisions.
 type Bus interface {
 	Jobs() bus.Jobs
-	LastDecision(ctx context.Context, job string) (*schemas.Decision, error)
+	Outputs() bus.Outputs // the last decision
 }
 
 // Scaler implements KEDA's ExternalScaler service.
@@ -84,7 +84,7 @@ func (s *Scaler) desired(ctx context.Context, ref *externalscaler.ScaledObjectRe
 	if rec.State.Final() {
 		return job, 0, nil
 	}
-	d, err := s.bus.LastDecision(ctx, job)
+	d, err := s.bus.Outputs().LastDecision(ctx, job)
 	if err != nil {
 		return job, 0, status.Errorf(codes.Unavailable, "decisions of %s: %v", job, err)
 	}

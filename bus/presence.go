@@ -77,7 +77,8 @@ func (w *Worker) announce(ctx context.Context) {
 // id is the pod's name, PACE_WORKER_ID), so the replica counts once, and a
 // replica whose worker never starts still counts, as one not working. Call
 // it at least every presenceInterval while the replica runs.
-func (c *Client) AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error {
+func (wk Workers) AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error {
+	c := wk.c
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(workersBucket))
 	if err != nil {
 		return fmt.Errorf("workers bucket: %w", err)
@@ -91,7 +92,8 @@ func (c *Client) AnnounceReplica(ctx context.Context, job, replica string, since
 
 // WithdrawReplica deletes a replica's presence at once, rather than letting
 // it age out: the replica is gone (its connection closed).
-func (c *Client) WithdrawReplica(ctx context.Context, job, replica string) error {
+func (wk Workers) WithdrawReplica(ctx context.Context, job, replica string) error {
+	c := wk.c
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(workersBucket))
 	if err != nil {
 		return fmt.Errorf("workers bucket: %w", err)
@@ -103,7 +105,7 @@ func (c *Client) WithdrawReplica(ctx context.Context, job, replica string) error
 }
 
 // Presence is a live count of the workers running for each job, fed by the
-// workers bucket. Create it with Client.Presence and run it with Run.
+// workers bucket. Create it with Workers.Presence and run it with Run.
 type Presence struct {
 	c   *Client
 	clk clock.PassiveClock
@@ -114,7 +116,8 @@ type Presence struct {
 
 // Presence returns a worker-presence view reading time from clk (the real
 // clock when nil).
-func (c *Client) Presence(clk clock.PassiveClock) *Presence {
+func (wk Workers) Presence(clk clock.PassiveClock) *Presence {
+	c := wk.c
 	if clk == nil {
 		clk = clock.RealClock{}
 	}

@@ -16,7 +16,7 @@ func TestPresenceCountsRunningWorkers(t *testing.T) {
 	ctx := testCtx(t)
 	c := bustest.Client(t, bustest.Server(t))
 	skew := &skewedClock{} // how far the view's clock runs ahead of real time
-	p := c.Presence(skew)
+	p := c.Workers().Presence(skew)
 	pctx, stopP := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()

@@ -130,7 +130,7 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 	}
 	// The running pod is a replica of its job, its worker started or not;
 	// pods stuck before running are not.
-	presence := c.Presence(nil)
+	presence := c.Workers().Presence(nil)
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = presence.Run(pctx) }()

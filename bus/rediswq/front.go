@@ -273,7 +273,7 @@ func (f *Front) tick(ctx context.Context) {
 		}
 	}
 	for _, a := range announce {
-		if err := a.q.client.AnnounceReplica(ctx, a.q.job, a.s.id, now); err != nil {
+		if err := a.q.client.Workers().AnnounceReplica(ctx, a.q.job, a.s.id, now); err != nil {
 			f.log.Warn("worker presence not announced", "job", a.q.job, "worker", a.s.id, "err", err)
 		}
 	}
@@ -355,7 +355,7 @@ func (f *Front) detach(ctx context.Context, s *session) {
 		f.releaseHeld(h, "its connection closed")
 	}
 	if worker {
-		if err := q.client.WithdrawReplica(ctx, q.job, s.id); err != nil && ctx.Err() == nil {
+		if err := q.client.Workers().WithdrawReplica(ctx, q.job, s.id); err != nil && ctx.Err() == nil {
 			f.log.Warn("worker presence not withdrawn; it ages out", "job", q.job, "worker", s.id, "err", err)
 		}
 	}

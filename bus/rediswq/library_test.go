@@ -34,7 +34,7 @@ func TestPublishedLibraryWorkersLoseNothing(t *testing.T) {
 	// back once each before one does it.
 	job(t, c, "lib", schemas.JobSpec{MaxDeliveries: 8}, items...)
 	addr := front(t, rediswq.Config{Open: rediswq.SharedClient(c)})
-	presence := c.Presence(nil)
+	presence := c.Workers().Presence(nil)
 	bustest.Run(t, presence.Run)
 
 	slow := worker(t, addr, "lib", "WORK_SECONDS=600", "ITEM_LEASE_SECS=1")

@@ -327,7 +327,7 @@ func wireCollector(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	presence := c.Presence(nil)
+	presence := c.Workers().Presence(nil)
 	w.loops = append(w.loops, presence.Run)
 	return w.lead("collector", func() (func(context.Context) error, prometheus.Collector, error) {
 		col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: w.f.monitor.interval},

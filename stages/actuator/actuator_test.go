@@ -65,7 +65,7 @@ func TestDecisionsScaleRealWorkersThroughTheGate(t *testing.T) {
 	bustest.Run(t, rt.Run)
 	runGate(t, c, local.AsTarget(rt).Runtime, log)
 	bustest.Run(t, newActuator(t, c, actuator.WithLogger(log)).Run)
-	presence := c.Presence(nil)
+	presence := c.Workers().Presence(nil)
 	bustest.Run(t, presence.Run)
 
 	bustest.Publish(t, c, c.Prefix().Decisions(job), &schemas.Decision{Job: job, At: time.Now(), Replicas: 2, Current: 0, Reason: "test wants two"})

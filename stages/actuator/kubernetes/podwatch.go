@@ -45,7 +45,7 @@ type onBus struct {
 }
 
 func (o onBus) AnnounceReplica(ctx context.Context, job, replica string, since time.Time) error {
-	return o.c.AnnounceReplica(ctx, job, replica, since)
+	return o.c.Workers().AnnounceReplica(ctx, job, replica, since)
 }
 
 // PodWatch looks at the pods of the Kubernetes Jobs the runtime runs. Each

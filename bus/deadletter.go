@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -167,21 +168,20 @@ func (box Letters) Move(ctx context.Context) error {
 			c.sweepLetterObjects(ctx)
 			nextSweep = c.clk.Now().Add(letterObjectSweep)
 		}
-		fctx, cancel := context.WithTimeout(ctx, IdleWait)
-		batch, err := cons.Fetch(64, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(IdleHeartbeat))
-		if err == nil {
-			for msg := range batch.Messages() {
-				if err := c.deadLetter(ctx, work, failures, msg.Data()); err != nil {
-					c.log.Warn("dead-lettering failed, will retry", "err", err)
-					_ = msg.NakWithDelay(time.Second)
-					continue
-				}
-				_ = msg.Ack()
+		var err error
+		for msg, ferr := range consume.Fetch(ctx, cons, consume.Pull{Max: 64, Wait: consume.IdleWait}) {
+			if ferr != nil {
+				err = ferr
+				break
 			}
-			err = batch.Error()
+			if err := c.deadLetter(ctx, work, failures, msg.Data()); err != nil {
+				c.log.Warn("dead-lettering failed, will retry", "err", err)
+				_ = msg.NakWithDelay(time.Second)
+				continue
+			}
+			_ = msg.Ack()
 		}
-		cancel()
-		if err = IgnoreWaitEnd(err); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			c.log.Warn("dead-letter fetch failed", "err", err)
 			pause.wait(ctx)
 			continue

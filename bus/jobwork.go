@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -155,21 +156,17 @@ func (q Queues) DropQueued(ctx context.Context, job string) (int, error) {
 	}
 	dropped := 0
 	for {
-		batch, err := cons.FetchNoWait(1000)
-		if err != nil {
-			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
-		}
 		n := 0
-		for msg := range batch.Messages() {
+		for msg, err := range consume.Fetch(ctx, cons, consume.Pull{Max: 1000}) {
+			if err != nil {
+				return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
+			}
 			n++
 			if err := msg.Ack(); err != nil {
 				return dropped, fmt.Errorf("drop queued item of %s: %w", job, err)
 			}
 		}
 		dropped += n
-		if err := IgnoreWaitEnd(batch.Error()); err != nil {
-			return dropped, fmt.Errorf("drop queued items of %s: %w", job, err)
-		}
 		if n == 0 {
 			return dropped, nil
 		}

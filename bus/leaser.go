@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -85,18 +86,17 @@ func (l *Leaser) Next(ctx context.Context, wait time.Duration) (*Lease, error) {
 		if left <= 0 || ctx.Err() != nil {
 			return nil, nil
 		}
-		fctx, cancel := context.WithTimeout(ctx, left)
-		batch, err := l.cons.Fetch(1, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
-			return nil, IgnoreWaitEnd(err)
-		}
-		var msg jetstream.Msg
-		for m := range batch.Messages() {
+		var (
+			msg jetstream.Msg
+			err error
+		)
+		for m, ferr := range consume.Fetch(ctx, l.cons, consume.Pull{Max: 1, Wait: left}) {
+			if ferr != nil {
+				err = ferr
+				continue
+			}
 			msg = m
 		}
-		err = IgnoreWaitEnd(batch.Error())
-		cancel()
 		if msg == nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -90,10 +91,10 @@ func (q Queues) KeepLedger(ctx context.Context, place Placer) error {
 	idle := false
 	for ctx.Err() == nil {
 		// Items gather for a second into a batch; with none coming, one
-		// request waits for the first for up to IdleWait.
+		// request waits for the first for up to consume.IdleWait.
 		n, wait := ledgerBatch, time.Second
 		if idle {
-			n, wait = 1, IdleWait
+			n, wait = 1, consume.IdleWait
 		}
 		msgs, ferr := fetchAll(ctx, cons, n, wait)
 		if ferr != nil && ctx.Err() != nil {
@@ -113,21 +114,14 @@ func (q Queues) KeepLedger(ctx context.Context, place Placer) error {
 // fetchAll asks cons for up to n messages within wait and returns those that
 // came; the wait ending is not an error.
 func fetchAll(ctx context.Context, cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
-	fctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
-	if wait >= IdleWait {
-		opts = append(opts, jetstream.FetchHeartbeat(IdleHeartbeat))
-	}
-	batch, err := cons.Fetch(n, opts...)
-	if err != nil {
-		return nil, err
-	}
 	var msgs []jetstream.Msg
-	for msg := range batch.Messages() {
+	for msg, err := range consume.Fetch(ctx, cons, consume.Pull{Max: n, Wait: wait}) {
+		if err != nil {
+			return msgs, err
+		}
 		msgs = append(msgs, msg)
 	}
-	return msgs, IgnoreWaitEnd(batch.Error())
+	return msgs, nil
 }
 
 // enter places each of msgs, enters those to enter in the ledger, and once

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -183,32 +184,36 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 					return
 				}
 			}
-			batch, cancel, err := fetchStored(ctx, cons, caughtUp && done == nil, wait)
-			if err == nil {
-				caughtUp = true // when following, also when nothing came within the wait
-				read := 0
-				for msg := range batch.Messages() {
-					read++
-					if md, err := msg.Metadata(); err == nil {
-						caughtUp, next = md.NumPending == 0, md.Sequence.Stream+1
-					}
-					if !yield(msg, nil) {
-						cancel()
-						return
-					}
+			pull := consume.Pull{Max: 256, Wait: wait}
+			if caughtUp && done == nil {
+				pull.Wait = consume.IdleWait // following: wait long, as every idle reader does
+			}
+			caughtUp = true // when following, also when nothing came within the wait
+			read := 0
+			var err error
+			for msg, ferr := range consume.Fetch(ctx, cons, pull) {
+				if ferr != nil {
+					err = ferr
+					break
 				}
-				if err = IgnoreWaitEnd(batch.Error()); err == nil && read == 0 && done != nil {
-					// A busy server (a cluster's follower above all) may send
-					// nothing within the wait while messages remain: the
-					// consumer, not the silence, says whether all were read,
-					// and the next fetch waits longer.
-					caughtUp, err = pendingNone(ctx, cons)
-					wait = min(2*wait, maxFetchWait)
-				} else if read > 0 {
-					wait = fetchWait
+				read++
+				if md, err := msg.Metadata(); err == nil {
+					caughtUp, next = md.NumPending == 0, md.Sequence.Stream+1
+				}
+				if !yield(msg, nil) {
+					return
 				}
 			}
-			cancel()
+			if err == nil && read == 0 && done != nil {
+				// A busy server (a cluster's follower above all) may send
+				// nothing within the wait while messages remain: the
+				// consumer, not the silence, says whether all were read,
+				// and the next fetch waits longer.
+				caughtUp, err = pendingNone(ctx, cons)
+				wait = min(2*wait, maxFetchWait)
+			} else if read > 0 {
+				wait = fetchWait
+			}
 			if err != nil && c.token != "" && readerLost(err) {
 				cons, caughtUp = nil, false // the manager makes another from next
 				continue
@@ -254,26 +259,6 @@ const (
 	fetchWait    = 500 * time.Millisecond
 	maxFetchWait = 8 * time.Second
 )
-
-// fetchStored asks cons for the next messages of a read: waiting up to
-// IdleWait when it follows a read that is caught up, wait otherwise.
-// The fetch ends with ctx; cancel releases it once its batch is read.
-func fetchStored(ctx context.Context, cons jetstream.Consumer, following bool, wait time.Duration) (jetstream.MessageBatch, context.CancelFunc, error) {
-	opts := []jetstream.FetchOpt{}
-	if following {
-		wait = IdleWait
-		opts = append(opts, jetstream.FetchHeartbeat(IdleHeartbeat))
-	}
-	fctx, cancel := context.WithTimeout(ctx, wait)
-	batch, err := cons.Fetch(256, append(opts, jetstream.FetchContext(fctx))...)
-	if err != nil && (fctx.Err() != nil || errors.Is(err, jetstream.ErrInvalidOption)) && ctx.Err() == nil {
-		// The wait ran out before the fetch was asked (an ordered consumer
-		// recreated on a busy server; FetchContext refuses a deadline past
-		// before its timer fires): temporary, the next one waits longer.
-		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
-	}
-	return batch, cancel, err
-}
 
 // readerLost reports whether a fetch failed because its consumer is gone:
 // deleted after ReaderIdle, or lost with a server.

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 )
@@ -236,43 +236,15 @@ func signal(ch chan struct{}) {
 
 // fetch asks for up to n items, waiting at most a few seconds, and passes
 // each to start. It returns how many it got; a wait that found none is not an error.
-func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, start func(jetstream.Msg)) (int, error) {
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
-	if err != nil {
-		return 0, IgnoreWaitEnd(err)
-	}
-	got := 0
-	for msg := range batch.Messages() {
+func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, start func(jetstream.Msg)) (got int, err error) {
+	for msg, ferr := range consume.Fetch(ctx, cons, consume.Pull{Max: n, Wait: 5 * time.Second}) {
+		if ferr != nil {
+			return got, ferr
+		}
 		got++
 		start(msg)
 	}
-	return got, IgnoreWaitEnd(batch.Error())
-}
-
-// IdleWait is the longest one request for a consumer's next messages waits
-// in Pace's long-running readers (a follower of stored events, the ledger,
-// the dead-letter stage, a stage's subscription). A message that comes is
-// handed out at once whatever the wait, so the wait only sets how often an
-// idle reader asks again: each request wakes the client and the server,
-// and an ordered consumer is made anew at each. The server's heartbeat on
-// such a wait (IdleHeartbeat) still tells within 20 s that a consumer is
-// lost.
-const IdleWait = 30 * time.Second
-
-// IdleHeartbeat is the heartbeat a request waiting IdleWait asks of the
-// server (nats.go's default on a wait that long is 5 s): an idle reader's
-// only traffic, and nats.go tells a lost consumer after two missed.
-const IdleHeartbeat = 10 * time.Second
-
-// IgnoreWaitEnd returns err, or nil for the errors that only mean a
-// fetch's wait ended (its deadline or context, a timeout).
-func IgnoreWaitEnd(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
-		return nil
-	}
-	return err
+	return got, nil
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, settling chan<- unsettled) {

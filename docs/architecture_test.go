@@ -91,6 +91,8 @@ func TestImportRules(t *testing.T) {
 			}},
 		{"flowcontrol imports NATS, the bus or a stage", func(p string) bool { return under(p, "flowcontrol") },
 			func(_, imp string) bool { return nats(imp) || under(imp, "bus") || stageOf(imp) != "" }},
+		{"the consume harness imports more of Pace", func(p string) bool { return under(p, "bus/consume") },
+			func(_, imp string) bool { return own[imp] }},
 		{"the bus imports a stage", func(p string) bool { return under(p, "bus") },
 			func(_, imp string) bool { return stageOf(imp) != "" }},
 		{"an internal package imports the bus or a stage", func(p string) bool { return under(p, "internal") },
@@ -220,5 +222,57 @@ func typeString(e ast.Expr) string {
 		return "..." + typeString(e.Elt)
 	default:
 		return "?"
+	}
+}
+
+// TestOnlyTheHarnessReadsConsumers: outside bus/consume, no code of the
+// module takes messages from a JetStream consumer itself (Fetch,
+// FetchNoWait, FetchBytes, Consume, Messages): every loop reads through the
+// harness, as architecture.md says. Tests may (they play strangers' clients).
+func TestOnlyTheHarnessReadsConsumers(t *testing.T) {
+	reads := map[string]bool{"Fetch": true, "FetchNoWait": true, "FetchBytes": true, "Consume": true, "Messages": true}
+	files := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			_, nested := os.Stat(filepath.Join(path, "go.mod"))
+			if path != ".." && (nested == nil || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") ||
+				filepath.ToSlash(path) == "../bus/consume") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !reads[sel.Sel.Name] {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "consume" {
+				return true
+			}
+			t.Errorf("%s: %s reads a consumer itself; read through bus/consume", strings.TrimPrefix(path, "../"), sel.Sel.Name)
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d files, want the whole module", files)
 	}
 }

@@ -2,12 +2,12 @@ package pubsub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/pace-platform/pace/bus/consume"
 )
 
 // Loop runs a handler on the messages of a JetStream consumer with the
@@ -51,24 +51,10 @@ func (l *Loop) Run(ctx context.Context, cons jetstream.Consumer) error {
 	if settle == nil {
 		settle = ackOrNak
 	}
-	pull := l.PullMax
-	if pull <= 0 {
-		pull = 1000
-	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(pull))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
-	stop := context.AfterFunc(ctx, msgs.Stop)
-	defer stop()
 	var running sync.WaitGroup
 	defer running.Wait()
-	for {
-		jm, err := msgs.Next()
+	for jm, err := range consume.Messages(ctx, cons, l.PullMax) {
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
 			return fmt.Errorf("consume: %w", err)
 		}
 		handle := func() {
@@ -83,6 +69,7 @@ func (l *Loop) Run(ctx context.Context, cons jetstream.Consumer) error {
 			handle()
 		}
 	}
+	return nil
 }
 
 // ackOrNak is the default Settle.

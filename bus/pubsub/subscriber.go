@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -200,18 +201,15 @@ func take(ctx context.Context, slots chan struct{}) int {
 	return n
 }
 
-// fetch asks cons for up to n messages, waiting bus.IdleWait at most, and
-// hands each out, settling it in a goroutine that frees its slot. It
+// fetch asks cons for up to n messages, waiting consume.IdleWait at most,
+// and hands each out, settling it in a goroutine that frees its slot. It
 // returns how many it got; a wait that found none is not an error.
 func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, out chan<- *message.Message,
 	slots chan struct{}, pending *sync.WaitGroup) (got int, err error) {
-	fctx, cancel := context.WithTimeout(ctx, bus.IdleWait)
-	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(bus.IdleHeartbeat))
-	if err != nil {
-		return 0, bus.IgnoreWaitEnd(err)
-	}
-	for jm := range batch.Messages() {
+	for jm, err := range consume.Fetch(ctx, cons, consume.Pull{Max: n, Wait: consume.IdleWait}) {
+		if err != nil {
+			return got, err
+		}
 		got++
 		m, done := watermillMsg(ctx, jm)
 		select {
@@ -230,7 +228,7 @@ func (s *Subscriber) fetch(ctx context.Context, cons jetstream.Consumer, n int, 
 			s.settle(ctx, m, jm)
 		}()
 	}
-	return got, bus.IgnoreWaitEnd(batch.Error())
+	return got, nil
 }
 
 // settle acks or nacks jm as the handler of m does; a subscription that

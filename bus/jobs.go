@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -228,41 +229,32 @@ func (j Jobs) List(ctx context.Context) ([]*schemas.JobRecord, error) {
 		c.kvMu.Unlock()
 		return last.shared(), nil
 	}
-	watch, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	defer watch.Stop() //nolint:errcheck // ending a one-pass read
 	next := jobListing{state: state, seen: seen, checked: now, byKey: make(map[string]decodedRecord, len(last.byKey))}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list jobs: %w", ctx.Err())
-		case e, ok := <-watch.Updates():
-			if !ok {
-				return nil, errors.New("list jobs: the bucket's reader ended")
-			}
-			if e == nil { // every stored record has come
-				if next.records == nil {
-					next.records = []*schemas.JobRecord{}
-				}
-				c.kvMu.Lock()
-				c.listed = next
-				c.kvMu.Unlock()
-				return next.shared(), nil
-			}
-			d, ok := last.byKey[e.Key()]
-			if !ok || d.revision != e.Revision() {
-				d = decodedRecord{revision: e.Revision(), rec: new(schemas.JobRecord)}
-				if err := json.Unmarshal(e.Value(), d.rec); err != nil {
-					c.log.Warn("unreadable job record left out", "job", e.Key(), "err", err)
-					continue
-				}
-			}
-			next.byKey[e.Key()] = d
-			next.records = append(next.records, d.rec)
+	for e, err := range consume.Watch(ctx, kv, ">", jetstream.IgnoreDeletes()) {
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
 		}
+		if e == nil { // every stored record has come
+			if next.records == nil {
+				next.records = []*schemas.JobRecord{}
+			}
+			c.kvMu.Lock()
+			c.listed = next
+			c.kvMu.Unlock()
+			return next.shared(), nil
+		}
+		d, ok := last.byKey[e.Key()]
+		if !ok || d.revision != e.Revision() {
+			d = decodedRecord{revision: e.Revision(), rec: new(schemas.JobRecord)}
+			if err := json.Unmarshal(e.Value(), d.rec); err != nil {
+				c.log.Warn("unreadable job record left out", "job", e.Key(), "err", err)
+				continue
+			}
+		}
+		next.byKey[e.Key()] = d
+		next.records = append(next.records, d.rec)
 	}
+	return nil, fmt.Errorf("list jobs: %w", ctx.Err())
 }
 
 // jobsRecheck is how long Jobs trusts its watch of the jobs bucket alone.
@@ -286,13 +278,11 @@ func (c *Client) watchJobs(kv jetstream.KeyValue) {
 	if !c.watching.CompareAndSwap(false, true) {
 		return
 	}
-	w, err := kv.WatchAll(context.Background(), jetstream.UpdatesOnly(), jetstream.MetaOnly())
-	if err != nil {
-		c.watching.Store(false)
-		return
-	}
 	go func() {
-		for range w.Updates() {
+		for _, err := range consume.Watch(context.Background(), kv, ">", jetstream.UpdatesOnly(), jetstream.MetaOnly()) {
+			if err != nil {
+				break
+			}
 			c.jobsSeen.Add(1)
 		}
 		c.watching.Store(false)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -107,21 +108,21 @@ func (cd *Candidate) Run(ctx context.Context, work func(context.Context) error) 
 func (cd *Candidate) acquire(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration) (uint64, time.Time, error) {
 	// Deletions of the key (a leader's release) wake the standby at once.
 	released := make(chan struct{}, 1)
-	if w, err := kv.Watch(ctx, cd.key, jetstream.UpdatesOnly()); err == nil {
-		defer w.Stop() //nolint:errcheck // nothing to do about it
-		go func() {
-			for e := range w.Updates() {
-				if e != nil && e.Operation() != jetstream.KeyValuePut {
-					select {
-					case released <- struct{}{}:
-					default:
-					}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		for e, err := range consume.Watch(wctx, kv, cd.key, jetstream.UpdatesOnly()) {
+			switch {
+			case err != nil:
+				cd.log.Warn("lease not watched, polling only", "err", err)
+			case e != nil && e.Operation() != jetstream.KeyValuePut:
+				select {
+				case released <- struct{}{}:
+				default:
 				}
 			}
-		}()
-	} else if ctx.Err() == nil {
-		cd.log.Warn("lease not watched, polling only", "err", err)
-	}
+		}
+	}()
 	t := cd.c.clk.NewTicker(ttl / 3)
 	defer t.Stop()
 	holder := ""

@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/utils/clock"
 
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -126,14 +126,10 @@ func (wk Workers) Presence(clk clock.PassiveClock) *Presence {
 
 // Run follows the workers bucket until ctx ends.
 func (p *Presence) Run(ctx context.Context) error {
-	var w jetstream.KeyWatcher
-	err := RetryTemporary(ctx, p.c.log, startupBudget, "watch workers", func(ctx context.Context) error {
-		kv, err := p.c.js.KeyValue(ctx, p.c.prefix.Bucket(workersBucket))
-		if err != nil {
+	var kv jetstream.KeyValue
+	err := RetryTemporary(ctx, p.c.log, startupBudget, "watch workers", func(ctx context.Context) (err error) {
+		if kv, err = p.c.js.KeyValue(ctx, p.c.prefix.Bucket(workersBucket)); err != nil {
 			return fmt.Errorf("workers bucket (was the bus provisioned?): %w", err)
-		}
-		if w, err = kv.WatchAll(ctx); err != nil {
-			return fmt.Errorf("watch workers: %w", err)
 		}
 		return nil
 	})
@@ -143,23 +139,15 @@ func (p *Presence) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	defer w.Stop() //nolint:errcheck // ending a watch
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return errors.New("watch workers: updates closed")
-			}
-			if e != nil {
-				p.apply(e)
-			}
+	for e, err := range consume.Watch(ctx, kv, ">") {
+		if err != nil {
+			return err
+		}
+		if e != nil {
+			p.apply(e)
 		}
 	}
+	return nil
 }
 
 func (p *Presence) apply(e jetstream.KeyValueEntry) {

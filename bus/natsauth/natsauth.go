@@ -39,6 +39,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
 )
@@ -88,41 +89,29 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("natsauth: jobs bucket: %w", err)
 	}
-	watch, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("natsauth: watch jobs: %w", err)
-	}
-	defer watch.Stop() //nolint:errcheck // ending a watch
 	var sub *nats.Subscription
 	defer func() {
 		if sub != nil {
 			_ = sub.Unsubscribe()
 		}
 	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-watch.Updates():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("natsauth: watch jobs: updates closed")
+	for e, err := range consume.Watch(ctx, kv, ">") {
+		if err != nil {
+			return fmt.Errorf("natsauth: %w", err)
+		}
+		if e != nil {
+			s.follow(e)
+			continue
+		}
+		// Every record seen: owners are known, answer from now on.
+		if sub == nil {
+			if sub, err = s.c.Conn().QueueSubscribe(CalloutSubject, "pace-natsauth", s.answer); err != nil {
+				return fmt.Errorf("natsauth: subscribe %s: %w", CalloutSubject, err)
 			}
-			if e != nil {
-				s.follow(e)
-				continue
-			}
-			// Every record seen: owners are known, answer from now on.
-			if sub == nil {
-				if sub, err = s.c.Conn().QueueSubscribe(CalloutSubject, "pace-natsauth", s.answer); err != nil {
-					return fmt.Errorf("natsauth: subscribe %s: %w", CalloutSubject, err)
-				}
-				s.log.Info("nats authorization started")
-			}
+			s.log.Info("nats authorization started")
 		}
 	}
+	return nil
 }
 
 // follow records a job's owner from its record.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/internal/heartbeat"
 	"github.com/pace-platform/pace/schemas"
 )
@@ -193,11 +194,9 @@ func (c *Stage) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jobs bucket (was the bus provisioned?): %w", err)
 	}
-	watch, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch jobs: %w", err)
-	}
-	defer watch.Stop() //nolint:errcheck // ending a watch
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch := consume.Updates(wctx, kv, ">")
 	if err := c.loadCounters(ctx); err != nil {
 		return fmt.Errorf("counting consumers: %w", err)
 	}
@@ -248,18 +247,17 @@ func (c *Stage) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok := <-watch.Updates():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("watch jobs: updates closed")
-			}
-			if e == nil { // every stored record has been seen
+		case u, ok := <-watch:
+			switch {
+			case !ok: // ctx ended
+				return nil
+			case u.Err != nil:
+				return u.Err
+			case u.Entry == nil: // every stored record has been seen
 				c.sweep(ctx)
-				continue
+			default:
+				c.apply(ctx, u.Entry)
 			}
-			c.apply(ctx, e)
 		case <-tick.C():
 			c.startRound(ctx)
 		case <-c.activity:

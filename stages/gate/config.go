@@ -13,6 +13,7 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/consume"
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/policy"
 
@@ -147,14 +148,9 @@ func (s *ConfigStore) Run(ctx context.Context, gate *apf.Gate, file policy.Objec
 		}
 		return err
 	}
-	w, err := s.kv.WatchAll(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("watch flowcontrol config: %w", err)
-	}
-	defer w.Stop() //nolint:errcheck // best effort
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	updates := consume.Updates(wctx, s.kv, ">")
 	tick := time.NewTicker(MaintenancePeriod)
 	defer tick.Stop()
 	stored := map[string]jetstream.KeyValueEntry{}
@@ -171,19 +167,21 @@ func (s *ConfigStore) Run(ctx context.Context, gate *apf.Gate, file policy.Objec
 			if _, err := s.maintain(ctx, objs, revs); err != nil && ctx.Err() == nil {
 				s.log.Warn("flowcontrol config maintenance failed", "err", err)
 			}
-		case e, ok := <-w.Updates():
-			if !ok {
+		case u, ok := <-updates:
+			switch e := u.Entry; {
+			case !ok: // ctx ended
 				return nil
-			}
-			if e == nil {
+			case u.Err != nil:
+				return fmt.Errorf("flowcontrol config: %w", u.Err)
+			case e == nil:
 				current = true
-			} else if e.Operation() == jetstream.KeyValuePut {
+			case e.Operation() == jetstream.KeyValuePut:
 				stored[e.Key()] = e
-			} else {
+			default:
 				delete(stored, e.Key())
 			}
 			dirty = true
-			if len(w.Updates()) > 0 {
+			if len(updates) > 0 {
 				continue // coalesce a burst of changes
 			}
 		}

@@ -99,8 +99,10 @@ func Start(target string, tlsConfig *tls.Config, seed uint64, rules ...Rule) (*P
 	p := &Proxy{rules: rules, closed: make(chan struct{}), rng: rand.New(rand.NewPCG(seed, 0)), //nolint:gosec // test randomness, replayable by seed
 		counts: map[Fault]int{}, requests: map[string]int{}}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
-		Transport:     &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true},
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		// A clone: a Transport sets NextProtos on its TLS config, which the
+		// caller may share with other clients (a race the detector sees).
+		Transport:     &http.Transport{TLSClientConfig: tlsConfig.Clone(), ForceAttemptHTTP2: true},
 		FlushInterval: -1, // watches stream through
 	}
 	p.srv = httptest.NewServer(p)

@@ -37,7 +37,7 @@ func NewTransport(cfg *tls.Config) *Transport {
 	h2 := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:        cfg,
+		TLSClientConfig:        cfg.Clone(), // the transport sets NextProtos on it; cfg may be shared
 		TLSHandshakeTimeout:    tlsTimeout,
 		ResponseHeaderTimeout:  headerTimeout,
 		MaxResponseHeaderBytes: maxHeaderBytes,

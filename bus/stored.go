@@ -135,6 +135,7 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 		var (
 			cons     jetstream.Consumer
 			next     uint64 // the sequence after the last message read
+			seen     uint64 // the deliveries of cons the read has seen
 			caughtUp bool
 		)
 		// While a server of a cluster stops or restarts, creating the
@@ -158,8 +159,9 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 						return err
 					}
 				}
+				seen = 0
 				if done != nil {
-					caughtUp, err = pendingNone(ctx, cons)
+					caughtUp, _, err = drained(ctx, cons, seen)
 				}
 				return err
 			})
@@ -189,6 +191,9 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 				pull.Wait = consume.IdleWait // following: wait long, as every idle reader does
 			}
 			caughtUp = true // when following, also when nothing came within the wait
+			if c.token == "" {
+				seen = 0 // an ordered consumer's fetch makes its consumer anew
+			}
 			read := 0
 			var err error
 			for msg, ferr := range consume.Fetch(ctx, cons, pull) {
@@ -198,7 +203,7 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 				}
 				read++
 				if md, err := msg.Metadata(); err == nil {
-					caughtUp, next = md.NumPending == 0, md.Sequence.Stream+1
+					caughtUp, next, seen = md.NumPending == 0, md.Sequence.Stream+1, md.Sequence.Consumer
 				}
 				if !yield(msg, nil) {
 					return
@@ -209,7 +214,15 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 				// nothing within the wait while messages remain: the
 				// consumer, not the silence, says whether all were read,
 				// and the next fetch waits longer.
-				caughtUp, err = pendingNone(ctx, cons)
+				var missed bool
+				caughtUp, missed, err = drained(ctx, cons, seen)
+				if missed && err == nil && c.token != "" {
+					// The manager's reader does not deliver again what it
+					// delivered once: another starts from next. (An ordered
+					// consumer's next fetch starts from there by itself.)
+					c.dropReader(cons)
+					cons = nil
+				}
 				wait = min(2*wait, maxFetchWait)
 			} else if read > 0 {
 				wait = fetchWait
@@ -244,13 +257,18 @@ func (c *Client) read(ctx context.Context, family schemas.Stream, filter string,
 	}
 }
 
-// pendingNone reports whether cons has delivered every message of its filter.
-func pendingNone(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+// drained reports whether cons has nothing more for a read that has seen
+// seen of its deliveries: none pending, and none delivered that the read
+// did not see. It reports the latter as missed: a message the server sends
+// as a fetch's wait ends reaches no one, and the consumer counts it as
+// delivered all the same.
+func drained(ctx context.Context, cons jetstream.Consumer, seen uint64) (caughtUp, missed bool, err error) {
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return info.NumPending == 0, nil
+	missed = info.Delivered.Consumer > seen
+	return info.NumPending == 0 && !missed, missed, nil
 }
 
 // A read's fetch of stored messages waits fetchWait for them, twice as long

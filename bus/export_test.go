@@ -1,0 +1,4 @@
+package bus
+
+// Drained is drained, for the tests of package bus_test.
+var Drained = drained

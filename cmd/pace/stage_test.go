@@ -140,16 +140,24 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 		t.Skip("runs ten processes and a job of several seconds")
 	}
 	natsURL := bustest.ServerAt(t, t.TempDir(), "127.0.0.1:0").ClientURL()
-	managers := []*stageProc{startStage(t, natsURL, "manager", "manager-0"), startStage(t, natsURL, "manager", "manager-1")}
-	gates := []*stageProc{startStage(t, natsURL, "gate", "gate-0"), startStage(t, natsURL, "gate", "gate-1")}
-	all := append(append([]*stageProc{}, managers...), gates...)
-	for _, name := range []string{"collector", "processor", "sink", "controller", "actuator", "visualizer"} {
-		all = append(all, startStage(t, natsURL, name, name+"-0"))
+	// Every stage of the registry, two replicas of the manager and the gate.
+	var all []*stageProc
+	replicas := map[string][]*stageProc{}
+	for _, d := range stageDefs {
+		n := 1
+		if d.name == "manager" || d.name == "gate" {
+			n = 2
+		}
+		for i := range n {
+			p := startStage(t, natsURL, d.name, fmt.Sprintf("%s-%d", d.name, i))
+			replicas[d.name] = append(replicas[d.name], p)
+			all = append(all, p)
+		}
 	}
 	for _, p := range all {
 		bustest.Eventually(t, 60*time.Second, p.identity+" ready", p.ready(t))
 	}
-	ui := all[len(all)-1]
+	managers, gates, ui := replicas["manager"], replicas["gate"], replicas["visualizer"][0]
 	if code, body := ui.get("/ui/"); code != http.StatusOK || !strings.Contains(body, "<html") {
 		t.Errorf("visualizer /ui/ = %d %.100s", code, body)
 	}
@@ -197,6 +205,29 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 		if p != leader {
 			p.stop(t)
 		}
+	}
+}
+
+// TestEveryStageIsRegistered: each package under stages/ is a stage of the
+// registry, so that pace up and pace stage run it and the test above
+// starts it; and the registry names no stage that is not one.
+func TestEveryStageIsRegistered(t *testing.T) {
+	dirs, err := os.ReadDir("../../stages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packages, registered []string
+	for _, d := range dirs {
+		if d.IsDir() {
+			packages = append(packages, d.Name())
+		}
+	}
+	for _, d := range stageDefs {
+		registered = append(registered, d.name)
+	}
+	slices.Sort(registered)
+	if !slices.Equal(packages, registered) {
+		t.Errorf("stage packages %v, registered stages %v: want the same", packages, registered)
 	}
 }
 

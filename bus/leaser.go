@@ -109,20 +109,34 @@ func (l *Leaser) Next(ctx context.Context, wait time.Duration) (*Lease, error) {
 // lease makes msg a Lease, or dead-letters it when it is not an item of the
 // job and returns nil.
 func (l *Leaser) lease(ctx context.Context, msg jetstream.Msg) *Lease {
-	md, err := msg.Metadata()
-	if err != nil {
-		l.log.Error("item without metadata", "err", err)
-		return nil
-	}
-	item, err := Decode[schemas.WorkItem](msg.Data(), msg.Headers())
-	if err == nil && item.Job != l.job {
-		err = fmt.Errorf("%w: item of job %q on the queue of %q", ErrMalformed, item.Job, l.job)
-	}
-	if err != nil {
-		l.c.setAsideMalformed(ctx, l.job, msg, md, err, l.log)
+	item, md, _ := l.c.readItem(ctx, l.job, msg, l.log)
+	if item == nil {
 		return nil
 	}
 	return &Lease{Item: item, l: l, msg: msg, delivered: md.NumDelivered, start: l.c.clk.Now()}
+}
+
+// readItem reads msg, taken from job's queue, as an item of job: the one
+// way the worker and the Redis front read one. A message that is not one
+// (undecodable, or another job's) is set aside as a dead letter: it returns
+// no item, and setAside true. A message without metadata is logged and
+// left to come back.
+func (c *Client) readItem(ctx context.Context, job string, msg jetstream.Msg, log *slog.Logger) (
+	item *schemas.WorkItem, md *jetstream.MsgMetadata, setAside bool) {
+	md, err := msg.Metadata()
+	if err != nil {
+		log.Error("item without metadata", "err", err)
+		return nil, nil, false
+	}
+	item, err = Decode[schemas.WorkItem](msg.Data(), msg.Headers())
+	if err == nil && item.Job != job {
+		err = fmt.Errorf("%w: item of job %q on the queue of %q", ErrMalformed, item.Job, job)
+	}
+	if err != nil {
+		c.setAsideMalformed(ctx, job, msg, md, err, log)
+		return nil, md, true
+	}
+	return item, md, false
 }
 
 // Remaining is how many of the job's items are not finished: queued, or

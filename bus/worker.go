@@ -248,17 +248,11 @@ func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer, n int, star
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, settling chan<- unsettled) {
-	md, err := msg.Metadata()
-	if err != nil {
-		w.log.Error("item without metadata", "err", err)
-		return
+	item, md, setAside := w.c.readItem(ctx, w.job, msg, w.log)
+	if setAside {
+		w.malformed.Add(1)
 	}
-	item, err := Decode[schemas.WorkItem](msg.Data(), msg.Headers())
-	if err == nil && item.Job != w.job {
-		err = fmt.Errorf("%w: item of job %q on the queue of %q", ErrMalformed, item.Job, w.job)
-	}
-	if err != nil {
-		w.deadLetterMalformed(ctx, msg, md, err)
+	if item == nil {
 		return
 	}
 
@@ -397,9 +391,4 @@ func retryDelay(base, max time.Duration, delivered uint64) time.Duration {
 		d *= 2
 	}
 	return min(d, max)
-}
-
-func (w *Worker) deadLetterMalformed(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, cause error) {
-	w.malformed.Add(1)
-	w.c.setAsideMalformed(ctx, w.job, msg, md, cause, w.log)
 }

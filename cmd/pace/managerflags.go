@@ -23,6 +23,7 @@ type managerFlags struct {
 	localExec        string
 	maxJobItems      int
 	maxUserQueued    int
+	maxUserJobs      int
 	asperathosCORS   string
 	allowPrivileged  bool
 }
@@ -36,6 +37,7 @@ func (f *managerFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.resourceInterval, "job-check-interval", time.Second, "how often running jobs are checked for completion")
 	fs.IntVar(&f.maxJobItems, "max-job-items", 1_000_000, "most items one submission may have (413 beyond)")
 	fs.IntVar(&f.maxUserQueued, "max-user-queued", 2_000_000, "most items one user may have queued or running in unfinished jobs (429 beyond, until some are done)")
+	fs.IntVar(&f.maxUserJobs, "max-user-jobs", 10_000, "most unfinished jobs one user may have, submitted or declared by a push (429 beyond, until one ends)")
 	fs.BoolVar(&f.allowPrivileged, "allow-privileged-workers", false, "let jobs run privileged worker pods with host devices (worker.security.privileged, e.g. /dev/isgx for SGX); refused otherwise")
 	fs.StringVar(&f.asperathosCORS, "asperathos-cors", "*", `Access-Control-Allow-Origin of the Asperathos routes (/asperathos/…; docs/api.md), "*" as Asperathos answered, "none" for no CORS headers`)
 	f.addAccess(fs)
@@ -49,8 +51,9 @@ func (f *managerFlags) addAccess(fs *pflag.FlagSet) {
 
 // validate refuses a bad --local-exec or quota before anything starts.
 func (f *managerFlags) validate() error {
-	if f.maxJobItems < 1 || f.maxUserQueued < 1 {
-		return usageError("--max-job-items %d and --max-user-queued %d: must be at least 1", f.maxJobItems, f.maxUserQueued)
+	if f.maxJobItems < 1 || f.maxUserQueued < 1 || f.maxUserJobs < 1 {
+		return usageError("--max-job-items %d, --max-user-queued %d and --max-user-jobs %d: must be at least 1",
+			f.maxJobItems, f.maxUserQueued, f.maxUserJobs)
 	}
 	switch f.localExec {
 	case manager.LocalExecAll, manager.LocalExecAdmins, manager.LocalExecNone:
@@ -68,7 +71,7 @@ func (f *managerFlags) build(c *bus.Client, authn auth.Authenticator, httpAddr, 
 	cfg := manager.Config{MaxBodyBytes: int64(f.maxBody), MaxWorkloadBytes: int64(f.maxWorkload),
 		WorkloadTimeout: f.workloadTimeout, WorkloadDir: f.workloadDir, Interval: f.resourceInterval, Open: authn == nil,
 		AllowAnonymous: f.allowAnonymous, VisualizerURL: uiURL, RedisAddr: redisAddr, AsperathosCORS: f.asperathosCORS, AllowPrivileged: f.allowPrivileged, LocalMaxReplicas: localMax, LocalExec: f.localExec,
-		MaxJobItems: f.maxJobItems, MaxUserQueued: f.maxUserQueued}
+		MaxJobItems: f.maxJobItems, MaxUserQueued: f.maxUserQueued, MaxUserJobs: f.maxUserJobs}
 	opts := []manager.Option{manager.WithLogger(log)}
 	if authn != nil {
 		opts = append(opts, manager.WithAuthenticator(authn))

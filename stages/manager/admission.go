@@ -12,22 +12,26 @@ import (
 const retryAfterFull = 60
 
 // admit refuses, before anything is stored, a submission larger than
-// Config.MaxJobItems (413) or that would take its owner past
-// Config.MaxUserQueued items queued or running in unfinished jobs (429).
+// Config.MaxJobItems (413), that would take its owner past
+// Config.MaxUserQueued items queued or running in unfinished jobs, or past
+// Config.MaxUserJobs unfinished jobs (429).
 func (m *Stage) admit(ctx context.Context, sub *submission) error {
 	n := len(sub.items)
-	if n == 0 {
-		return nil
-	}
 	if n > m.cfg.MaxJobItems {
 		return apiError(http.StatusRequestEntityTooLarge,
 			"the workload has %d items: at most %d per job (--max-job-items)", n, m.cfg.MaxJobItems)
 	}
-	queued, err := m.queuedBy(ctx, sub.spec.Owner)
+	jobs, queued, err := m.unfinishedOf(ctx, sub.spec.Owner, n > 0)
 	if err != nil {
 		return err
 	}
-	if queued+n > m.cfg.MaxUserQueued {
+	if jobs >= m.cfg.MaxUserJobs {
+		e := apiError(http.StatusTooManyRequests, "%s has %d unfinished jobs: the quota is %d (--max-user-jobs)",
+			sub.spec.Owner, jobs, m.cfg.MaxUserJobs)
+		e.RetryAfter = retryAfterFull
+		return e
+	}
+	if n > 0 && queued+n > m.cfg.MaxUserQueued {
 		e := apiError(http.StatusTooManyRequests,
 			"%s has %d items queued or running in unfinished jobs: %d more would pass the quota of %d (--max-user-queued)",
 			sub.spec.Owner, queued, n, m.cfg.MaxUserQueued)
@@ -37,24 +41,26 @@ func (m *Stage) admit(ctx context.Context, sub *submission) error {
 	return nil
 }
 
-// queuedBy counts the items waiting or running in the unfinished jobs of
-// owner: one look at the work stream's subjects.
-func (m *Stage) queuedBy(ctx context.Context, owner string) (int, error) {
-	jobs, err := m.bus.Jobs().List(ctx)
+// unfinishedOf counts the unfinished jobs of owner and, with items, the
+// items waiting or running in them: one look at the work stream's subjects.
+func (m *Stage) unfinishedOf(ctx context.Context, owner string, items bool) (jobs, queued int, err error) {
+	recs, err := m.bus.Jobs().List(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	counts, err := m.bus.Queues().QueuedItems(ctx)
-	if err != nil {
-		return 0, err
+	var counts map[string]int
+	if items {
+		if counts, err = m.bus.Queues().QueuedItems(ctx); err != nil {
+			return 0, 0, err
+		}
 	}
-	queued := 0
-	for _, rec := range jobs {
+	for _, rec := range recs {
 		if rec.Spec.Owner == owner && !rec.State.Final() {
+			jobs++
 			queued += counts[rec.ID]
 		}
 	}
-	return queued, nil
+	return jobs, queued, nil
 }
 
 // undo removes a job whose items could not all be stored, so that a

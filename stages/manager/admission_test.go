@@ -2,11 +2,14 @@ package manager_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/manager"
 )
 
@@ -73,5 +76,42 @@ func TestASubmissionIsStoredWholeOrNotAtAll(t *testing.T) {
 	id := e.submit("bob-token", items(2, 10))
 	if rec, err := e.c.Jobs().Status(ctx, id); err != nil || rec.Total != 2 {
 		t.Errorf("the next submission: %+v (%v)", rec, err)
+	}
+}
+
+// A user with as many unfinished jobs as the quota gets no other, submitted
+// or declared by a push, until one ends; another user's quota is theirs.
+func TestAJobQuotaBoundsAUsersUnfinishedJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *manager.Config) { c.MaxUserJobs = 2 })
+	ctx := context.Background()
+	alice := auth.User{Name: "alice", Groups: []string{auth.Authenticated}}
+	first := e.submit("alice-token", `{"mode":"streaming"}`)
+	if _, err := e.m.Declare(ctx, alice, "alice-pushes"); err != nil {
+		t.Fatalf("declaring alice's second job: %v", err)
+	}
+	r := e.do("POST", "/submissions", "alice-token", items(1, 1))
+	if r.code != http.StatusTooManyRequests || r.hdr.Get("Retry-After") == "" ||
+		!strings.Contains(r.apiError(t).Message, "alice has 2 unfinished jobs") ||
+		!strings.Contains(r.apiError(t).Message, "--max-user-jobs") {
+		t.Errorf("alice's third job = %d %v %s, want 429 naming the quota", r.code, r.hdr, r.body)
+	}
+	var apiErr *schemas.APIError
+	if _, err := e.m.Declare(ctx, alice, "alice-pushes-more"); !errors.As(err, &apiErr) || apiErr.Code != http.StatusTooManyRequests {
+		t.Errorf("declaring alice's third job: %v, want 429", err)
+	}
+	if _, err := e.m.Declare(ctx, alice, "alice-pushes"); err != nil {
+		t.Errorf("declaring alice's existing job again: %v, want it confirmed", err)
+	}
+	e.submit("bob-token", items(1, 1)) // bob's quota is his own
+
+	if r := e.do("PUT", "/submissions/"+first+"/terminate", "alice-token", ""); r.code != http.StatusNoContent {
+		t.Fatalf("terminate = %d %s", r.code, r.body)
+	}
+	e.waitState(first, schemas.Terminated)
+	e.submit("alice-token", items(1, 1)) // a job ended: room for one more
+	jobs, err := e.c.Jobs().List(ctx)
+	if err != nil || len(jobs) != 4 {
+		t.Errorf("jobs = %d (%v), want the four admitted", len(jobs), err)
 	}
 }

@@ -73,6 +73,11 @@ type Config struct {
 	// in unfinished jobs: a submission that would pass it is refused (429)
 	// until some are done. 0 means 2,000,000.
 	MaxUserQueued int `json:"max_user_queued,omitempty"`
+	// MaxUserJobs bounds the unfinished jobs one user may have, submitted
+	// or declared: another is refused (429) until one ends, so that no
+	// tenant can multiply the per-job bounds by jobs without end. 0 means
+	// 10,000.
+	MaxUserJobs int `json:"max_user_jobs,omitempty"`
 }
 
 // Who may run workers on the host (Config.LocalExec).
@@ -120,6 +125,9 @@ func (c Config) Defaults() Config {
 	if c.MaxUserQueued == 0 {
 		c.MaxUserQueued = 2_000_000
 	}
+	if c.MaxUserJobs == 0 {
+		c.MaxUserJobs = 10_000
+	}
 	return c
 }
 
@@ -127,6 +135,7 @@ func (c Config) Defaults() Config {
 func (c Config) Validate() (errs field.ErrorList) {
 	for name, v := range map[string]int64{"max_body_bytes": c.MaxBodyBytes, "max_workload_bytes": c.MaxWorkloadBytes,
 		"max_job_items": int64(c.MaxJobItems), "max_user_queued": int64(c.MaxUserQueued),
+		"max_user_jobs":     int64(c.MaxUserJobs),
 		"check_concurrency": int64(c.CheckConcurrency)} {
 		if v <= 0 {
 			errs = append(errs, field.Invalid(field.NewPath(name), v, "must be positive"))

@@ -103,7 +103,11 @@ func (m *Stage) Declare(ctx context.Context, u auth.User, id string) (*schemas.J
 	switch {
 	case errors.Is(err, bus.ErrJobNotFound):
 		spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: u.Name}.WithDefaults()
-		rec, err = m.createAs(ctx, id, &submission{spec: spec, owner: m.callerOf(u), format: FormatPace})
+		sub := &submission{spec: spec, owner: m.callerOf(u), format: FormatPace}
+		if err := m.admit(ctx, sub); err != nil {
+			return nil, err
+		}
+		rec, err = m.createAs(ctx, id, sub)
 		if err == nil {
 			m.log.Info("job declared", "job", id, "owner", u.Name)
 		}

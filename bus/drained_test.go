@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
@@ -18,15 +17,7 @@ import (
 func TestAReadIsNotDoneWithAMessageDeliveredToNoOne(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	nc, err := nats.Connect("", bustest.Server(t).InProcess())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := bustest.Raw(t, "", bustest.Server(t).InProcess())
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"a", "b"}}); err != nil {
 		t.Fatal(err)
 	}

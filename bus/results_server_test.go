@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus"
@@ -24,20 +23,12 @@ func TestServerRefusesASecondResult(t *testing.T) {
 	ctx := testCtx(t)
 	srv := bustest.Server(t)
 	c := bustest.Client(t, srv)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Raw(t, srv.ClientURL())
 	subject := c.Prefix().Results("j", "item-1")
 	if _, err := js.Publish(ctx, subject, []byte(`{"first":true}`)); err != nil {
 		t.Fatalf("first result: %v", err)
 	}
-	_, err = js.Publish(ctx, subject, []byte(`{"second":true}`))
+	_, err := js.Publish(ctx, subject, []byte(`{"second":true}`))
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Description, "maximum messages per subject") {
 		t.Fatalf("second result: err = %v, want the server's refusal (maximum messages per subject exceeded)", err)

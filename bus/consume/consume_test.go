@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus/bustest"
@@ -18,16 +17,7 @@ import (
 // a real embedded server, and returns the consumer and a publisher.
 func stream(t *testing.T) (jetstream.JetStream, jetstream.Consumer, func(n int)) {
 	t.Helper()
-	s := bustest.Server(t)
-	nc, err := nats.Connect("", s.InProcess())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Raw(t, "", bustest.Server(t).InProcess())
 	ctx := t.Context()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.*"}}); err != nil {
 		t.Fatal(err)

@@ -18,15 +18,7 @@ import (
 // returns it with its connection.
 func bucket(t *testing.T) (*nats.Conn, jetstream.KeyValue) {
 	t.Helper()
-	nc, err := nats.Connect("", bustest.Server(t).InProcess())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := bustest.Raw(t, "", bustest.Server(t).InProcess())
 	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "b"})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pace-platform/pace/bus/bustest"
@@ -20,16 +19,7 @@ import (
 // testStream, which holds the subjects under prefix.
 func jetStream(t *testing.T, prefix string) jetstream.JetStream {
 	t.Helper()
-	srv := bustest.Server(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Raw(t, bustest.Server(t).ClientURL())
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "TEST", Subjects: []string{prefix + ".>"},
 		Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)

@@ -406,15 +406,7 @@ func (b *authBus) runJob(t *testing.T, ctx context.Context, c, watcher *bus.Clie
 // job's, as a worker's item command could read it).
 func (b *authBus) attacker(t *testing.T, token string) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(b.url, nats.Token(token), nats.CustomInboxPrefix(bus.InboxPrefix(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Raw(t, b.url, nats.Token(token), nats.CustomInboxPrefix(bus.InboxPrefix(token)))
 	return js
 }
 

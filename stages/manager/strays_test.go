@@ -24,15 +24,7 @@ import (
 // an item.
 func carelessClient(t *testing.T, e *env) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(e.srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Raw(t, e.srv.ClientURL())
 	return js
 }
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,25 +104,12 @@ func (f *flowcontrolFlags) requestHeader() (*auth.RequestHeader, error) {
 	if f.rhCA == "" {
 		return nil, nil
 	}
-	roots, err := loadPool(f.rhCA)
+	roots, err := auth.LoadCAs(f.rhCA)
 	if err != nil {
 		return nil, usageError("--requestheader-client-ca-file: %v", err)
 	}
 	return &auth.RequestHeader{Roots: roots, AllowedNames: f.rhAllowedNames,
 		UserHeaders: f.rhUserHeaders, GroupHeaders: f.rhGroupHeaders, ExtraPrefixes: f.rhPrefixes}, nil
-}
-
-// loadPool reads a PEM CA bundle.
-func loadPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s: no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 // addSeats registers the APF flags without --token-file (the bus gate,
@@ -175,7 +160,7 @@ func (f *flowcontrolFlags) authenticator() (auth.Authenticator, error) {
 		chain = append(chain, rh)
 	}
 	if f.clientCA != "" {
-		roots, err := loadPool(f.clientCA)
+		roots, err := auth.LoadCAs(f.clientCA)
 		if err != nil {
 			return nil, usageError("--client-ca-file: %v", err)
 		}

@@ -234,7 +234,7 @@ func (o *gateProxyOptions) transport(up *url.URL) (*kubeproxy.Transport, error) 
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.upstreamCA != "" {
-		roots, err := loadPool(o.upstreamCA)
+		roots, err := auth.LoadCAs(o.upstreamCA)
 		if err != nil {
 			return nil, usageError("--upstream-ca: %v", err)
 		}

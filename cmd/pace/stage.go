@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/schemas"
 )
@@ -28,9 +29,10 @@ type stageDef struct {
 	wire func(ctx context.Context, w *wiring) error
 }
 
-// stageDefs are the stages in pipeline order; pace up wires them all.
-var stageDefs = []stageDef{
-	{name: "manager", short: "Serve the job API and run the job lifecycle",
+// The stages cmd composes from several packages, which share the process's
+// APF gate, authentication, job API and actuation targets.
+var (
+	managerStage = stageDef{name: "manager", short: "Serve the job API and run the job lifecycle",
 		long: `The manager serves the job API (/submissions, /plugins, /openapi.json;
 docs/api.md) behind API Priority and Fairness, on every replica. The
 lifecycle loop (recovering job records from their events, the NATS API on
@@ -50,45 +52,8 @@ and answers the visualizer's requests for its APF state
 			}
 			return f.manager.validate()
 		},
-		wire: wireManager},
-	{name: "collector", short: "Sample every running job's queue and workers",
-		long: `The collector samples each running job (queue depth, results, workers)
-every --sample-interval and on job events, and publishes raw samples on
-pace.metrics.<job>.raw. It runs on the leader.`,
-		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addCollector(fs) },
-		validate: func(f *stageFlags, _ string) error { return f.monitor.validateCollector() },
-		wire:     wireCollector},
-	{name: "processor", short: "Turn raw samples into job progress",
-		long: `The processor turns raw samples into progress (rates, expected finish,
-error against the deadline) on pace.metrics.<job>.progress. It keeps each
-job's rate window in memory and runs on the leader.`,
-		flags: func(*stageFlags, *pflag.FlagSet) {},
-		wire:  wireProcessor},
-	{name: "sink", short: "Export job progress to Prometheus and InfluxDB",
-		long: `The sink serves every job's latest progress as pace_job_* on /metrics (each
-replica its own copy) and, with --influx-url, writes progress to InfluxDB
-through a durable consumer the replicas share.`,
-		flags:    func(f *stageFlags, fs *pflag.FlagSet) { f.monitor.addSink(fs) },
-		validate: func(f *stageFlags, _ string) error { return f.monitor.validateSink() },
-		wire:     wireSink},
-	{name: "controller", short: "Turn job progress into scaling decisions",
-		long: `The controller runs each job's control plugin (docs/control.md) on its
-progress and publishes scaling decisions on pace.decisions.<job>. Plugins
-keep their state in memory, so it runs on the leader. With --keda-listen
-every replica also serves the jobs' desired replicas to KEDA as an external
-scaler (docs/control.md#keda).`,
-		flags: func(f *stageFlags, fs *pflag.FlagSet) {
-			f.addHeartbeat(fs)
-			f.keda.add(fs)
-		},
-		validate: func(f *stageFlags, _ string) error {
-			if err := f.validateHeartbeat(); err != nil {
-				return err
-			}
-			return f.keda.validate()
-		},
-		wire: wireController},
-	{name: "gate", short: "Admit infrastructure requests through APF and execute them",
+		wire: wireManager}
+	gateStage = stageDef{name: "gate", short: "Admit infrastructure requests through APF and execute them",
 		long: `The gate consumes infrastructure requests (pace.k8s.requests), admits them
 through API Priority and Fairness and executes them on the job's runtime:
 local worker processes (--actuator local; they connect to --nats) and, with
@@ -107,15 +72,8 @@ requests for its APF state (pace.flowcontrol.dump).`,
 			}
 			return f.control.validate(natsURL)
 		},
-		wire: wireGate},
-	{name: "actuator", short: "Turn scaling decisions into infrastructure requests",
-		long: `The actuator turns scaling decisions and job lifecycle events into
-infrastructure requests on pace.k8s.requests, which the gate admits and
-executes. It remembers the replicas last requested per job and runs on the
-leader; a new leader first requests every running job's replicas again.`,
-		flags: func(*stageFlags, *pflag.FlagSet) {},
-		wire:  wireActuator},
-	{name: "visualizer", short: "Serve the web UI",
+		wire: wireGate}
+	visualizerStage = stageDef{name: "visualizer", short: "Serve the web UI",
 		long: `The visualizer serves the web UI under /ui/ on every replica: job lists,
 job pages with progress, events and logs. Its commands go to the job API.
 Its flow-control page (/ui/flowcontrol, admins only with --token-file)
@@ -125,13 +83,38 @@ which answer on pace.flowcontrol.dump.`,
 			f.fc.addTokens(fs)
 			f.manager.addAccess(fs)
 		},
-		wire: wireVisualizer},
+		wire: wireVisualizer}
+)
+
+// stageDefs are every stage: the manager first (the visualizer reads its
+// job list), the stages registered with internal/host, then the gate and
+// the visualizer. pace up wires them all in this order.
+func stageDefs() []stageDef {
+	defs := []stageDef{managerStage}
+	for _, d := range host.Defs() {
+		defs = append(defs, hosted(d))
+	}
+	return append(defs, gateStage, visualizerStage)
+}
+
+// hosted is a registered stage as a command: its own flags, checked as
+// usage errors, and its wiring.
+func hosted(d host.Def) stageDef {
+	return stageDef{name: d.Name, short: d.Short, long: d.Long,
+		flags: func(f *stageFlags, fs *pflag.FlagSet) { f.stage(d).Flags(fs) },
+		validate: func(f *stageFlags, _ string) error {
+			if err := f.stage(d).Validate(); err != nil {
+				return usageError("%v", err)
+			}
+			return nil
+		},
+		wire: func(ctx context.Context, w *wiring) error { return w.f.stage(d).Wire(ctx, w) }}
 }
 
 func newStageCmd(a *app) *cobra.Command {
-	names := make([]string, len(stageDefs))
-	for i, d := range stageDefs {
-		names[i] = d.name
+	var names []string
+	for _, d := range stageDefs() {
+		names = append(names, d.name)
 	}
 	cmd := &cobra.Command{
 		Use:   "stage NAME",
@@ -149,7 +132,7 @@ Stages: ` + strings.Join(names, ", ") + `.`,
 			return usageError("%s needs a stage: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
 		},
 	}
-	for _, d := range stageDefs {
+	for _, d := range stageDefs() {
 		cmd.AddCommand(newStageRunCmd(a, d))
 	}
 	return cmd

@@ -143,7 +143,7 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	// Every stage of the registry, two replicas of the manager and the gate.
 	var all []*stageProc
 	replicas := map[string][]*stageProc{}
-	for _, d := range stageDefs {
+	for _, d := range stageDefs() {
 		n := 1
 		if d.name == "manager" || d.name == "gate" {
 			n = 2
@@ -222,7 +222,7 @@ func TestEveryStageIsRegistered(t *testing.T) {
 			packages = append(packages, d.Name())
 		}
 	}
-	for _, d := range stageDefs {
+	for _, d := range stageDefs() {
 		registered = append(registered, d.name)
 	}
 	slices.Sort(registered)

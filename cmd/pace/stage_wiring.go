@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -20,20 +19,15 @@ import (
 	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 	"github.com/pace-platform/pace/stages/actuator/local"
-	"github.com/pace-platform/pace/stages/collector"
-	"github.com/pace-platform/pace/stages/controller"
 	"github.com/pace-platform/pace/stages/gate"
 	"github.com/pace-platform/pace/stages/manager"
-	"github.com/pace-platform/pace/stages/processor"
-	"github.com/pace-platform/pace/stages/sink"
-	"github.com/pace-platform/pace/stages/sink/influx"
-	"github.com/pace-platform/pace/stages/sink/prom"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
 
@@ -42,17 +36,28 @@ import (
 type stageFlags struct {
 	prov    provisionFlags
 	http    httpFlags
-	monitor monitorFlags
 	fc      flowcontrolFlags
 	manager managerFlags
 	control controlFlags
 	tokens  tokenFlags
 	trace   tracingFlags
-	keda    kedaFlags
 	uiURL   string
-	// heartbeat is how often the controller publishes a decision that keeps
-	// a job's replicas (--decision-heartbeat; 0: every decision).
-	heartbeat time.Duration
+	// hosted are the instances of the stages that register themselves
+	// (internal/host), by name, holding their own flags.
+	hosted map[string]host.Stage
+}
+
+// stage returns this command's instance of a registered stage.
+func (f *stageFlags) stage(d host.Def) host.Stage {
+	if f.hosted == nil {
+		f.hosted = map[string]host.Stage{}
+	}
+	s, ok := f.hosted[d.Name]
+	if !ok {
+		s = d.New()
+		f.hosted[d.Name] = s
+	}
+	return s
 }
 
 // secretFiles are the files of the flags that hold secrets (tokens, keys,
@@ -65,28 +70,6 @@ func (f *stageFlags) secretFiles() []string {
 		}
 	}
 	return files
-}
-
-// addHeartbeat registers --decision-heartbeat.
-func (f *stageFlags) addHeartbeat(fs *pflag.FlagSet) {
-	fs.DurationVar(&f.heartbeat, "decision-heartbeat", controller.DefaultHeartbeat,
-		"how often a decision that keeps a job's replicas is published (a change is published at once; 0: every decision)")
-}
-
-// validateHeartbeat refuses a negative --decision-heartbeat.
-func (f *stageFlags) validateHeartbeat() error {
-	if f.heartbeat < 0 {
-		return usageError("--decision-heartbeat %s: must not be negative", f.heartbeat)
-	}
-	return nil
-}
-
-// controllerConfig is the controller stage's configuration the flags ask for.
-func (f *stageFlags) controllerConfig() controller.Config {
-	if f.heartbeat == 0 {
-		return controller.Config{Heartbeat: -1}
-	}
-	return controller.Config{Heartbeat: f.heartbeat}
 }
 
 // wiring assembles stages into one process: pace up wires all of them, pace
@@ -136,8 +119,8 @@ type wiring struct {
 	clients     []*bus.Client // the stages' own connections, closed by close
 }
 
-// client returns the connection stage talks to the bus with.
-func (w *wiring) client(ctx context.Context, stage string) (*bus.Client, error) {
+// Client returns the connection stage talks to the bus with (host.Process).
+func (w *wiring) Client(ctx context.Context, stage string) (*bus.Client, error) {
 	if w.stageClient == nil {
 		return w.c, nil
 	}
@@ -148,6 +131,15 @@ func (w *wiring) client(ctx context.Context, stage string) (*bus.Client, error) 
 	w.clients = append(w.clients, c)
 	return c, nil
 }
+
+// Logger is the process's logger (host.Process).
+func (w *wiring) Logger() *slog.Logger { return w.log }
+
+// Register adds collectors to /metrics (host.Process).
+func (w *wiring) Register(cs ...prometheus.Collector) { w.reg.MustRegister(cs...) }
+
+// Go runs loop on every replica (host.Process).
+func (w *wiring) Go(loop runner.Loop) { w.loops = append(w.loops, loop) }
 
 // close drains the stages' own connections.
 func (w *wiring) close() {
@@ -205,11 +197,11 @@ func (w *wiring) authenticator() (auth.Authenticator, error) {
 	return w.authn, nil
 }
 
-// lead adds a stage's leader-only work. newTerm builds a fresh instance for
-// each leadership term, so no in-memory state outlives its term, and
-// returns its run func and metrics (nil: none). It is called once here, so
-// that bad settings fail at start and not at the first takeover.
-func (w *wiring) lead(stage string, build runner.Build) error {
+// Lead adds a stage's leader-only work (host.Process). build makes a fresh
+// instance for each leadership term, so no in-memory state outlives its
+// term, and returns its run func and metrics (nil: none). It is called once
+// here, so that bad settings fail at start and not at the first takeover.
+func (w *wiring) Lead(stage string, build runner.Build) error {
 	t, err := runner.NewTerm(stage, build)
 	if err != nil {
 		return err
@@ -276,7 +268,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 	if w.f.control.actuator == "local" {
 		localMax = w.f.control.replicas
 	}
-	c, err := w.client(ctx, "manager")
+	c, err := w.Client(ctx, "manager")
 	if err != nil {
 		return err
 	}
@@ -296,7 +288,7 @@ func wireManager(ctx context.Context, w *wiring) error {
 	if serve := w.serveFlowControl("manager", fc); serve != nil {
 		w.loops = append(w.loops, serve)
 	}
-	return w.lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
+	return w.Lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
 		return mgr.Run, mgr.Metrics(), nil
 	})
 }
@@ -320,87 +312,6 @@ func (w *wiring) serveCallout(c *bus.Client, authn auth.Authenticator) error {
 	return nil
 }
 
-// wireCollector samples running jobs on the leader; every replica keeps
-// worker presence warm for a fast takeover.
-func wireCollector(ctx context.Context, w *wiring) error {
-	c, err := w.client(ctx, "collector")
-	if err != nil {
-		return err
-	}
-	presence := c.Workers().Presence(nil)
-	w.loops = append(w.loops, presence.Run)
-	return w.lead("collector", func() (func(context.Context) error, prometheus.Collector, error) {
-		col, err := collector.New(collector.Deps{Bus: c}, collector.Config{Interval: w.f.monitor.interval},
-			collector.WithReplicas(presence), collector.WithLogger(w.log))
-		if err != nil {
-			return nil, nil, usageError("collector: %v", err)
-		}
-		return col.Run, col.Metrics(), nil
-	})
-}
-
-func wireProcessor(ctx context.Context, w *wiring) error {
-	c, err := w.client(ctx, "processor")
-	if err != nil {
-		return err
-	}
-	return w.lead("processor", func() (func(context.Context) error, prometheus.Collector, error) {
-		proc, err := processor.New(processor.Deps{Bus: c}, processor.Config{}, processor.WithLogger(w.log))
-		if err != nil {
-			return nil, nil, err
-		}
-		return proc.Run, proc.Metrics(), nil
-	})
-}
-
-// wireSink serves every job's latest progress as pace_job_* metrics (each
-// replica its own reader) and, with --influx-url, writes progress to
-// InfluxDB through a durable consumer the replicas share.
-func wireSink(ctx context.Context, w *wiring) error {
-	c, err := w.client(ctx, "sink")
-	if err != nil {
-		return err
-	}
-	ps := prom.New(prom.Config{})
-	pst, err := sink.New(sink.Deps{Bus: c, Sink: ps}, sink.Config{Name: "prom", Start: sink.Latest}, sink.WithLogger(w.log))
-	if err != nil {
-		return err
-	}
-	w.reg.MustRegister(ps, pst.Metrics())
-	w.loops = append(w.loops, pst.Run)
-	if w.f.monitor.influx.URL == "" {
-		return nil
-	}
-	is, err := influx.New(w.f.monitor.influx, influx.WithLogger(w.log))
-	if err != nil {
-		return usageError("--influx-*: %v", err)
-	}
-	ist, err := sink.New(sink.Deps{Bus: c, Sink: is}, sink.Config{Name: "influx", Start: sink.Durable}, sink.WithLogger(w.log))
-	if err != nil {
-		return err
-	}
-	w.reg.MustRegister(is.Stats(), ist.Metrics())
-	w.loops = append(w.loops, is.Run, ist.Run)
-	return nil
-}
-
-func wireController(ctx context.Context, w *wiring) error {
-	c, err := w.client(ctx, "controller")
-	if err != nil {
-		return err
-	}
-	if err := w.serveKEDA(c); err != nil {
-		return err
-	}
-	return w.lead("controller", func() (func(context.Context) error, prometheus.Collector, error) {
-		ctl, err := controller.New(controller.Deps{Bus: c}, w.f.controllerConfig(), controller.WithLogger(w.log))
-		if err != nil {
-			return nil, nil, err
-		}
-		return ctl.Run, ctl.Metrics(), nil
-	})
-}
-
 // wireGate admits infrastructure requests through APF and executes them on
 // the targets the flags enable (local processes, Kubernetes), opened anew
 // for each term of the leader: the local workers are its children.
@@ -410,7 +321,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	c, err := w.client(ctx, "gate")
+	c, err := w.Client(ctx, "gate")
 	if err != nil {
 		return err
 	}
@@ -438,7 +349,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 		targets[schemas.LocalActuator] = local.Opener(cf.localConfig(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv,
 			append(w.f.secretFiles(), w.hide...)))
 	}
-	return w.lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
+	return w.Lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
 		exec, runTargets, err := actuator.OpenTargets(c, targets, actuator.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
@@ -452,22 +363,6 @@ func wireGate(ctx context.Context, w *wiring) error {
 			loops = append(loops, serve)
 		}
 		return runner.Group(loops...), gs.Metrics(), nil
-	})
-}
-
-// wireActuator turns decisions and job events into infrastructure requests
-// on the leader.
-func wireActuator(ctx context.Context, w *wiring) error {
-	c, err := w.client(ctx, "actuator")
-	if err != nil {
-		return err
-	}
-	return w.lead("actuator", func() (func(context.Context) error, prometheus.Collector, error) {
-		st, err := actuator.New(actuator.Deps{Bus: c}, actuator.Config{}, actuator.WithLogger(w.log))
-		if err != nil {
-			return nil, nil, err
-		}
-		return st.Run, nil, nil
 	})
 }
 
@@ -494,7 +389,7 @@ func wireVisualizer(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
-	c, err := w.client(ctx, "visualizer")
+	c, err := w.Client(ctx, "visualizer")
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
@@ -79,13 +80,13 @@ token. NATS listening beyond loopback needs --token-file, or --insecure
 	f.BoolVar(&o.syncAlways, "sync-always", false, "flush every write to disk before acknowledging it (slower, survives power loss)")
 	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
 	o.f.prov.add(f, "a fifth of --max-store")
-	o.f.monitor.add(f)
 	o.f.fc.add(f)
 	o.f.manager.add(f)
 	o.f.control.add(f)
-	o.f.addHeartbeat(f)
 	o.f.trace.add(f)
-	o.f.keda.add(f)
+	for _, d := range host.Defs() {
+		o.f.stage(d).Flags(f)
+	}
 	f.BoolVar(&o.insecure, "insecure", false, "let --nats-listen reach other machines without --token-file: anyone reaching it may use the bus unauthenticated")
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
@@ -113,20 +114,16 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err := o.f.manager.validate(); err != nil {
 		return err
 	}
-	if err := o.f.monitor.validate(); err != nil {
-		return err
-	}
 	if err := o.f.control.validate(o.natsListen); err != nil {
-		return err
-	}
-	if err := o.f.validateHeartbeat(); err != nil {
 		return err
 	}
 	if err := o.f.trace.validate(); err != nil {
 		return err
 	}
-	if err := o.f.keda.validate(); err != nil {
-		return err
+	for _, d := range host.Defs() {
+		if err := o.f.stage(d).Validate(); err != nil {
+			return usageError("%v", err)
+		}
 	}
 	data, err := filepath.Abs(o.data)
 	if err != nil {
@@ -193,7 +190,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 			return err
 		}
 	}
-	for _, d := range stageDefs {
+	for _, d := range stageDefs() {
 		if (d.name == "gate" || d.name == "actuator") && !runsWorkers {
 			continue // decisions only
 		}

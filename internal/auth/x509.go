@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 )
 
@@ -58,4 +59,17 @@ func verifiedPeer(r *http.Request, roots *x509.CertPool) (*x509.Certificate, err
 		return certs[0], err
 	}
 	return certs[0], nil
+}
+
+// LoadCAs reads a PEM bundle of CA certificates.
+func LoadCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return pool, nil
 }

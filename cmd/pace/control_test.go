@@ -115,25 +115,6 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// TestControlFlagsNameTheBadValue checks that each local runtime flag is
-// refused on its own, with the value given.
-func TestControlFlagsNameTheBadValue(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		f    controlFlags
-		want string
-	}{
-		{controlFlags{actuator: "none", grace: -time.Second, replicas: 1}, "--worker-grace -1s: must not be negative"},
-		{controlFlags{actuator: "none", grace: time.Second, replicas: 0}, "--max-local-replicas 0: must be at least 1"},
-	}
-	for _, tt := range tests {
-		err := tt.f.validate("")
-		if err == nil || err.Error() != tt.want {
-			t.Errorf("validate(%+v) = %v, want %q", tt.f, err, tt.want)
-		}
-	}
-}
-
 // fmtBool prints an optional verdict.
 func fmtBool(b *bool) string {
 	if b == nil {

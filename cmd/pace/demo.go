@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/manager"
 )
 
@@ -105,7 +106,7 @@ func (o *upOptions) prepareDemo(cmd *cobra.Command, a *app) error {
 	if o.f.fc.tokenFile != "" {
 		return usageError("--demo submits its job anonymously: run it without --token-file")
 	}
-	if o.f.control.actuator != "local" {
+	if o.f.enabled()[schemas.LocalActuator] == nil {
 		return usageError("--demo needs --actuator local")
 	}
 	if !cmd.Flags().Changed("log-level") {

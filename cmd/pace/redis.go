@@ -11,7 +11,7 @@ import (
 // listenRedis opens the Redis front's listener (--redis-listen) once; the
 // front itself runs with the gate, beside the workers it serves.
 func (w *wiring) listenRedis() error {
-	addr := w.f.control.redisListen
+	addr := w.f.redis.listen
 	if w.redisLn != nil || addr == "" {
 		return nil
 	}
@@ -25,8 +25,8 @@ func (w *wiring) listenRedis() error {
 
 // redisAddr is where the job views say the Redis front is: "" without one.
 func (w *wiring) redisAddr() string {
-	if w.f.control.podRedisAddr != "" {
-		return w.f.control.podRedisAddr
+	if w.f.redis.podAddr != "" {
+		return w.f.redis.podAddr
 	}
 	if w.redisLn == nil {
 		return ""
@@ -42,7 +42,7 @@ func (w *wiring) redisAddr() string {
 // lines to the jobs' logs (the errors workers push, commands it does not
 // serve).
 func (w *wiring) wireRedis(c *bus.Client) {
-	ln, mint, open := w.redisLn, w.f.control.jobToken, w.jobClient
+	ln, mint, open := w.redisLn, w.jobToken, w.jobClient
 	if mint == nil || open == nil {
 		mint, open = nil, rediswq.SharedClient(c)
 	}

@@ -63,14 +63,14 @@ the leader and stop with its term. The leader answers the visualizer's
 requests for its APF state (pace.flowcontrol.dump).`,
 		flags: func(f *stageFlags, fs *pflag.FlagSet) {
 			f.fc.addSeats(fs)
-			f.control.add(fs)
+			f.addTargets(fs)
 			f.tokens.addJobTokens(fs)
 		},
 		validate: func(f *stageFlags, natsURL string) error {
-			if f.control.actuator != "local" && !f.control.kubernetes {
-				return usageError("the gate needs a runtime: --actuator local or --kubernetes")
+			if err := f.validateTargets(natsURL); err != nil {
+				return err
 			}
-			return f.control.validate(natsURL)
+			return f.needTargets()
 		},
 		wire: wireGate}
 	visualizerStage = stageDef{name: "visualizer", short: "Serve the web UI",

@@ -20,6 +20,8 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
 
@@ -228,6 +230,22 @@ func TestEveryStageIsRegistered(t *testing.T) {
 	slices.Sort(registered)
 	if !slices.Equal(packages, registered) {
 		t.Errorf("stage packages %v, registered stages %v: want the same", packages, registered)
+	}
+}
+
+// TestEveryTargetIsRegistered: every actuator a job spec may name has a
+// registered target, each its own package under stages/actuator, and no
+// target is registered that a spec cannot name.
+func TestEveryTargetIsRegistered(t *testing.T) {
+	var registered []string
+	for _, d := range actuator.TargetDefs() {
+		registered = append(registered, d.Name)
+		if _, err := os.Stat(filepath.Join("../../stages/actuator", d.Name, "register.go")); err != nil {
+			t.Errorf("target %q: %v", d.Name, err)
+		}
+	}
+	if want := []string{schemas.KubernetesActuator, schemas.LocalActuator}; !slices.Equal(registered, want) {
+		t.Errorf("registered targets %v, want the actuators a spec may name, %v", registered, want)
 	}
 }
 

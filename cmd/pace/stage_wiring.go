@@ -6,12 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/natsauth"
@@ -24,8 +22,6 @@ import (
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
-	"github.com/pace-platform/pace/stages/actuator/local"
 	"github.com/pace-platform/pace/stages/gate"
 	"github.com/pace-platform/pace/stages/manager"
 	"github.com/pace-platform/pace/stages/visualizer"
@@ -38,13 +34,15 @@ type stageFlags struct {
 	http    httpFlags
 	fc      flowcontrolFlags
 	manager managerFlags
-	control controlFlags
+	redis   redisFlags
 	tokens  tokenFlags
 	trace   tracingFlags
 	uiURL   string
 	// hosted are the instances of the stages that register themselves
 	// (internal/host), by name, holding their own flags.
 	hosted map[string]host.Stage
+	// targets are the instances of the actuation targets, by name.
+	targets map[string]actuator.TargetCommand
 }
 
 // stage returns this command's instance of a registered stage.
@@ -64,10 +62,13 @@ func (f *stageFlags) stage(d host.Def) host.Stage {
 // kubeconfig), which sandboxed local workers must not reach.
 func (f *stageFlags) secretFiles() []string {
 	var files []string
-	for _, p := range []string{f.fc.tokenFile, f.tokens.jobTokenKey, f.tokens.calloutKey, f.http.tlsKey, f.control.kubeconfig, os.Getenv("KUBECONFIG"), clientcmd.RecommendedHomeFile} {
+	for _, p := range []string{f.fc.tokenFile, f.tokens.jobTokenKey, f.tokens.calloutKey, f.http.tlsKey} {
 		if p != "" {
 			files = append(files, p)
 		}
+	}
+	for _, d := range actuator.TargetDefs() {
+		files = append(files, f.target(d).Secrets()...)
 	}
 	return files
 }
@@ -97,6 +98,9 @@ type wiring struct {
 	// redisEnv is the environment of one job's local Redis workers: where
 	// the Redis front is and their queue (nil: no front).
 	redisEnv func(job string) []string
+	// jobToken mints a job's worker token when workers get job tokens;
+	// nil otherwise.
+	jobToken func(job string) string
 	// jobClient connects as a job's worker with its token, for the Redis
 	// front, when workers get job tokens; nil otherwise.
 	jobClient rediswq.Opener
@@ -265,8 +269,8 @@ func wireManager(ctx context.Context, w *wiring) error {
 		return err
 	}
 	localMax := 0 // pace up runs the local actuator beside the manager
-	if w.f.control.actuator == "local" {
-		localMax = w.f.control.replicas
+	if local, ok := w.f.enabled()[schemas.LocalActuator].(interface{ MaxReplicas() int }); ok {
+		localMax = local.MaxReplicas()
 	}
 	c, err := w.Client(ctx, "manager")
 	if err != nil {
@@ -316,7 +320,6 @@ func (w *wiring) serveCallout(c *bus.Client, authn auth.Authenticator) error {
 // the targets the flags enable (local processes, Kubernetes), opened anew
 // for each term of the leader: the local workers are its children.
 func wireGate(ctx context.Context, w *wiring) error {
-	cf := &w.f.control
 	fc, err := w.flowControl(ctx)
 	if err != nil {
 		return err
@@ -329,7 +332,7 @@ func wireGate(ctx context.Context, w *wiring) error {
 		return err
 	} else if jobs != nil { // pace stage gate --job-token-key
 		w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
-		cf.jobToken = jobs.Mint
+		w.jobToken = jobs.Mint
 	}
 	if err := w.listenRedis(); err != nil {
 		return err
@@ -337,17 +340,15 @@ func wireGate(ctx context.Context, w *wiring) error {
 	if w.redisLn != nil {
 		w.wireRedis(c)
 	}
+	workers := actuator.Workers{NATSURL: w.natsURL, Env: w.workerEnv, JobEnv: w.jobEnv, RedisEnv: w.redisEnv,
+		JobToken: w.jobToken, RedisAddr: w.f.redis.podAddr, Hide: append(w.f.secretFiles(), w.hide...)}
 	targets := map[string]actuator.Opener{}
-	if cf.kubernetes {
-		def, err := cf.kubernetesRuntime(w.natsURL, w.log)
+	for name, t := range w.f.enabled() {
+		open, err := t.Opener(workers, w.log)
 		if err != nil {
-			return err
+			return usageError("%v", err)
 		}
-		targets[schemas.KubernetesActuator] = kubeactuator.Opener(def, cf.kubeConfig(w.natsURL))
-	}
-	if cf.actuator == "local" {
-		targets[schemas.LocalActuator] = local.Opener(cf.localConfig(w.natsURL, w.workerEnv, w.jobEnv, w.redisEnv,
-			append(w.f.secretFiles(), w.hide...)))
+		targets[name] = open
 	}
 	return w.Lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
 		exec, runTargets, err := actuator.OpenTargets(c, targets, actuator.WithLogger(w.log))

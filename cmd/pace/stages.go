@@ -1,8 +1,11 @@
 package main
 
-// The stages that register themselves with internal/host: one line a stage.
+// The stages that register themselves with internal/host, and the
+// actuation targets that register with the actuator: one line each.
 import (
 	_ "github.com/pace-platform/pace/stages/actuator"
+	_ "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	_ "github.com/pace-platform/pace/stages/actuator/local"
 	_ "github.com/pace-platform/pace/stages/collector"
 	_ "github.com/pace-platform/pace/stages/controller"
 	_ "github.com/pace-platform/pace/stages/processor"

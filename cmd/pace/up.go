@@ -82,7 +82,7 @@ token. NATS listening beyond loopback needs --token-file, or --insecure
 	o.f.prov.add(f, "a fifth of --max-store")
 	o.f.fc.add(f)
 	o.f.manager.add(f)
-	o.f.control.add(f)
+	o.f.addTargets(f)
 	o.f.trace.add(f)
 	for _, d := range host.Defs() {
 		o.f.stage(d).Flags(f)
@@ -114,7 +114,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err := o.f.manager.validate(); err != nil {
 		return err
 	}
-	if err := o.f.control.validate(o.natsListen); err != nil {
+	if err := o.f.validateTargets(o.natsListen); err != nil {
 		return err
 	}
 	if err := o.f.trace.validate(); err != nil {
@@ -184,7 +184,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		}
 	}
 	o.f.uiURL = w.url + "/ui"
-	runsWorkers := o.f.control.actuator != "none" || o.f.control.kubernetes
+	runsWorkers := len(o.f.enabled()) > 0
 	if runsWorkers { // the manager's job views show the Redis front's address
 		if err := w.listenRedis(); err != nil {
 			return err

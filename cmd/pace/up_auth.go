@@ -32,7 +32,7 @@ func (o *upOptions) secured() (bool, error) {
 	if o.f.fc.tokenFile != "" {
 		return true, nil
 	}
-	for _, l := range []struct{ flag, addr string }{{"--nats-listen", o.natsListen}, {"--redis-listen", o.f.control.redisListen}} {
+	for _, l := range []struct{ flag, addr string }{{"--nats-listen", o.natsListen}, {"--redis-listen", o.f.redis.listen}} {
 		if l.addr == "" || o.insecure {
 			continue
 		}
@@ -95,7 +95,7 @@ func (b *busAuth) wire(w *wiring, srv *bus.Server, c *bus.Client, data string, o
 	}
 	w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
 	w.jobClient = b.tokenClient(srv, o)
-	o.f.control.jobToken = jobs.Mint
+	w.jobToken = jobs.Mint
 	w.loops = append(w.loops, natsauth.New(c, b.issuer, b.tokens, jobs, w.log).Run)
 	return nil
 }

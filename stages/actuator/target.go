@@ -14,10 +14,11 @@ import (
 
 // Targets. A job's spec names where its workers run (actuator.name: "local"
 // when empty, "kubernetes"). Each target is a package of its own
-// (stages/actuator/local, stages/actuator/kubernetes) that exports an
-// Opener; the gate's process opens the targets its flags enable, by name,
-// with OpenTargets, and nothing else in Pace knows one target from another.
-// Adding a target is one package and one entry in that map.
+// (stages/actuator/local, stages/actuator/kubernetes) that registers itself
+// (RegisterTarget: its flags, their check, its Opener); the gate's process
+// opens the targets its flags enable, by name, with OpenTargets, and nothing
+// else in Pace knows one target from another. Adding a target is one
+// package and the line that imports it.
 
 // Target is one place where jobs' workers run.
 type Target struct {

@@ -10,16 +10,11 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/pace-platform/pace/flowcontrol/apfhttp"
-	"github.com/pace-platform/pace/flowcontrol/policy"
 	"github.com/pace-platform/pace/flowcontrol/policysource"
 	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/internal/kubestatus"
@@ -214,16 +209,6 @@ func (o *gateProxyOptions) policySource(log *slog.Logger) (policysource.Source, 
 	return nil, nil
 }
 
-// warnIgnored logs the objects the policy in force ignores.
-func warnIgnored(log *slog.Logger, d *policy.Digest) {
-	for _, name := range d.Dangling {
-		log.Warn("flow schema dangling: its priority level does not exist", "flow_schema", name)
-	}
-	for _, name := range d.Broken {
-		log.Warn("invalid flowcontrol object ignored", "object", name)
-	}
-}
-
 // transport returns the HTTP transport to the upstream, with its TLS settings.
 func (o *gateProxyOptions) transport(up *url.URL) (*kubeproxy.Transport, error) {
 	if (o.upstreamCert == "") != (o.upstreamKey == "") {
@@ -288,57 +273,27 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	warnIgnored(log, gate.Digest())
+	kubeproxy.WarnIgnored(log, gate.Digest())
 	proxy := kubeproxy.New(kubeproxy.Config{Upstream: up, Transport: transport, Impersonate: o.impersonate,
 		Token: token, RequestHeader: rh, Log: log})
-
-	mux := http.NewServeMux()
-	upstreamReady := kubeproxy.NewReadiness(transport, up, token, log)
-	mux.HandleFunc("/healthz", kubeproxy.HealthHandler("healthz", kubeproxy.Ping))
-	mux.HandleFunc("/livez", kubeproxy.HealthHandler("livez", kubeproxy.Ping))
-	mux.HandleFunc("/readyz", kubeproxy.HealthHandler("readyz", kubeproxy.Ping, kubeproxy.HealthCheck{Name: "upstream", Check: upstreamReady.Check}))
-	kubeErrors := []auth.Option{auth.WithErrorWriter(kubestatus.Write)} // the proxy's own answers, as kube-apiserver's
-	readers, err := o.readers(authn != nil, kubeErrors)
+	readers, err := o.readers(authn != nil, []auth.Option{auth.WithErrorWriter(kubestatus.Write)}) // the proxy's own answers, as kube-apiserver's
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET /metrics", readers(metricsReaders)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	mux.Handle(apfhttp.DebugPrefix, readers(dumpReaders)(apfhttp.DebugHandler(gate)))
-	mux.Handle("/", proxy)
-	admitted := apfhttp.Middleware(gate, apfhttp.KubeResolver, apfhttp.LearnObjectCounts(), apfhttp.WithErrorWriter(kubestatus.Write))(mux)
-	limits := o.http.bodyLimits(int64(o.maxBody), authn != nil)
-	limits.Errors = kubestatus.Write
-	handler := auth.Middleware(authn, kubeErrors...)(kubeproxy.RefuseImpersonation(apfhttp.ReadBody(limits)(admitted)))
+	srv := &kubeproxy.Server{Proxy: proxy, Gate: gate, Metrics: reg, Authn: authn,
+		Body: o.http.bodyLimits(int64(o.maxBody), authn != nil), Ready: kubeproxy.NewReadiness(transport, up, token, log),
+		MetricsReaders: readers(metricsReaders), DumpReaders: readers(dumpReaders), Policy: src, Log: log}
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", o.http.addr, err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return gate.Run(gctx) })
-	if src != nil {
-		// Requests are served once the source's policy is in force.
-		first := make(chan struct{})
-		var once sync.Once
-		apply := func(ctx context.Context, objs policy.Objects) error {
-			defer once.Do(func() { close(first) })
-			if err := gate.Reconfigure(ctx, objs); err != nil {
-				return err
-			}
-			warnIgnored(log, gate.Digest())
-			return nil
-		}
-		g.Go(func() error { return src.Run(gctx, apply) })
-		select {
-		case <-first:
-		case <-gctx.Done():
-			_ = ln.Close()
-			return g.Wait()
-		}
-	}
-	g.Go(func() error { return o.http.serve(gctx, ln, handler, log) })
-	fmt.Fprintf(a.stdout, "HTTP: %s\n", o.http.url(ln))
-	log.Info("gate proxy is up", "listen", ln.Addr().String(), "tls", o.http.tls != nil, "upstream", up.String(),
-		"server_concurrency_limit", gate.Config().ServerConcurrencyLimit(), "apf", o.fc.enabled)
-	return g.Wait()
+	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
+	// Requests are served once the source's policy is in force.
+	return srv.Run(ctx, func(ctx context.Context, h http.Handler) error {
+		fmt.Fprintf(a.stdout, "HTTP: %s\n", o.http.url(ln))
+		log.Info("gate proxy is up", "listen", ln.Addr().String(), "tls", o.http.tls != nil, "upstream", up.String(),
+			"server_concurrency_limit", gate.Config().ServerConcurrencyLimit(), "apf", o.fc.enabled)
+		return o.http.serve(ctx, ln, h, log)
+	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/internal/httpserver"
 )
 
 // httpFlags configure the HTTP server of pace up and pace stage: health,
@@ -71,18 +71,9 @@ func (f *httpFlags) url(ln net.Listener) string {
 	return "http://" + ln.Addr().String()
 }
 
-// HTTP server limits: headers must arrive within readHeaderTimeout and fit
-// in maxHeaderBytes; request bodies within --body-timeout and --max-body
-// (apfhttp.ReadBody, before admission), at most anonymousBodies of them at
-// once from callers without credentials when callers authenticate.
-// No write timeout: log follows and UI event streams are long-lived.
-const (
-	readHeaderTimeout = 10 * time.Second
-	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
-	shutdownTimeout   = 5 * time.Second
-	anonymousBodies   = 16
-)
+// anonymousBodies bounds the request bodies read at once from callers
+// without credentials when callers authenticate.
+const anonymousBodies = 16
 
 // bodyLimits are what apfhttp.ReadBody reads before admission: bodies of at
 // most maxBytes within --body-timeout; anonymous ones bounded when callers
@@ -114,31 +105,7 @@ func only(authenticated bool, groups ...string) func(http.Handler) http.Handler 
 
 // serve serves h on ln until ctx ends, then shuts down gracefully.
 func (f *httpFlags) serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, TLSConfig: f.tls, ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		if f.tls != nil {
-			err = srv.ServeTLS(ln, "", "")
-		} else {
-			err = srv.Serve(ln)
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return fmt.Errorf("http: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
-		return fmt.Errorf("http: %w", serr)
-	}
-	return err
+	return httpserver.Serve(ctx, ln, h, f.tls, log)
 }
 
 // opsHandler serves the health probes and Prometheus metrics of reg, with

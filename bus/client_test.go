@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -67,5 +68,40 @@ func TestRedactURLs(t *testing.T) {
 		if got := bus.RedactURLs(in); got != want {
 			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestNewWrapsAnEstablishedConnection: a client made by New on the user's
+// own connection provisions and pushes like one made by Connect, its
+// results are stored, and closing it drains the connection.
+func TestNewWrapsAnEstablishedConnection(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	nc, err := nats.Connect(bustest.Server(t).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bus.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushItems(ctx, "wrapped", bus.Items("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishResult(ctx, &schemas.Result{Job: "wrapped", ItemID: "a", Output: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Outputs().StoredResults(ctx, "wrapped")
+	if err != nil || len(got) != 1 || got[0].Output != "A" {
+		t.Fatalf("stored results %v, %v; want the one result A", got, err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !nc.IsClosed() {
+		t.Error("Close left the wrapped connection open")
 	}
 }

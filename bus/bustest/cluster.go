@@ -120,13 +120,6 @@ func (c *Nodes) Client(opts ...bus.Option) *bus.Client {
 // URL returns the client URL of server i (counting from 0).
 func (c *Nodes) URL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port) }
 
-// Server returns server i, or nil while it is stopped.
-func (c *Nodes) Server(i int) *server.Server {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.srvs[i]
-}
-
 // Stop shuts server i down and waits for it; stopping a stopped server does
 // nothing.
 func (c *Nodes) Stop(i int) {

@@ -187,12 +187,6 @@ func setClassificationHeaders(w http.ResponseWriter, c policy.Classification) {
 	h[canonicalPriorityLevelUID] = []string{apf.UID("PriorityLevelConfiguration", c.PriorityLevel.Name, string(c.PriorityLevel.UID))}
 }
 
-// TooManyRequests answers 429 with Retry-After (whole seconds, at least 1)
-// and Pace's JSON error envelope.
-func TooManyRequests(w http.ResponseWriter, retryAfterSeconds float64, msg string) {
-	tooManyRequests(w, writeError, retryAfterSeconds, msg)
-}
-
 func tooManyRequests(w http.ResponseWriter, refuse auth.ErrorWriter, retryAfterSeconds float64, msg string) {
 	w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(retryAfterSeconds)))))
 	refuse(w, http.StatusTooManyRequests, msg)

@@ -143,13 +143,6 @@ func (s *Stage) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"events/jobs/{id}", s.jobEvents)
 }
 
-// Handler returns the UI alone on a new mux.
-func (s *Stage) Handler() http.Handler {
-	mux := http.NewServeMux()
-	s.Register(mux)
-	return mux
-}
-
 // JobURL is the path of a job's page.
 func JobURL(id string) string { return Prefix + "jobs/" + id }
 

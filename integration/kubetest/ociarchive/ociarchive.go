@@ -136,19 +136,6 @@ func Write(w io.Writer, img Image) error {
 	return tw.Close()
 }
 
-// WriteFile writes img to a new file at name.
-func WriteFile(name string, img Image) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if err := Write(f, img); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // epoch stamps every entry, so that the same files make the same digests.
 var epoch = time.Unix(0, 0)
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,6 +117,7 @@ func newStageCmd(a *app) *cobra.Command {
 	for _, d := range stageDefs() {
 		names = append(names, d.name)
 	}
+	slices.Sort(names)
 	cmd := &cobra.Command{
 		Use:   "stage NAME",
 		Short: "Run one stage of Pace against a NATS server",

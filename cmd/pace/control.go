@@ -22,15 +22,7 @@ func (f *redisFlags) add(fs *pflag.FlagSet) {
 
 // target returns this command's instance of a registered actuation target.
 func (f *stageFlags) target(d actuator.TargetDef) actuator.TargetCommand {
-	if f.targets == nil {
-		f.targets = map[string]actuator.TargetCommand{}
-	}
-	t, ok := f.targets[d.Name]
-	if !ok {
-		t = d.New()
-		f.targets[d.Name] = t
-	}
-	return t
+	return instance(&f.targets, d.Name, d.New)
 }
 
 // addTargets registers the flags of every actuation target and of the

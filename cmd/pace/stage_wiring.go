@@ -46,16 +46,19 @@ type stageFlags struct {
 }
 
 // stage returns this command's instance of a registered stage.
-func (f *stageFlags) stage(d host.Def) host.Stage {
-	if f.hosted == nil {
-		f.hosted = map[string]host.Stage{}
+func (f *stageFlags) stage(d host.Def) host.Stage { return instance(&f.hosted, d.Name, d.New) }
+
+// instance returns the value of name in *m, made by newValue on first use.
+func instance[T any](m *map[string]T, name string, newValue func() T) T {
+	if *m == nil {
+		*m = map[string]T{}
 	}
-	s, ok := f.hosted[d.Name]
+	v, ok := (*m)[name]
 	if !ok {
-		s = d.New()
-		f.hosted[d.Name] = s
+		v = newValue()
+		(*m)[name] = v
 	}
-	return s
+	return v
 }
 
 // secretFiles are the files of the flags that hold secrets (tokens, keys,

@@ -15,14 +15,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/registry"
 	"github.com/pace-platform/pace/internal/runner"
 )
 
@@ -66,30 +64,16 @@ type Process interface {
 	Lead(stage string, build runner.Build) error
 }
 
-var (
-	mu   sync.Mutex
-	defs []Def
-)
+var defs registry.Registry[Def]
 
 // Register adds a stage. It panics on a second stage of the same name or a
 // Def without a name or New, as a package's init would.
 func Register(d Def) {
-	mu.Lock()
-	defer mu.Unlock()
-	if d.Name == "" || d.New == nil {
-		panic("host.Register: a stage needs a Name and New")
+	if d.New == nil {
+		panic(fmt.Sprintf("host.Register: stage %q has no New", d.Name))
 	}
-	if slices.ContainsFunc(defs, func(o Def) bool { return o.Name == d.Name }) {
-		panic(fmt.Sprintf("host.Register: stage %q registered twice", d.Name))
-	}
-	defs = append(defs, d)
+	defs.Add("stage", d.Name, d)
 }
 
 // Defs returns the registered stages by name.
-func Defs() []Def {
-	mu.Lock()
-	defer mu.Unlock()
-	out := slices.Clone(defs)
-	slices.SortFunc(out, func(a, b Def) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
+func Defs() []Def { return defs.All() }

@@ -3,11 +3,10 @@ package actuator
 import (
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/spf13/pflag"
+
+	"github.com/pace-platform/pace/internal/registry"
 )
 
 // TargetDef registers a target with the gate's process: Name is the spec's
@@ -61,29 +60,16 @@ type Workers struct {
 	Hide []string
 }
 
-var (
-	targetsMu sync.Mutex
-	targets   []TargetDef
-)
+var targets registry.Registry[TargetDef]
 
-// RegisterTarget adds a target. It panics on a second target of a name.
+// RegisterTarget adds a target. It panics on a second target of a name or
+// a TargetDef without a name or New, as a package's init would.
 func RegisterTarget(d TargetDef) {
-	targetsMu.Lock()
-	defer targetsMu.Unlock()
-	if d.Name == "" || d.New == nil {
-		panic("actuator.RegisterTarget: a target needs a Name and New")
+	if d.New == nil {
+		panic(fmt.Sprintf("actuator.RegisterTarget: target %q has no New", d.Name))
 	}
-	if slices.ContainsFunc(targets, func(o TargetDef) bool { return o.Name == d.Name }) {
-		panic(fmt.Sprintf("actuator.RegisterTarget: target %q registered twice", d.Name))
-	}
-	targets = append(targets, d)
+	targets.Add("target", d.Name, d)
 }
 
 // TargetDefs returns the registered targets by name.
-func TargetDefs() []TargetDef {
-	targetsMu.Lock()
-	defer targetsMu.Unlock()
-	out := slices.Clone(targets)
-	slices.SortFunc(out, func(a, b TargetDef) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
+func TargetDefs() []TargetDef { return targets.All() }

@@ -17,6 +17,8 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/controller"
+	"github.com/pace-platform/pace/stages/controller/plugin"
+	"github.com/pace-platform/pace/stages/controller/plugin/builtin"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -28,10 +30,12 @@ func runStage(t testing.TB, c *bus.Client) (stop func()) {
 	return runStageWith(t, c, controller.Config{})
 }
 
-// runStageWith runs a controller stage with cfg until the returned stop is called.
-func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config) (stop func()) {
+// runStageWith runs a controller stage with cfg and opts until the returned
+// stop is called.
+func runStageWith(t testing.TB, c *bus.Client, cfg controller.Config, opts ...controller.Option) (stop func()) {
 	t.Helper()
-	st, err := controller.New(controller.Deps{Bus: c}, cfg, controller.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+	opts = append([]controller.Option{controller.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil)))}, opts...)
+	st, err := controller.New(controller.Deps{Bus: c}, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +212,35 @@ func TestDecisionsOnChangeAndHeartbeat(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decisions after a restart (-want +got):\n%s", diff)
+	}
+}
+
+// fixed is a controller from outside Pace's built-in ones: it asks for the
+// replicas of its parameters every time.
+type fixed struct{ Replicas int }
+
+func (f fixed) Decide(p schemas.Progress) (schemas.Decision, error) {
+	return schemas.Decision{Job: p.Job, At: p.At, Replicas: f.Replicas, Reason: "fixed"}, nil
+}
+func (fixed) State() (json.RawMessage, error) { return json.RawMessage("{}"), nil }
+func (fixed) Restore(json.RawMessage) error   { return nil }
+
+// TestRegistryExtendsThePlugins: a controller added to the built-in ones
+// with WithRegistry decides the jobs that name it, with their parameters.
+func TestRegistryExtendsThePlugins(t *testing.T) {
+	c := bustest.Client(t, bustest.Server(t))
+	reg := builtin.Registry()
+	reg["fixed"] = func(_ plugin.Job, params json.RawMessage) (plugin.Controller, error) {
+		var f fixed
+		return f, json.Unmarshal(params, &f)
+	}
+	spec := schemas.JobSpec{Mode: schemas.Batch, Deadline: schemas.Deadline{After: schemas.Duration(100 * time.Second)},
+		Replicas:   schemas.Replicas{Min: 1, Max: 10, Initial: 1},
+		Controller: schemas.ControllerSpec{Name: "fixed", Params: json.RawMessage(`{"Replicas": 4}`)}}
+	sub := ongoing(t, c, &schemas.JobRecord{ID: "custom", Spec: spec})
+	defer runStageWith(t, c, controller.Config{}, controller.WithRegistry(reg))()
+	publishProgress(t, c, &schemas.Progress{Job: "custom", At: t0.Add(time.Second), Replicas: 1, Total: 100})
+	if d := nextDecision(t, sub); d.Replicas != 4 || d.Reason != "fixed" {
+		t.Errorf("decision %+v, want 4 replicas by the fixed controller", d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -125,7 +126,10 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 	})
 	// The time-out frees hold's seat too: it must outlast the rejection of
 	// second by far, on a slow machine as well, and only lost waits it out.
-	st, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: act}, gate.Config{OutcomeTimeout: 5 * time.Second})
+	// The stage's clock stamps its events and its own outcomes.
+	stamp := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: act}, gate.Config{OutcomeTimeout: 5 * time.Second},
+		gate.WithClock(clocktesting.NewFakePassiveClock(stamp)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +154,11 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 	if o, _ := rec.outcome("lost"); o.Status != schemas.Failure || !strings.Contains(o.Reason, "seats released") {
 		t.Errorf("lost: %+v, want a failure releasing the seats", o)
 	}
+	for _, id := range []string{"second", "lost"} {
+		if o, _ := rec.outcome(id); !o.At.Equal(stamp) {
+			t.Errorf("%s: outcome at %v, want the stage clock's %v", id, o.At, stamp)
+		}
+	}
 	publish(t, c, "after", "dave", "tenants") // the seat is free again
 	bustest.Eventually(t, 5*time.Second, "after applied", func() bool { o, ok := rec.outcome("after"); return ok && o.Status == schemas.Applied })
 	// Pace's own components are exempt even when the tenants' level is full.
@@ -164,6 +173,9 @@ func TestStageAdmitsRejectsAndReleases(t *testing.T) {
 	defer rec.mu.Unlock()
 	var dispatched, rejected int
 	for _, ev := range rec.events {
+		if !ev.At.Equal(stamp) {
+			t.Errorf("event %+v not at the stage clock's %v", ev, stamp)
+		}
 		switch {
 		case ev.Outcome == schemas.Dispatched && ev.PriorityLevel == "tenants":
 			dispatched++

@@ -1,10 +1,15 @@
 package influx_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
@@ -146,9 +151,13 @@ func TestOutageRecovery(t *testing.T) {
 }
 
 // TestBufferBound fills the bounded buffer of a sink that is not running:
-// Write never blocks, and the overflow is counted.
+// Write never blocks, the overflow is counted, and it is logged at most once
+// per 10 s of the sink's clock.
 func TestBufferBound(t *testing.T) {
-	s, err := influx.New(influx.Config{URL: "http://127.0.0.1:1", Bucket: "pace", Buffer: 5})
+	var logs bytes.Buffer
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := influx.New(influx.Config{URL: "http://127.0.0.1:1", Bucket: "pace", Buffer: 5},
+		influx.WithClock(clk), influx.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +166,11 @@ func TestBufferBound(t *testing.T) {
 	}
 	if got := s.Stats().BufferFull.Load(); got != 3*4 {
 		t.Errorf("points dropped on a full buffer = %d, want 12", got)
+	}
+	clk.SetTime(clk.Now().Add(11 * time.Second))
+	s.Write(progress("j3", 8))
+	if n := strings.Count(logs.String(), "buffer full"); n != 2 {
+		t.Errorf("%d buffer-full warnings for 4 overflows 11 s apart, want 2 (one per 10 s):\n%s", n, logs.String())
 	}
 }
 

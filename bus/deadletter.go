@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -197,7 +196,7 @@ func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures
 		c.log.Error("unreadable max-deliveries advisory dropped", "advisory", string(advisory), "err", err)
 		return nil
 	}
-	job, ok := strings.CutPrefix(adv.Consumer, "work-")
+	job, ok := schemas.WorkConsumerJob(adv.Consumer)
 	if !ok {
 		return nil // not a Pace work consumer
 	}

@@ -38,7 +38,7 @@ type WorkState struct {
 func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState, error) {
 	var ws WorkState
 	job := rec.ID
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:
@@ -147,7 +147,7 @@ func (q Queues) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
 // so an item that a worker fetches meanwhile is processed, not dropped.
 func (q Queues) DropQueued(ctx context.Context, job string) (int, error) {
 	c := q.c
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return 0, nil
 	}
@@ -201,7 +201,7 @@ func (q Queues) ReleaseWork(ctx context.Context, job string) error {
 // error.
 func (q Queues) DeleteWorkConsumer(ctx context.Context, job string) error {
 	c := q.c
-	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("delete work consumer of %s: %w", job, err)
 	}

@@ -2,9 +2,9 @@ package bus
 
 import (
 	"context"
-	"strings"
 	"time"
 
+	"github.com/pace-platform/pace/schemas"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -54,7 +54,7 @@ func (s *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	consumers := work.ListConsumers(ctx)
 	for ci := range consumers.Info() {
-		job, ok := strings.CutPrefix(ci.Name, "work-")
+		job, ok := schemas.WorkConsumerJob(ci.Name)
 		if !ok {
 			continue // the ledger's consumer
 		}

@@ -61,7 +61,7 @@ func (out Outputs) Results(ctx context.Context, job string, opts ...ResultsOptio
 // stored before its item is acknowledged, so any result of finished work is
 // already counted by the second check.
 func (c *Client) resultsComplete(ctx context.Context, results jetstream.Consumer, job string) (bool, error) {
-	info, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+	info, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:

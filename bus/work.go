@@ -186,7 +186,7 @@ func (c *Client) openJob(ctx context.Context, job string) (_ *schemas.JobRecord,
 		return nil, fmt.Errorf("open job %s: %w", job, err)
 	}
 	if c.token != "" { // the manager makes the work consumer: see ReadRequest
-		_, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), workConsumerName(job))
+		_, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
 		switch {
 		case err == nil:
 		case errors.Is(err, jetstream.ErrConsumerNotFound) && (rec.State.Final() || rec.StopRequested):
@@ -285,12 +285,10 @@ func getJob(ctx context.Context, kv jetstream.KeyValue, job string) (*schemas.Jo
 	return &rec, nil
 }
 
-func workConsumerName(job string) string { return "work-" + job }
-
 // ensureWorkConsumer creates or updates the job's durable pull consumer: its
 // AckWait is the item lease, MaxDeliver the attempts before dead-lettering.
 func (c *Client) ensureWorkConsumer(ctx context.Context, rec *schemas.JobRecord) (jetstream.Consumer, error) {
-	name := workConsumerName(rec.ID)
+	name := schemas.WorkConsumer(rec.ID)
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(workFamily), jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "work items of job " + rec.ID,

@@ -96,7 +96,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if hb == 0 {
 		hb = rec.Spec.ItemTimeout.D() / 3
 	}
-	cons, err := w.c.js.Consumer(ctx, w.c.prefix.Stream(workFamily), workConsumerName(w.job))
+	cons, err := w.c.js.Consumer(ctx, w.c.prefix.Stream(workFamily), schemas.WorkConsumer(w.job))
 	if err != nil {
 		return fmt.Errorf("work consumer for %s: %w", w.job, err)
 	}
@@ -261,7 +261,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg, leases *leases, 
 	mctx := MessageContext(ctx, msg.Headers())
 	if tracing.Enabled() {
 		var span trace.Span
-		mctx, span = itemSpan(mctx, msg.Subject(), workConsumerName(w.job), w.job, item.ID, md.NumDelivered)
+		mctx, span = itemSpan(mctx, msg.Subject(), schemas.WorkConsumer(w.job), w.job, item.ID, md.NumDelivered)
 		defer span.End()
 	}
 	hctx, cancel := mctx, context.CancelFunc(func() {})

@@ -166,10 +166,20 @@ func TestSubjects(t *testing.T) {
 		p.Bucket(schemas.BucketJobs):              "pace_jobs",
 		p.Control("stop"):                         "pace.control.stop",
 		p.FlowControlDump():                       "pace.flowcontrol.dump",
+		schemas.WorkConsumer("j1"):                "work-j1",
 	}
 	for got, want := range tests {
 		if got != want {
 			t.Errorf("subject = %q, want %q", got, want)
+		}
+	}
+	for name, want := range map[string]string{schemas.WorkConsumer("j1"): "j1", "ledger": ""} {
+		got, ok := schemas.WorkConsumerJob(name)
+		if !ok {
+			got = ""
+		}
+		if got != want || ok != (want != "") {
+			t.Errorf("WorkConsumerJob(%q) = %q, %v; want %q", name, got, ok, want)
 		}
 	}
 }

@@ -146,3 +146,15 @@ func (p Prefix) Stream(s Stream) string { return strings.ToUpper(string(p)) + "_
 
 // Bucket returns the name of a bucket, e.g. Bucket(BucketJobs) = "pace_jobs".
 func (p Prefix) Bucket(b Bucket) string { return string(p) + "_" + string(b) }
+
+// workConsumerPrefix starts the name of each job's consumer of the work
+// stream.
+const workConsumerPrefix = "work-"
+
+// WorkConsumer is the name of job's durable consumer of the work stream,
+// from which its workers pull its items: "work-<job>".
+func WorkConsumer(job string) string { return workConsumerPrefix + job }
+
+// WorkConsumerJob is the job of a work consumer named name, and false for a
+// consumer of the work stream that is no job's (the ledger, a count).
+func WorkConsumerJob(name string) (string, bool) { return strings.CutPrefix(name, workConsumerPrefix) }

@@ -51,7 +51,7 @@ func readJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 // work consumer (which the manager makes), acknowledge them, store results,
 // dead letters and failures, and announce its presence.
 func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
-	work, consumer := p.Stream(schemas.StreamWork), "work-"+job
+	work, consumer := p.Stream(schemas.StreamWork), schemas.WorkConsumer(job)
 	if job == "*" { // every job's consumer: an admin
 		consumer = "*"
 	}

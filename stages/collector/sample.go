@@ -132,7 +132,7 @@ func (c *Stage) sample(ctx context.Context, rec *schemas.JobRecord, dead map[str
 	if !s.Deadline.IsZero() && !s.Deadline.After(s.StartedAt) {
 		s.Deadline = time.Time{}
 	}
-	work, err := c.js.Consumer(ctx, c.prefix.Stream(schemas.StreamWork), "work-"+rec.ID)
+	work, err := c.js.Consumer(ctx, c.prefix.Stream(schemas.StreamWork), schemas.WorkConsumer(rec.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound): // no item queued yet, or released
 	case err != nil:

@@ -46,6 +46,11 @@ type Client struct {
 
 	streamsMu sync.Mutex
 	handles   map[schemas.Stream]jetstream.Stream // looked up by Stream; guarded by streamsMu
+
+	// life ends with Close: the work the client runs on its own (the jobs
+	// bucket's watch) stops with it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // ErrNotPermitted is wrapped by the error of a call the server refused for
@@ -198,8 +203,9 @@ func newClient(nc *nats.Conn, o *options, malformed *malformedEvents, denied *re
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Client{nc: nc, js: js, readers: readers, prefix: o.prefix, log: o.log, clk: o.clock, malformed: malformed,
-		denied: denied, token: o.token}, nil
+		denied: denied, token: o.token, life: life, endLife: endLife}, nil
 }
 
 // sizedPublisher names the sizes when a publish is refused for exceeding
@@ -262,6 +268,7 @@ func (c *Client) Prefix() schemas.Prefix { return c.prefix }
 // Close waits for pending asynchronous publishes (bounded by ctx), then
 // drains the connection so that in-flight messages are delivered.
 func (c *Client) Close(ctx context.Context) error {
+	defer c.endLife()
 	select {
 	case <-c.js.PublishAsyncComplete():
 	case <-ctx.Done():

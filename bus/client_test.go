@@ -1,7 +1,9 @@
 package bus_test
 
 import (
+	"bytes"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -104,4 +106,32 @@ func TestNewWrapsAnEstablishedConnection(t *testing.T) {
 	if !nc.IsClosed() {
 		t.Error("Close left the wrapped connection open")
 	}
+}
+
+// TestClosingAClientEndsItsWork: the watch of the jobs bucket a listing
+// starts ends with the client, whether or not the connection's end reaches
+// it first.
+func TestClosingAClientEndsItsWork(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c, err := bus.Connect(ctx, bustest.Server(t).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Provision(ctx, bus.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	// Whether a goroutine of this test's client watches the bucket.
+	watching := func() bool {
+		buf := make([]byte, 8<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("(*Client).watchJobs"))
+	}
+	if _, err := c.Jobs().List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 10*time.Second, "the jobs bucket's watch", watching)
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 10*time.Second, "the watch ends with the client", func() bool { return !watching() })
 }

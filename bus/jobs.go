@@ -272,14 +272,15 @@ type jobListing struct {
 }
 
 // watchJobs starts the watch of the jobs bucket that counts others'
-// writes in jobsSeen, unless it runs. It ends with the connection, or when
-// the server ends it; the next Jobs starts it again.
+// writes in jobsSeen, unless it runs. It ends with the client (Close) or
+// the connection, or when the server ends it; the next Jobs starts it
+// again.
 func (c *Client) watchJobs(kv jetstream.KeyValue) {
 	if !c.watching.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		for _, err := range consume.Watch(context.Background(), kv, ">", jetstream.UpdatesOnly(), jetstream.MetaOnly()) {
+		for _, err := range consume.Watch(c.life, kv, ">", jetstream.UpdatesOnly(), jetstream.MetaOnly()) {
 			if err != nil {
 				break
 			}

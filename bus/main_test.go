@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/leaktest"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(envWorkerURL); url != "" {
 		os.Exit(workerProcess(url, os.Getenv(envWorkerJob), os.Getenv(envWorkerID)))
 	}
-	os.Exit(m.Run())
+	leaktest.Main(m) // fails the package when a test leaves a goroutine behind
 }
 
 // workerProcess is the body of a worker process: it echoes items until SIGTERM.

@@ -21,7 +21,11 @@ var ErrWatchEnded = errors.New("the watch ended")
 // cannot start or ends first yields its error, last, with a nil entry.
 func Watch(ctx context.Context, kv jetstream.KeyValue, keys string, opts ...jetstream.WatchOpt) iter.Seq2[jetstream.KeyValueEntry, error] {
 	return func(yield func(jetstream.KeyValueEntry, error) bool) {
-		w, err := kv.Watch(ctx, keys, opts...)
+		// The watch's own context ends with it: nats.go keeps a goroutine
+		// per watch until its context ends, Stop or not.
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w, err := kv.Watch(wctx, keys, opts...)
 		if err != nil {
 			if ctx.Err() == nil {
 				yield(nil, fmt.Errorf("watch %s %s: %w", kv.Bucket(), keys, err))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/bus/consume"
@@ -85,4 +86,23 @@ func TestUpdatesCloseWhenTheContextEnds(t *testing.T) {
 			t.Fatalf("update after the context ended: %v, want none with an error", u.Err)
 		}
 	}
+}
+
+// TestAWatchLeavesNoGoroutine: a watch that ends before its context (here
+// its connection closes) leaves no goroutine behind: nats.go keeps one per
+// watch until the watch's context ends, Stop or not.
+func TestAWatchLeavesNoGoroutine(t *testing.T) {
+	nc, kv := bucket(t)
+	before := goleak.IgnoreCurrent()
+	var last error
+	for e, err := range consume.Watch(t.Context(), kv, ">") {
+		if e == nil && err == nil { // caught up
+			nc.Close()
+		}
+		last = err
+	}
+	if !errors.Is(last, consume.ErrWatchEnded) {
+		t.Fatalf("watch ended with %v, want ErrWatchEnded", last)
+	}
+	bustest.Eventually(t, 10*time.Second, "the watch's goroutines end", func() bool { return goleak.Find(before) == nil })
 }

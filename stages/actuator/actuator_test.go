@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/pace-platform/pace/internal/leaktest"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/bustest"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	leaktest.Main(m) // fails the package when a test leaves a goroutine behind
 }
 
 // TestDecisionsScaleRealWorkersThroughTheGate runs the actuator, the APF bus

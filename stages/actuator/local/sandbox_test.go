@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pace-platform/pace/internal/leaktest"
 	"github.com/pace-platform/pace/stages/actuator/local"
 )
 
 func TestMain(m *testing.M) {
 	local.RunSandboxInit() // the sandboxed replicas' first process is this binary
-	os.Exit(m.Run())
+	leaktest.Main(m)       // fails the package when a test leaves a goroutine behind
 }
 
 // outputs collects the lines each job's replicas write.

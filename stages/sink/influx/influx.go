@@ -52,7 +52,7 @@ func WithClock(clk clock.PassiveClock) Option { return func(s *Sink) { s.clk = c
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Sink) { s.log = l } }
 
-// New returns an InfluxDB sink; it connects lazily (Run checks health).
+// New returns an InfluxDB sink; Run connects (and checks health).
 func New(cfg Config, opts ...Option) (*Sink, error) {
 	cfg = cfg.Defaults()
 	if errs := cfg.Validate(); len(errs) > 0 {
@@ -64,32 +64,37 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		opt(s)
 	}
 	s.log = s.log.With("stage", "sink", "sink", "influx", "url", cfg.URL, "bucket", cfg.Bucket)
+	return s, nil
+}
+
+// open makes the client and its write API, whose goroutines run until
+// close: a sink that is never run starts none.
+func (s *Sink) open() {
 	ms := func(d time.Duration) uint { return uint(d / time.Millisecond) }
-	hc := &http.Client{Timeout: cfg.Timeout, Transport: &countingTransport{base: http.DefaultTransport, stats: s.stats}}
+	hc := &http.Client{Timeout: s.cfg.Timeout, Transport: &countingTransport{base: http.DefaultTransport, stats: s.stats}}
 	clientOpts := influxdb2.DefaultOptions().
 		SetHTTPClient(hc).
-		SetBatchSize(uint(cfg.BatchSize)).
-		SetFlushInterval(ms(cfg.FlushInterval)).
-		SetRetryInterval(ms(cfg.RetryInterval)).
-		SetMaxRetryInterval(ms(cfg.MaxRetryInterval)).
+		SetBatchSize(uint(s.cfg.BatchSize)).
+		SetFlushInterval(ms(s.cfg.FlushInterval)).
+		SetRetryInterval(ms(s.cfg.RetryInterval)).
+		SetMaxRetryInterval(ms(s.cfg.MaxRetryInterval)).
 		SetExponentialBase(2).
-		SetMaxRetries(uint(cfg.MaxRetries + 1)). // the callback below gives up first, and counts
+		SetMaxRetries(uint(s.cfg.MaxRetries + 1)). // the callback below gives up first, and counts
 		SetMaxRetryTime(ms(time.Hour)).
-		SetRetryBufferLimit(uint(cfg.Buffer * pointsPerMessage)).
+		SetRetryBufferLimit(uint(s.cfg.Buffer * pointsPerMessage)).
 		SetApplicationName("pace").
 		SetLogLevel(0) // the client's own log: errors only (G3.4)
-	s.client = influxdb2.NewClientWithOptions(cfg.URL, cfg.Token, clientOpts)
-	s.write = s.client.WriteAPI(cfg.Org, cfg.Bucket)
+	s.client = influxdb2.NewClientWithOptions(s.cfg.URL, s.cfg.Token, clientOpts)
+	s.write = s.client.WriteAPI(s.cfg.Org, s.cfg.Bucket)
 	s.errs = s.write.Errors() // before any write, or errors are lost (G3.2)
 	s.write.SetWriteFailedCallback(func(batch string, err ihttp.Error, attempts uint) bool {
-		if attempts+1 >= uint(cfg.MaxRetries) {
+		if attempts+1 >= uint(s.cfg.MaxRetries) {
 			s.stats.RetriesExhausted.Add(int64(countLines(batch)))
 			s.warn("influxdb write retries exhausted, points dropped", "points", countLines(batch), "err", err.Error())
 			return false
 		}
 		return true
 	})
-	return s, nil
 }
 
 // Stats returns the sink's counters.
@@ -122,6 +127,7 @@ func (s *Sink) warn(msg string, args ...any) {
 // and flushes within Timeout. An unreachable InfluxDB is only logged: points
 // wait in the buffers and writing resumes when it is back.
 func (s *Sink) Run(ctx context.Context) error {
+	s.open()
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)

@@ -1,0 +1,10 @@
+package gate_test
+
+import (
+	"testing"
+
+	"github.com/pace-platform/pace/internal/leaktest"
+)
+
+// TestMain fails the package when a test leaves a goroutine behind.
+func TestMain(m *testing.M) { leaktest.Main(m) }

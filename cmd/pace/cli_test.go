@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/leaktest"
 	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator/local"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	leaktest.Main(m) // pace up in process, too, must leave no goroutine behind
 }
 
 func freeAddr(t testing.TB) string {

@@ -31,6 +31,8 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
@@ -69,7 +71,17 @@ type Service struct {
 	mu     sync.Mutex
 	owners map[string][]string // user → jobs in creation order
 	owner  map[string]string   // job → user
+
+	// records is the jobs bucket's stream; seen, the last of its changes
+	// the watch applied: a tenant's connection waits for the watch to
+	// apply the changes made before it (catchUp).
+	records jetstream.Stream
+	seen    atomic.Uint64
 }
+
+// catchUp bounds how long a tenant's connection waits for the jobs its
+// user has just submitted to be known.
+const catchUp = 2 * time.Second
 
 // New returns a service answering on c, which must be a connection of one
 // of the server's auth callout users, and signing with issuer, the account
@@ -88,6 +100,9 @@ func (s *Service) Run(ctx context.Context) error {
 	kv, err := s.c.JetStream().KeyValue(ctx, s.c.Prefix().Bucket(schemas.BucketJobs))
 	if err != nil {
 		return fmt.Errorf("natsauth: jobs bucket: %w", err)
+	}
+	if s.records, err = s.c.JetStream().Stream(ctx, "KV_"+kv.Bucket()); err != nil {
+		return fmt.Errorf("natsauth: jobs bucket's stream: %w", err)
 	}
 	var sub *nats.Subscription
 	defer func() {
@@ -116,6 +131,9 @@ func (s *Service) Run(ctx context.Context) error {
 
 // follow records a job's owner from its record.
 func (s *Service) follow(e jetstream.KeyValueEntry) {
+	if r := e.Revision(); r > s.seen.Load() { // only this watch writes it
+		defer s.seen.Store(r)
+	}
 	job := e.Key()
 	var owner string
 	if e.Operation() == jetstream.KeyValuePut {
@@ -133,6 +151,23 @@ func (s *Service) follow(e jetstream.KeyValueEntry) {
 	if _, ok := s.owner[job]; !ok && owner != "" {
 		s.owner[job] = owner
 		s.owners[owner] = append(s.owners[owner], job)
+	}
+}
+
+// catchUp waits, at most catchUp, until the watch has applied every change
+// the jobs bucket had when it was called, so that a job submitted just
+// before its owner connects is among the connection's rights. Without an
+// answer on the bucket's state it does not wait.
+func (s *Service) catchUp() {
+	ctx, cancel := context.WithTimeout(context.Background(), catchUp)
+	defer cancel()
+	info, err := s.records.Info(ctx)
+	if err != nil {
+		s.log.Warn("jobs bucket's state unknown: rights from the jobs seen so far", "err", err)
+		return
+	}
+	for s.seen.Load() < info.State.LastSeq && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -189,6 +224,7 @@ func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
 			if u.IsAdmin() {
 				return u.Name, Admin(p, caller), nil
 			}
+			s.catchUp()
 			return u.Name, Tenant(p, caller, s.jobsOf(u.Name)), nil
 		}
 	}

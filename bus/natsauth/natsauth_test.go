@@ -438,3 +438,31 @@ func testCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// TestAJobJustDeclaredIsAmongItsOwnersRights: a tenant who connects right
+// after its job is written gets the rights to it: the authorization waits
+// for its view of the jobs to catch up with the bucket.
+func TestAJobJustDeclaredIsAmongItsOwnersRights(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	ctx := testCtx(t)
+	e.mustConnect(t, "alice-token") // the service answers
+	for i := range 20 {
+		job := fmt.Sprintf("fresh%d", i)
+		if _, err := e.admin.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		alice := e.mustConnect(t, "alice-token")
+		js, err := jetstream.New(alice.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second) // refused, the push gets no answer
+		_, err = js.Publish(pctx, "pace.work."+job, []byte(`{"id":"i1","payload":"x"}`))
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: alice, connected after it was declared, could not push to it: %v", job, err)
+		}
+		alice.nc.Close()
+	}
+}

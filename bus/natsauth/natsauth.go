@@ -79,9 +79,9 @@ type Service struct {
 	seen    atomic.Uint64
 }
 
-// catchUp bounds how long a tenant's connection waits for the jobs its
+// catchUpWait bounds how long a tenant's connection waits for the jobs its
 // user has just submitted to be known.
-const catchUp = 2 * time.Second
+const catchUpWait = 2 * time.Second
 
 // New returns a service answering on c, which must be a connection of one
 // of the server's auth callout users, and signing with issuer, the account
@@ -101,7 +101,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("natsauth: jobs bucket: %w", err)
 	}
-	if s.records, err = s.c.JetStream().Stream(ctx, "KV_"+kv.Bucket()); err != nil {
+	if s.records, err = s.c.JetStream().Stream(ctx, kvStream(s.c.Prefix())); err != nil {
 		return fmt.Errorf("natsauth: jobs bucket's stream: %w", err)
 	}
 	var sub *nats.Subscription
@@ -154,12 +154,12 @@ func (s *Service) follow(e jetstream.KeyValueEntry) {
 	}
 }
 
-// catchUp waits, at most catchUp, until the watch has applied every change
+// catchUp waits, at most catchUpWait, until the watch has applied every change
 // the jobs bucket had when it was called, so that a job submitted just
 // before its owner connects is among the connection's rights. Without an
 // answer on the bucket's state it does not wait.
 func (s *Service) catchUp() {
-	ctx, cancel := context.WithTimeout(context.Background(), catchUp)
+	ctx, cancel := context.WithTimeout(context.Background(), catchUpWait)
 	defer cancel()
 	info, err := s.records.Info(ctx)
 	if err != nil {

@@ -44,6 +44,7 @@ type Client struct {
 	jobsSeen atomic.Uint64
 	watching atomic.Bool
 
+	work      workStreams // the layout of work streams, read once
 	streamsMu sync.Mutex
 	handles   map[schemas.Stream]jetstream.Stream // looked up by Stream; guarded by streamsMu
 

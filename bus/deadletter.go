@@ -152,10 +152,6 @@ func (box Letters) Move(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dead-letter consumer (was the bus provisioned?): %w", err)
 	}
-	work, err := c.Stream(ctx, workFamily)
-	if err != nil {
-		return err
-	}
 	failures, err := c.js.KeyValue(ctx, c.prefix.Bucket(failuresBucket))
 	if err != nil {
 		return fmt.Errorf("failures bucket: %w", err)
@@ -173,7 +169,7 @@ func (box Letters) Move(ctx context.Context) error {
 				err = ferr
 				break
 			}
-			if err := c.deadLetter(ctx, work, failures, msg.Data()); err != nil {
+			if err := c.deadLetter(ctx, failures, msg.Data()); err != nil {
 				c.log.Warn("dead-lettering failed, will retry", "err", err)
 				_ = msg.NakWithDelay(time.Second)
 				continue
@@ -190,15 +186,22 @@ func (box Letters) Move(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) deadLetter(ctx context.Context, work jetstream.Stream, failures jetstream.KeyValue, advisory []byte) error {
+func (c *Client) deadLetter(ctx context.Context, failures jetstream.KeyValue, advisory []byte) error {
 	var adv maxDeliveriesAdvisory
 	if err := json.Unmarshal(advisory, &adv); err != nil || adv.StreamSeq == 0 {
 		c.log.Error("unreadable max-deliveries advisory dropped", "advisory", string(advisory), "err", err)
 		return nil
 	}
 	job, ok := schemas.WorkConsumerJob(adv.Consumer)
-	if !ok {
+	if !ok || !c.isWorkStream(adv.Stream) {
 		return nil // not a Pace work consumer
+	}
+	work, err := c.js.Stream(ctx, adv.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // deleted, with its items
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", adv.Stream, err)
 	}
 	raw, err := work.GetMsg(ctx, adv.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

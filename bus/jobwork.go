@@ -38,7 +38,7 @@ type WorkState struct {
 func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState, error) {
 	var ws WorkState
 	job := rec.ID
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
+	cons, err := c.workConsumer(ctx, rec)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:
@@ -75,14 +75,13 @@ func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState
 // QueuedItems returns, by job, how many items wait in its queue or are
 // being processed, from one look at the work stream.
 func (q Queues) QueuedItems(ctx context.Context) (map[string]int, error) {
-	c := q.c
-	counts, err := c.subjectCounts(ctx, workFamily, c.prefix.Work("*"))
+	w, err := q.QueuedWork(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]int, len(counts))
-	for subject, n := range counts {
-		out[c.prefix.SubjectJob(subject)] = int(n)
+	out := make(map[string]int, len(w.Subjects))
+	for subject, n := range w.Subjects {
+		out[q.c.prefix.SubjectJob(subject)] = int(n)
 	}
 	return out, nil
 }
@@ -147,7 +146,11 @@ func (q Queues) EnsureWork(ctx context.Context, rec *schemas.JobRecord) error {
 // so an item that a worker fetches meanwhile is processed, not dropped.
 func (q Queues) DropQueued(ctx context.Context, job string) (int, error) {
 	c := q.c
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
+	stream, err := c.jobWorkStream(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	cons, err := c.jobConsumer(ctx, stream, job)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return 0, nil
 	}
@@ -175,9 +178,16 @@ func (q Queues) DropQueued(ctx context.Context, job string) (int, error) {
 
 // purgeWork removes every item of job from the work stream, held ones too.
 func (c *Client) purgeWork(ctx context.Context, job string) error {
-	st, err := c.Stream(ctx, workFamily)
+	stream, err := c.jobWorkStream(ctx, job)
 	if err != nil {
 		return err
+	}
+	st, err := c.js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", stream, err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.prefix.Work(job))); err != nil {
 		return fmt.Errorf("purge items of %s: %w", job, err)
@@ -198,14 +208,18 @@ func (q Queues) ReleaseWork(ctx context.Context, job string) error {
 // DeleteWorkConsumer deletes job's work consumer, leaving its items on the
 // work stream: the manager moves the items a finished job still has to its
 // dead letters (RefuseWork) rather than purge them. One already gone is no
-// error.
+// error. A user's work stream takes no more items of the job.
 func (q Queues) DeleteWorkConsumer(ctx context.Context, job string) error {
 	c := q.c
-	err := c.js.DeleteConsumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	stream, err := c.jobWorkStream(ctx, job)
+	if err != nil {
+		return err
+	}
+	err = c.js.DeleteConsumer(ctx, stream, schemas.WorkConsumer(job))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("delete work consumer of %s: %w", job, err)
 	}
-	return nil
+	return c.refuseWork(ctx, stream, job)
 }
 
 // PurgeJob deletes everything stored about job: its items, results, dead

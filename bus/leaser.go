@@ -61,7 +61,7 @@ func (c *Client) Leaser(ctx context.Context, job string, opts ...WorkerOption) (
 	if rec.State.Final() {
 		return nil, fmt.Errorf("lease items of %s: %w (%s)", job, ErrJobFinished, rec.State)
 	}
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
+	cons, err := c.workConsumer(ctx, rec)
 	if err != nil {
 		return nil, fmt.Errorf("work consumer for %s: %w", job, notPermitted(ctx, err))
 	}

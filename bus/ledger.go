@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,8 +51,10 @@ const (
 // the servers leading the work and results streams.
 const ledgerSkew = time.Second
 
-func (c *Client) ensureLedgerConsumer(ctx context.Context) error {
-	return c.ensureConsumer(ctx, c.prefix.Stream(workFamily), jetstream.ConsumerConfig{
+// ensureLedgerConsumer makes the ledger's consumer of the work stream
+// name.
+func (c *Client) ensureLedgerConsumer(ctx context.Context, name string) error {
+	return c.ensureConsumer(ctx, name, jetstream.ConsumerConfig{
 		Durable: ledgerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		Description:   "enters every item queued to a streaming job in the ledger",
 		FilterSubject: c.prefix.Work("*"), DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -77,16 +80,71 @@ type Placement struct {
 // otherwise leave the stream with the ledger's acknowledgement.
 type Placer func(ctx context.Context, job string) (Placement, error)
 
-// KeepLedger runs the ledger consumer until ctx ends, asking place about
-// each job once per batch of items. An item whose job place cannot answer
-// for is held, and comes back later. It returns an error when the consumer
-// cannot be read (deleted, the server unreachable): the caller starts it
-// again.
+// ledgerLookout is how often KeepLedger looks for work streams made
+// since (a user's first job makes one).
+const ledgerLookout = 2 * time.Second
+
+// KeepLedger runs the ledger consumer of every work stream until ctx
+// ends, asking place about each job once per batch of items. An item
+// whose job place cannot answer for is held, and comes back later. It
+// returns an error when a consumer cannot be read (deleted, the server
+// unreachable): the caller starts it again.
 func (q Queues) KeepLedger(ctx context.Context, place Placer) error {
 	c := q.c
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), ledgerConsumer)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	kept := map[string]bool{}
+	gone := make(chan string)
+	for {
+		names, err := c.workStreamNames(ctx)
+		if err != nil {
+			cancel(err)
+		}
+		for _, name := range names {
+			if kept[name] {
+				continue
+			}
+			kept[name] = true
+			wg.Go(func() {
+				err := c.keepLedger(ctx, name, place)
+				switch {
+				case err != nil && c.prefix.IsUserWorkStream(name) && streamGone(err):
+					select { // an idle user's stream deleted: its ledger ends with it
+					case gone <- name:
+					case <-ctx.Done():
+					}
+				case err != nil:
+					cancel(err)
+				}
+			})
+		}
+		select {
+		case <-ctx.Done():
+			if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		case name := <-gone:
+			delete(kept, name)
+		case <-c.clk.After(ledgerLookout):
+		}
+	}
+}
+
+// streamGone reports whether err says a consumer's stream, or the
+// consumer, was deleted.
+func streamGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// keepLedger runs the ledger consumer of the work stream name.
+func (c *Client) keepLedger(ctx context.Context, name string, place Placer) error {
+	cons, err := c.js.Consumer(ctx, name, ledgerConsumer)
 	if err != nil {
-		return fmt.Errorf("ledger consumer: %w", err)
+		return fmt.Errorf("ledger consumer of %s: %w", name, err)
 	}
 	idle := false
 	for ctx.Err() == nil {
@@ -105,7 +163,7 @@ func (q Queues) KeepLedger(ctx context.Context, place Placer) error {
 			c.log.Warn("ledger entries failed; the items come back", "err", err)
 		}
 		if ferr != nil {
-			return fmt.Errorf("ledger: %w", ferr) // the consumer gone, the server unreachable: the caller starts again
+			return fmt.Errorf("ledger of %s: %w", name, ferr) // the consumer gone, the server unreachable: the caller starts again
 		}
 	}
 	return nil
@@ -188,17 +246,22 @@ func (c *Client) ledgerOf(ctx context.Context, rec *schemas.JobRecord) (map[stri
 }
 
 // ledgerSince returns a time before which every item the work stream
-// stored is in the ledger, or was handled by it: the time of the first
-// item after the ledger consumer's acknowledgement floor, or the time the
-// server read the floor when there is none.
-func (c *Client) ledgerSince(ctx context.Context) (time.Time, error) {
-	cons, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), ledgerConsumer)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("ledger consumer: %w", err)
+// name stored is in the ledger, or was handled by it: the time of the
+// first item after the ledger consumer's acknowledgement floor, or the
+// time the server read the floor when there is none. An idle user's stream
+// is deleted only once it holds nothing: with it gone, every item it
+// stored was handled.
+func (c *Client) ledgerSince(ctx context.Context, name string) (time.Time, error) {
+	cons, err := c.js.Consumer(ctx, name, ledgerConsumer)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && c.prefix.IsUserWorkStream(name) {
+		return c.clk.Now(), nil
 	}
-	st, err := c.Stream(ctx, workFamily)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, fmt.Errorf("ledger consumer of %s: %w", name, err)
+	}
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stream %s: %w", name, err)
 	}
 	info := cons.CachedInfo()
 	floor := info.AckFloor.Stream

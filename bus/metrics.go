@@ -48,18 +48,24 @@ func (s *StreamCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.msgs, prometheus.GaugeValue, float64(info.State.Msgs), name)
 		ch <- prometheus.MustNewConstMetric(s.bytes, prometheus.GaugeValue, float64(info.State.Bytes), name)
 	}
-	work, err := s.c.Stream(ctx, workFamily)
+	names, err := s.c.workStreamNames(ctx)
 	if err != nil {
 		return
 	}
-	consumers := work.ListConsumers(ctx)
-	for ci := range consumers.Info() {
-		job, ok := schemas.WorkConsumerJob(ci.Name)
-		if !ok {
-			continue // the ledger's consumer
+	for _, name := range names {
+		work, err := s.c.js.Stream(ctx, name)
+		if err != nil {
+			continue
 		}
-		ch <- prometheus.MustNewConstMetric(s.pending, prometheus.GaugeValue, float64(ci.NumPending), job)
-		ch <- prometheus.MustNewConstMetric(s.acked, prometheus.GaugeValue, float64(ci.NumAckPending), job)
-		ch <- prometheus.MustNewConstMetric(s.redeliv, prometheus.GaugeValue, float64(ci.NumRedelivered), job)
+		consumers := work.ListConsumers(ctx)
+		for ci := range consumers.Info() {
+			job, ok := schemas.WorkConsumerJob(ci.Name)
+			if !ok {
+				continue // the ledger's consumer
+			}
+			ch <- prometheus.MustNewConstMetric(s.pending, prometheus.GaugeValue, float64(ci.NumPending), job)
+			ch <- prometheus.MustNewConstMetric(s.acked, prometheus.GaugeValue, float64(ci.NumAckPending), job)
+			ch <- prometheus.MustNewConstMetric(s.redeliv, prometheus.GaugeValue, float64(ci.NumRedelivered), job)
+		}
 	}
 }

@@ -72,7 +72,7 @@ func (c *Client) migrateWork(ctx context.Context, want jetstream.StreamConfig, o
 	if _, err := c.js.CreateOrUpdateStream(ctx, want); err != nil {
 		return true, fmt.Errorf("create the work stream: %w", err)
 	}
-	if err := c.ensureLedgerConsumer(ctx); err != nil {
+	if err := c.ensureLedgerConsumer(ctx, want.Name); err != nil {
 		return true, err
 	}
 	if err := c.restoreJobs(ctx); err != nil {

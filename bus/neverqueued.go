@@ -57,7 +57,11 @@ func (q Queues) SetAsideNeverQueued(ctx context.Context, rec *schemas.JobRecord)
 	}
 	var since time.Time // items stored before it are in the ledger
 	if rec.Spec.Mode != schemas.Batch {
-		if since, err = c.ledgerSince(ctx); err != nil {
+		stream, err := c.WorkStream(ctx, rec.Spec.Owner)
+		if err != nil {
+			return 0, err
+		}
+		if since, err = c.ledgerSince(ctx, stream); err != nil {
 			return 0, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,6 +51,11 @@ type Limits struct {
 	// Zero means 1,000,000 (the manager's largest submission); negative,
 	// no bound.
 	QueuedItemsPerJob int64 `json:"queued_items_per_job,omitempty"`
+	// QueuedBytesPerUser, when positive, gives each user's jobs a work
+	// stream of their own bounded to that many bytes, which the server
+	// reserves in its store: no user can fill another's (see
+	// workstreams.go). Zero means one work stream for every job.
+	QueuedBytesPerUser int64 `json:"queued_bytes_per_user,omitempty"`
 }
 
 // defaultStoreBytes is the store the default bounds are shares of when
@@ -139,6 +145,17 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// DefaultUserBytes is the usual Limits.QueuedBytesPerUser: a sixteenth of
+// the work stream's share of the store, so that fifteen users and the jobs
+// of none fit in it.
+func (l Limits) DefaultUserBytes() int64 {
+	store := l.StoreBytes
+	if store <= 0 {
+		store = defaultStoreBytes
+	}
+	return store / 1000 * streamShares[workFamily] / 16
+}
+
 // LogLinesPerJob is how many of its newest log lines a job keeps: the logs
 // stream holds at most that many messages per subject.
 const LogLinesPerJob = 10_000
@@ -188,6 +205,10 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	if l.QueuedItemsPerJob > 0 { // a job's subject full: its pushes are refused, others' not
 		work.MaxMsgsPerSubject, work.DiscardNewPerSubject = l.QueuedItemsPerJob, true
 	}
+	if l.QueuedBytesPerUser > 0 { // the stream of jobs with no owner; users' streams copy it
+		work.Subjects, work.MaxBytes = nil, l.QueuedBytesPerUser
+		work.Metadata = map[string]string{userBytesKey: strconv.FormatInt(l.QueuedBytesPerUser, 10)}
+	}
 	results := s(resultsFamily, "exactly one result per item", p+".results.*.*")
 	// One message per subject, a second refused by the server itself: one
 	// result per item holds for every client, not only for Pace's SDK.
@@ -210,8 +231,8 @@ func (c *Client) streams(l Limits) []jetstream.StreamConfig {
 	logs := s(logsFamily, "job log lines", p+".logs.*")
 	logs.MaxAge = l.LogsMaxAge
 	logs.MaxMsgsPerSubject = LogLinesPerJob // a chatty job loses its oldest lines, not others' lines
-	adv := s(advisoriesFamily, "max-deliveries advisories of the work stream, for dead-lettering",
-		maxDeliveriesAdvisories+c.prefix.Stream(workFamily)+".*")
+	adv := s(advisoriesFamily, "max-deliveries advisories of the work streams, for dead-lettering",
+		c.advisories(c.prefix.Stream(workFamily)))
 	adv.Retention = jetstream.WorkQueuePolicy
 	// The ledger before the work stream: moving an old work stream enters
 	// results in it.
@@ -245,6 +266,14 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 	}
 	for _, cfg := range streams {
 		cfg.Replicas = keepReplicas(auto, replicas, have[cfg.Name])
+		if cfg.Name == c.prefix.Stream(workFamily) && l.QueuedBytesPerUser > 0 {
+			if cfg.Subjects, err = c.userWorkSubjects(ctx, have[cfg.Name]); err != nil {
+				return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+			}
+		}
+		if cfg.Name == c.prefix.Stream(advisoriesFamily) && have[cfg.Name] != nil {
+			cfg.Subjects = c.advisorySubjects(have[cfg.Name].Subjects)
+		}
 		if cfg.Name == c.prefix.Stream(workFamily) {
 			migrated, err := c.migrateWork(ctx, cfg, have[cfg.Name])
 			if err != nil {
@@ -272,7 +301,7 @@ func (c *Client) Provision(ctx context.Context, l Limits) error {
 			return err
 		}
 	}
-	if err := c.ensureLedgerConsumer(ctx); err != nil {
+	if err := c.ensureLedgerConsumer(ctx, c.prefix.Stream(workFamily)); err != nil {
 		return err
 	}
 	return c.ensureDeadLetterConsumer(ctx)
@@ -355,7 +384,7 @@ func (c *Client) ensureDeadLetterConsumer(ctx context.Context) error {
 	return c.ensureConsumer(ctx, c.prefix.Stream(advisoriesFamily), jetstream.ConsumerConfig{
 		Durable: deadLetterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		Description:   "moves items past their max deliveries to the dead-letter subject",
-		FilterSubject: maxDeliveriesAdvisories + c.prefix.Stream(workFamily) + ".*",
+		FilterSubject: c.advisories("*"),
 	})
 }
 

@@ -12,34 +12,51 @@ import (
 	"github.com/pace-platform/pace/schemas"
 )
 
-// QueuedWork is what the work stream holds, by subject, as one
-// stream-info request reads it.
+// QueuedWork is what the work streams hold, by subject, as one
+// stream-info request per stream reads it.
 type QueuedWork struct {
 	// Subjects maps each pace.work.<job> subject holding messages to how
 	// many it holds (queued and in flight).
 	Subjects map[string]uint64
-	// LastSeq is the stream's last sequence at that moment: every
-	// counted message has a sequence at most LastSeq.
-	LastSeq uint64
+	// Streams maps each of those subjects to the work stream holding it.
+	Streams map[string]string
+	// LastSeq is, by subject, its stream's last sequence at that moment:
+	// every counted message has a sequence at most LastSeq.
+	LastSeq map[string]uint64
 }
 
-// QueuedWork counts the work stream's messages by subject, in one request
-// however many jobs there are (nats.go pages through very many subjects).
+// QueuedWork counts the work streams' messages by subject, in one request
+// per stream however many jobs there are (nats.go pages through very many
+// subjects).
 func (q Queues) QueuedWork(ctx context.Context) (QueuedWork, error) {
 	c := q.c
-	st, err := c.Stream(ctx, workFamily)
+	w := QueuedWork{Subjects: map[string]uint64{}, Streams: map[string]string{}, LastSeq: map[string]uint64{}}
+	names, err := c.workStreamNames(ctx)
 	if err != nil {
-		return QueuedWork{}, err
+		return w, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.prefix.Work("*")))
-	if err != nil {
-		return QueuedWork{}, fmt.Errorf("stream %s subjects: %w", c.prefix.Stream(workFamily), err)
+	for _, name := range names {
+		st, err := c.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return w, fmt.Errorf("stream %s: %w", name, err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.prefix.Work("*")))
+		if err != nil {
+			return w, fmt.Errorf("stream %s subjects: %w", name, err)
+		}
+		for subject, n := range info.State.Subjects {
+			w.Subjects[subject], w.Streams[subject], w.LastSeq[subject] = n, name, info.State.LastSeq
+		}
 	}
-	return QueuedWork{Subjects: info.State.Subjects, LastSeq: info.State.LastSeq}, nil
+	return w, nil
 }
 
 // RefuseWork moves the messages of subject (a pace.work.<job> subject)
-// with a sequence at most upTo to the job's dead letters (pace.dead.<job>)
+// of the work stream name with a sequence at most upTo to the job's dead
+// letters (pace.dead.<job>)
 // as refused, with why as their last error, and returns how many it moved.
 // It is how items published to a job that does not accept them leave the
 // work stream.
@@ -64,13 +81,24 @@ func (q Queues) QueuedWork(ctx context.Context) (QueuedWork, error) {
 // acknowledges meanwhile is gone when the deletion comes, which is no
 // error; its letter then stands beside its result, as a letter can.
 // A letter too large for the bus even without the body is logged as an
-// error and its message left where it is.
-func (q Queues) RefuseWork(ctx context.Context, subject string, upTo uint64, why string) (int, error) {
-	c := q.c
-	name := c.prefix.Stream(workFamily)
-	st, err := c.Stream(ctx, workFamily)
+// error and its message left where it is. A user's work stream left with no
+// job and no item is deleted.
+func (q Queues) RefuseWork(ctx context.Context, name, subject string, upTo uint64, why string) (int, error) {
+	n, err := q.c.moveRefused(ctx, name, subject, upTo, why)
+	if err == nil {
+		err = q.c.dropIfIdle(ctx, name)
+	}
+	return n, err
+}
+
+// moveRefused is RefuseWork but for the deletion of an idle stream.
+func (c *Client) moveRefused(ctx context.Context, name, subject string, upTo uint64, why string) (int, error) {
+	st, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("stream %s: %w", name, err)
 	}
 	job := c.prefix.SubjectJob(subject)
 	moved := 0

@@ -42,7 +42,7 @@ func TestRefuseWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := c.Queues().RefuseWork(ctx, subject, seqs[1], "no such job")
+	n, err := c.Queues().RefuseWork(ctx, "PACE_WORK", subject, seqs[1], "no such job")
 	if err != nil || n != 2 {
 		t.Fatalf("RefuseWork = %d, %v; want 2 moved", n, err)
 	}
@@ -50,8 +50,8 @@ func TestRefuseWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Subjects[subject] != 1 || q.LastSeq != seqs[2] {
-		t.Errorf("queued = %v (last %d), want the item past the bound left (last %d)", q.Subjects, q.LastSeq, seqs[2])
+	if q.Subjects[subject] != 1 || q.LastSeq[subject] != seqs[2] {
+		t.Errorf("queued = %v (last %d), want the item past the bound left (last %d)", q.Subjects, q.LastSeq[subject], seqs[2])
 	}
 	var letters []*bus.StoredLetter
 	for l, err := range c.Letters().List(ctx, bus.DeadItems, "gone", false) {
@@ -105,7 +105,7 @@ func TestRefuseWorkDeletesProcessedItems(t *testing.T) {
 	}
 	queue("a", "again")
 
-	n, err := c.Queues().RefuseWork(ctx, subject, ^uint64(0), "job completed")
+	n, err := c.Queues().RefuseWork(ctx, "PACE_WORK", subject, ^uint64(0), "job completed")
 	if err != nil || n != 2 {
 		t.Fatalf("RefuseWork = %d, %v; want 2 moved (b, a again), the processed a deleted", n, err)
 	}

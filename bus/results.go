@@ -61,7 +61,11 @@ func (out Outputs) Results(ctx context.Context, job string, opts ...ResultsOptio
 // stored before its item is acknowledged, so any result of finished work is
 // already counted by the second check.
 func (c *Client) resultsComplete(ctx context.Context, results jetstream.Consumer, job string) (bool, error) {
-	info, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
+	stream, err := c.jobWorkStream(ctx, job)
+	if err != nil {
+		return false, err
+	}
+	info, err := c.jobConsumer(ctx, stream, job)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:

@@ -41,10 +41,12 @@ func Temporary(err error) bool {
 }
 
 // JetStream's codes for a store out of room: the server's or account's
-// storage (insufficient resources), or a stream's bounds with discard new
+// storage (insufficient resources; a new stream's bytes beyond what the
+// store has left to reserve), or a stream's bounds with discard new
 // (maximum bytes or messages exceeded, in a store failure).
 const (
 	errCodeInsufficientResources = 10023
+	errCodeStorageExceeded       = 10047
 	errCodeStoreFailed           = 10077
 )
 
@@ -55,8 +57,9 @@ func StoreFull(err error) bool {
 	if !errors.As(err, &apiErr) {
 		return false
 	}
-	return apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStoreFailed &&
-		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages"))
+	return apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStorageExceeded ||
+		apiErr.ErrorCode == errCodeStoreFailed &&
+			(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages"))
 }
 
 // perSubjectFull reports whether err is JetStream refusing a message because

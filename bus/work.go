@@ -186,7 +186,7 @@ func (c *Client) openJob(ctx context.Context, job string) (_ *schemas.JobRecord,
 		return nil, fmt.Errorf("open job %s: %w", job, err)
 	}
 	if c.token != "" { // the manager makes the work consumer: see ReadRequest
-		_, err := c.js.Consumer(ctx, c.prefix.Stream(workFamily), schemas.WorkConsumer(job))
+		_, err := c.workConsumer(ctx, rec)
 		switch {
 		case err == nil:
 		case errors.Is(err, jetstream.ErrConsumerNotFound) && (rec.State.Final() || rec.StopRequested):
@@ -289,7 +289,11 @@ func getJob(ctx context.Context, kv jetstream.KeyValue, job string) (*schemas.Jo
 // AckWait is the item lease, MaxDeliver the attempts before dead-lettering.
 func (c *Client) ensureWorkConsumer(ctx context.Context, rec *schemas.JobRecord) (jetstream.Consumer, error) {
 	name := schemas.WorkConsumer(rec.ID)
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.prefix.Stream(workFamily), jetstream.ConsumerConfig{
+	stream, err := c.acceptWork(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:       name,
 		Description:   "work items of job " + rec.ID,
 		FilterSubject: c.prefix.Work(rec.ID),

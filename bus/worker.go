@@ -96,7 +96,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if hb == 0 {
 		hb = rec.Spec.ItemTimeout.D() / 3
 	}
-	cons, err := w.c.js.Consumer(ctx, w.c.prefix.Stream(workFamily), schemas.WorkConsumer(w.job))
+	cons, err := w.c.workConsumer(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("work consumer for %s: %w", w.job, err)
 	}

@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 )
@@ -143,6 +145,28 @@ const (
 // Stream returns the name of the stream holding s, e.g.
 // Stream(StreamWork) = "PACE_WORK".
 func (p Prefix) Stream(s Stream) string { return strings.ToUpper(string(p)) + "_" + string(s) }
+
+// userWorkPrefix starts the name of each user's work stream, after the
+// prefix; 16 hexadecimal digits follow.
+const userWorkPrefix = "_WORK_U"
+
+// UserWorkStream returns the name of the work stream of owner's jobs when
+// each user has one: "PACE_WORK_U" and the first 16 hexadecimal digits of
+// the SHA-256 of owner, e.g. "PACE_WORK_U2bd806c97f0e00af".
+func (p Prefix) UserWorkStream(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return strings.ToUpper(string(p)) + userWorkPrefix + hex.EncodeToString(sum[:8])
+}
+
+// IsUserWorkStream reports whether name is a user's work stream.
+func (p Prefix) IsUserWorkStream(name string) bool {
+	rest, ok := strings.CutPrefix(name, strings.ToUpper(string(p))+userWorkPrefix)
+	if !ok || len(rest) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
 
 // Bucket returns the name of a bucket, e.g. Bucket(BucketJobs) = "pace_jobs".
 func (p Prefix) Bucket(b Bucket) string { return string(p) + "_" + string(b) }

@@ -171,6 +171,24 @@ func (s *Service) catchUp() {
 	}
 }
 
+// ownerOf returns the owner of job, "" when it has none or is unknown.
+func (s *Service) ownerOf(job string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owner[job]
+}
+
+// workStream names the work stream of owner's jobs.
+func (s *Service) workStream(owner string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), catchUpWait)
+	defer cancel()
+	work, err := s.c.WorkStream(ctx, owner)
+	if err != nil {
+		return "", fmt.Errorf("work stream unknown: %w", err)
+	}
+	return work, nil
+}
+
 // jobsOf returns the most recent MaxJobs jobs of user.
 func (s *Service) jobsOf(user string) []string {
 	s.mu.Lock()
@@ -217,7 +235,12 @@ func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
 	}
 	p, caller := s.c.Prefix(), bus.CallerID(token)
 	if job, ok := s.jobs.Job(token); ok {
-		return "worker:" + job, Worker(p, caller, job), nil
+		s.catchUp()
+		work, err := s.workStream(s.ownerOf(job))
+		if err != nil {
+			return "", jwt.Permissions{}, err
+		}
+		return "worker:" + job, Worker(p, caller, work, job), nil
 	}
 	if s.users != nil {
 		if u, ok := s.users.Lookup(token); ok {
@@ -225,7 +248,11 @@ func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
 				return u.Name, Admin(p, caller), nil
 			}
 			s.catchUp()
-			return u.Name, Tenant(p, caller, s.jobsOf(u.Name)), nil
+			work, err := s.workStream(u.Name)
+			if err != nil {
+				return "", jwt.Permissions{}, err
+			}
+			return u.Name, Tenant(p, caller, work, s.jobsOf(u.Name)), nil
 		}
 	}
 	return "", jwt.Permissions{}, fmt.Errorf("invalid token")

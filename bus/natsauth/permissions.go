@@ -48,12 +48,13 @@ func readJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 }
 
 // workJob lets a caller process job's items: fetch them from the job's
-// work consumer (which the manager makes), acknowledge them, store results,
-// dead letters and failures, and announce its presence.
-func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
-	work, consumer := p.Stream(schemas.StreamWork), schemas.WorkConsumer(job)
-	if job == "*" { // every job's consumer: an admin
-		consumer = "*"
+// work consumer on the work stream named work (which the manager makes),
+// acknowledge them, store results, dead letters and failures, and announce
+// its presence.
+func workJob(perms *jwt.Permissions, p schemas.Prefix, work, job string) {
+	consumer := schemas.WorkConsumer(job)
+	if job == "*" { // every job's consumer of every work stream: an admin
+		work, consumer = "*", "*"
 	}
 	perms.Pub.Allow.Add(
 		"$JS.API.CONSUMER.INFO."+work+"."+consumer,
@@ -65,27 +66,28 @@ func workJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 	)
 }
 
-// Tenant returns the permissions of a user owning jobs, whose token's
-// bus.CallerID is caller: submit and control jobs (the manager checks each
-// request's owner), push items to, process, and read each of the jobs.
-func Tenant(p schemas.Prefix, caller string, jobs []string) jwt.Permissions {
+// Tenant returns the permissions of a user owning jobs, whose items are on
+// the work stream named work, and whose token's bus.CallerID is caller:
+// submit and control jobs (the manager checks each request's owner), push
+// items to, process, and read each of the jobs.
+func Tenant(p schemas.Prefix, caller, work string, jobs []string) jwt.Permissions {
 	perms := common(p, caller)
 	perms.Pub.Allow.Add(p.Submit(), p.Control("stop"), p.Control("terminate"), p.Control("declare")) // not fail: the stages
 	for _, job := range jobs {
 		perms.Pub.Allow.Add(p.Work(job))
 		readJob(&perms, p, job)
-		workJob(&perms, p, job)
+		workJob(&perms, p, work, job)
 	}
 	return perms
 }
 
-// Worker returns the permissions of job's workers, whose job token's
-// bus.CallerID is caller: process its items and read its record, nothing
-// of another job.
-func Worker(p schemas.Prefix, caller, job string) jwt.Permissions {
+// Worker returns the permissions of job's workers, whose items are on the
+// work stream named work and whose job token's bus.CallerID is caller:
+// process its items and read its record, nothing of another job.
+func Worker(p schemas.Prefix, caller, work, job string) jwt.Permissions {
 	perms := common(p, caller)
 	readJob(&perms, p, job)
-	workJob(&perms, p, job)
+	workJob(&perms, p, work, job)
 	return perms
 }
 
@@ -93,7 +95,7 @@ func Worker(p schemas.Prefix, caller, job string) jwt.Permissions {
 // bus.CallerID is caller: a tenant of every job, who may also read the
 // admission events and list streams.
 func Admin(p schemas.Prefix, caller string) jwt.Permissions {
-	perms := Tenant(p, caller, []string{"*"})
+	perms := Tenant(p, caller, "*", []string{"*"})
 	perms.Pub.Allow.Add("$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES")
 	readers(&perms, p, caller, p.Stream(schemas.StreamAdmission))
 	return perms

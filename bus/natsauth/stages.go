@@ -59,14 +59,14 @@ func forPrefix(p schemas.Prefix) func([]string) []string {
 var stageRights = map[string]StageRights{
 	"pace-manager": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "$KV.pace_flowcontrol.>", "pace.jobs.>", "pace.work.>",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$KV.pace_flowcontrol.>", "pace.jobs.>", "pace.work.>",
 			"pace.logs.>", "pace.dead.>", "pace.metrics.*.dead", "$O.pace_dead_letters.>", "pace.ledger.>", "pace.migration.>",
 			"$KV.pace_jobs.>", "$KV.pace_plugins.>", "$KV.pace_clusters.>", "$KV.pace_item_times.>", "$KV.pace_failures.>",
 			"$KV.pace_leases.manager", "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.CREATE.*",
-			"$JS.API.STREAM.UPDATE.*", "$JS.API.STREAM.DELETE.PACE_PROBE", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.GET.*",
-			"$JS.API.STREAM.MSG.DELETE.PACE_WORK", "$JS.API.STREAM.MSG.DELETE.PACE_RESULTS", "$JS.API.DIRECT.GET.>",
-			"$JS.API.CONSUMER.>", "$JS.API.STREAM.DELETE.PACE_WORK", "$JS.API.STREAM.DELETE.PACE_WORK_MIGRATION",
-			"$JS.API.STREAM.MSG.DELETE.PACE_WORK_MIGRATION", "$JS.ACK.PACE_ADVISORIES.>", "$JS.ACK.PACE_WORK.ledger.>",
+			"$JS.API.STREAM.UPDATE.*", "$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.GET.*",
+			"$JS.API.STREAM.MSG.DELETE.*", "$JS.API.DIRECT.GET.>",
+			"$JS.API.CONSUMER.>",
+			"$JS.ACK.PACE_ADVISORIES.>", "$JS.ACK.*.ledger.>",
 			"$JS.FC.>",
 		},
 		Subscribe: []string{"pace.submit", "pace.control.*", "pace.reader.>", "pace.flowcontrol.dump", "$SYS.REQ.USER.AUTH",
@@ -75,11 +75,11 @@ var stageRights = map[string]StageRights{
 	},
 	"pace-collector": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.CONSUMER.NAMES.PACE_RESULTS", "$JS.API.CONSUMER.NAMES.PACE_LEDGER",
-			"$JS.API.STREAM.LIST", "$JS.API.INFO", "pace.metrics.*.raw", "$KV.pace_leases.collector", "pace.metrics.*.dead",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.NAMES.PACE_RESULTS", "$JS.API.CONSUMER.NAMES.PACE_LEDGER",
+			"$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$JS.API.INFO", "pace.metrics.*.raw", "$KV.pace_leases.collector", "pace.metrics.*.dead",
 			"$O.pace_dead_letters.>", "$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>",
-			"$JS.API.STREAM.PURGE.OBJ_pace_dead_letters", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.PACE_WORK",
-			"$JS.API.CONSUMER.INFO.PACE_WORK.>", "$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter",
+			"$JS.API.STREAM.PURGE.OBJ_pace_dead_letters", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*",
+			"$JS.API.CONSUMER.INFO.*.>", "$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter",
 			"$JS.API.CONSUMER.CREATE.PACE_RESULTS.>", "$JS.API.CONSUMER.INFO.PACE_RESULTS.>",
 			"$JS.API.CONSUMER.DELETE.PACE_RESULTS.>", "$JS.API.CONSUMER.CREATE.PACE_LEDGER.>",
 			"$JS.API.CONSUMER.INFO.PACE_LEDGER.>", "$JS.API.CONSUMER.DELETE.PACE_LEDGER.>",
@@ -93,7 +93,7 @@ var stageRights = map[string]StageRights{
 	},
 	"pace-processor": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "$JS.API.INFO", "pace.metrics.*.progress",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$JS.API.INFO", "pace.metrics.*.progress",
 			"pace.metrics.*.dead", "$KV.pace_leases.processor", "$O.pace_dead_letters.>",
 			"$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters", "$JS.API.STREAM.INFO.*",
 			"$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter", "$JS.API.CONSUMER.INFO.PACE_WORK.ledger",
@@ -107,7 +107,7 @@ var stageRights = map[string]StageRights{
 	},
 	"pace-sink": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "$JS.API.INFO", "$JS.API.STREAM.INFO.*",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$JS.API.INFO", "$JS.API.STREAM.INFO.*",
 			"$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter", "$JS.API.CONSUMER.INFO.PACE_WORK.ledger",
 			"pace.metrics.*.dead", "$O.pace_dead_letters.>", "$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>",
 			"$JS.API.STREAM.PURGE.OBJ_pace_dead_letters", "$JS.API.CONSUMER.CREATE.PACE_METRICS.>",
@@ -120,7 +120,7 @@ var stageRights = map[string]StageRights{
 	},
 	"pace-controller": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "pace.decisions.*", "$KV.pace_controller.>",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "pace.decisions.*", "$KV.pace_controller.>",
 			"$KV.pace_leases.controller", "pace.metrics.*.dead", "$O.pace_dead_letters.>",
 			"$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters", "$JS.API.INFO",
 			"$JS.API.STREAM.INFO.*", "$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter",
@@ -137,7 +137,7 @@ var stageRights = map[string]StageRights{
 	},
 	"pace-gate": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "$JS.API.INFO", "pace.k8s.outcomes", "pace.admission.>",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$JS.API.INFO", "pace.k8s.outcomes", "pace.admission.>",
 			"$KV.pace_flowcontrol.>", "$KV.pace_leases.gate", "pace.logs.*", "pace.control.fail", "pace.metrics.*.usage",
 			"pace.metrics.*.dead", "$O.pace_dead_letters.>", "$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>",
 			"$JS.API.STREAM.PURGE.OBJ_pace_dead_letters", "pace.jobs.*.scaled", "$KV.pace_jobs.*", "$JS.API.STREAM.INFO.*",
@@ -158,7 +158,7 @@ var stageRights = map[string]StageRights{
 	},
 	"pace-actuator": {
 		Publish: []string{
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "$JS.API.INFO", "pace.k8s.requests", "pace.jobs.>",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$JS.API.INFO", "pace.k8s.requests", "pace.jobs.>",
 			"$KV.pace_jobs.>", "$KV.pace_leases.actuator", "pace.metrics.*.dead", "$O.pace_dead_letters.>",
 			"$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters",
 			"$JS.API.CONSUMER.CREATE.PACE_METRICS.>", "$JS.API.CONSUMER.MSG.NEXT.PACE_METRICS.>",
@@ -179,8 +179,8 @@ var stageRights = map[string]StageRights{
 		Publish: []string{
 			"pace.flowcontrol.dump", "pace.metrics.*.dead", "$O.pace_dead_letters.>",
 			"$JS.API.DIRECT.GET.OBJ_pace_dead_letters.>", "$JS.API.STREAM.PURGE.OBJ_pace_dead_letters",
-			"$JS.API.CONSUMER.LIST.PACE_WORK", "$JS.API.STREAM.LIST", "$JS.API.INFO", "$JS.API.STREAM.INFO.*",
-			"$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter", "$JS.API.CONSUMER.INFO.PACE_WORK.>",
+			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$JS.API.INFO", "$JS.API.STREAM.INFO.*",
+			"$JS.API.CONSUMER.INFO.PACE_ADVISORIES.dead-letter", "$JS.API.CONSUMER.INFO.*.>",
 			"$JS.API.CONSUMER.CREATE.PACE_JOBS.>", "$JS.API.CONSUMER.MSG.NEXT.PACE_JOBS.>",
 			"$JS.API.CONSUMER.DELETE.PACE_JOBS.>", "$JS.API.CONSUMER.INFO.PACE_JOBS.>", "$JS.API.CONSUMER.CREATE.PACE_LOGS.>",
 			"$JS.API.CONSUMER.MSG.NEXT.PACE_LOGS.>", "$JS.API.CONSUMER.DELETE.PACE_LOGS.>", "$JS.API.CONSUMER.INFO.PACE_LOGS.>",

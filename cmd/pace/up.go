@@ -167,7 +167,7 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer closeClient(c)
-	if err := c.Provision(ctx, o.f.prov.limits(int64(o.maxStore))); err != nil {
+	if err := c.Provision(ctx, o.f.prov.limits(int64(o.maxStore), secured)); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", o.f.http.addr)

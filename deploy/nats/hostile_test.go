@@ -227,6 +227,71 @@ func TestOneJobCannotFillTheWorkStream(t *testing.T) {
 	})
 }
 
+// TestOneUserCannotFillAnothersWorkStream plays alice as a hostile tenant
+// with nats.go alone, on a bus where each user's jobs have a work stream
+// of their own (Limits.QueuedBytesPerUser): she pushes large items to two
+// streaming jobs, which no worker serves, until the server refuses them.
+// It refuses them once her stream holds her quota, to both of her jobs
+// alike, and to no one else: bob's pushes, made after, are accepted and
+// his job gets every result. Once her job has ended, a push to it is
+// refused at once: no stream takes its subject any more.
+func TestOneUserCannotFillAnothersWorkStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const quota, size = 256 << 10, 8 << 10
+	b, watcher := provisionedWith(t, ctx, bus.Limits{QueuedBytesPerUser: quota})
+	b.callout(t)
+	alice := connectAs(t, ctx, b.url, tokenLogin("alice", aliceToken))
+	bob := connectAs(t, ctx, b.url, tokenLogin("bob", bobToken))
+	aliceJobs := []string{b.submit(t, ctx, alice, `{"mode":"streaming"}`), b.submit(t, ctx, alice, `{"mode":"streaming"}`)}
+	pusher := b.attacker(t, aliceToken)
+	payload := strings.Repeat("x", size)
+	push := func(i int) error {
+		job := aliceJobs[i%2]
+		body := fmt.Sprintf(`{"id":"flood%d","job":%q,"payload":%q}`, i, job, payload)
+		return publishUntilAnswered(t, ctx, pusher, schemas.DefaultPrefix.Work(job), fmt.Sprintf("flood%d", i), []byte(body))
+	}
+	accepted, refused := 0, 0
+	for i := 0; refused < 4 && i < 4*quota/size; i++ {
+		switch err := push(i); {
+		case err == nil:
+			accepted++
+		case strings.Contains(err.Error(), "maximum bytes exceeded"):
+			refused++
+		default:
+			t.Fatalf("push %d: %v", i, err)
+		}
+	}
+	if refused == 0 || accepted*size > quota || accepted*size < quota/2 {
+		t.Fatalf("alice's pushes of %d bytes: %d accepted, %d refused; want refusals once about %d bytes are queued", size, accepted, refused, quota)
+	}
+
+	bobJob := b.submit(t, ctx, bob, `{"mode":"streaming"}`)
+	items := make([]schemas.WorkItem, 10)
+	for i := range items {
+		items[i] = schemas.WorkItem{ID: fmt.Sprintf("bob%d", i), Payload: payload}
+	}
+	if err := bob.PushItems(ctx, bobJob, items); err != nil {
+		t.Fatalf("bob's pushes, while alice's stream is full: %v", err)
+	}
+	defer b.work(t, ctx, bobJob)()
+	bustest.Eventually(t, 2*time.Minute, "bob's 10 results", func() bool {
+		n, err := watcher.ResultCount(ctx, bobJob)
+		return err == nil && n == 10
+	})
+
+	if err := alice.Jobs().Terminate(ctx, aliceJobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ctx, watcher, aliceJobs[0], schemas.Terminated)
+	bustest.Eventually(t, time.Minute, "a push to alice's ended job refused", func() bool {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := pusher.Publish(pctx, schemas.DefaultPrefix.Work(aliceJobs[0]), []byte(`{"id":"late","payload":"x"}`))
+		return errors.Is(err, jetstream.ErrNoStreamResponse)
+	})
+}
+
 // TestAReaderIsItsAskersAlone plays alice as a hostile tenant with nats.go
 // alone, knowing the name of the consumer the manager (as auth.conf's
 // pace-manager) made for bob to read his job's results: the server refuses

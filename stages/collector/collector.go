@@ -139,6 +139,8 @@ type Bus interface {
 	Prefix() schemas.Prefix
 	// Stream returns a handle on a stream of the bus, looked up once.
 	Stream(ctx context.Context, family schemas.Stream) (jetstream.Stream, error)
+	// WorkStream names the stream holding the items of an owner's jobs.
+	WorkStream(ctx context.Context, owner string) (string, error)
 	// Letters keeps a job record it cannot read (Letters.Publish).
 	Letters() bus.Letters
 }

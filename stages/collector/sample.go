@@ -132,9 +132,13 @@ func (c *Stage) sample(ctx context.Context, rec *schemas.JobRecord, dead map[str
 	if !s.Deadline.IsZero() && !s.Deadline.After(s.StartedAt) {
 		s.Deadline = time.Time{}
 	}
-	work, err := c.js.Consumer(ctx, c.prefix.Stream(schemas.StreamWork), schemas.WorkConsumer(rec.ID))
+	stream, err := c.bus.WorkStream(ctx, rec.Spec.Owner)
+	if err != nil {
+		return nil, err
+	}
+	work, err := c.js.Consumer(ctx, stream, schemas.WorkConsumer(rec.ID))
 	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound): // no item queued yet, or released
+	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound): // no item queued yet, or released (an idle user's stream deleted)
 	case err != nil:
 		return nil, fmt.Errorf("work consumer: %w", err)
 	default:
@@ -162,7 +166,7 @@ func (c *Stage) sample(ctx context.Context, rec *schemas.JobRecord, dead map[str
 		s.Replicas = c.replicas.Count(rec.ID)
 	}
 	if s.Mode == schemas.Streaming && s.Pending+s.InFlight > 0 {
-		st, err := c.bus.Stream(ctx, schemas.StreamWork)
+		st, err := c.js.Stream(ctx, stream)
 		if err == nil {
 			var m *jetstream.RawStreamMsg
 			if m, err = st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.prefix.Work(rec.ID))); err == nil {

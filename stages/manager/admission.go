@@ -63,9 +63,10 @@ func (m *Stage) unfinishedOf(ctx context.Context, owner string, items bool) (job
 	return jobs, queued, nil
 }
 
-// undo removes a job whose items could not all be stored, so that a
-// submission stores its job and all its items or nothing, and returns the
-// refusal: 507 when the bus is full, 503 otherwise, both with Retry-After.
+// undo removes a job whose items could not all be stored (or whose user's
+// work stream could not be made), so that a submission stores its job and
+// all its items or nothing, and returns the refusal: 507 when the bus is
+// full, 503 otherwise, both with Retry-After.
 // Should the removal itself fail, the job is left in the error state.
 func (m *Stage) undo(ctx context.Context, job string, cause error) error {
 	ctx = context.WithoutCancel(ctx)

@@ -358,7 +358,7 @@ func (m *Stage) createAs(ctx context.Context, id string, sub *submission) (*sche
 		return nil, err
 	}
 	if err := m.bus.Queues().EnsureWork(ctx, rec); err != nil {
-		return nil, m.fail(ctx, id, err)
+		return nil, m.undo(ctx, id, err) // no room for its user's work stream: 507
 	}
 	if err := m.bus.QueueWorkload(ctx, id, sub.items); err != nil {
 		return nil, m.undo(ctx, id, err)

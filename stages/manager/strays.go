@@ -158,7 +158,7 @@ func (m *Stage) SweepStrays(ctx context.Context) {
 				return
 			}
 		}
-		if err := m.sweepSubject(ctx, subject, q.LastSeq, now, known); err != nil {
+		if err := m.sweepSubject(ctx, q.Streams[subject], subject, q.LastSeq[subject], now, known); err != nil {
 			m.swept.retry = true
 			if ctx.Err() == nil {
 				m.log.Warn("stray item check failed", "subject", subject, "err", err)
@@ -181,11 +181,12 @@ func (m *Stage) records(ctx context.Context) (map[string]*schemas.JobRecord, err
 	return byID, nil
 }
 
-// sweepSubject refuses the items of subject if its job does not accept
-// them; lastSeq is the work stream's last sequence when they were counted,
+// sweepSubject refuses the items of subject of the work stream named
+// stream if its job does not accept them; lastSeq is the stream's last
+// sequence when they were counted,
 // known the readable job records. A job's record is read only when known
 // lacks it, to tell a missing record from an unreadable one.
-func (m *Stage) sweepSubject(ctx context.Context, subject string, lastSeq uint64, now time.Time, known map[string]*schemas.JobRecord) error {
+func (m *Stage) sweepSubject(ctx context.Context, stream, subject string, lastSeq uint64, now time.Time, known map[string]*schemas.JobRecord) error {
 	job := m.bus.Prefix().SubjectJob(subject)
 	rec, err := known[job], error(nil)
 	if rec == nil {
@@ -206,7 +207,7 @@ func (m *Stage) sweepSubject(ctx context.Context, subject string, lastSeq uint64
 		}
 		// The items seen then have waited the grace; newer ones wait theirs.
 		m.sightings[subject] = sighting{at: now, lastSeq: lastSeq}
-		return m.refuse(ctx, subject, job, seen.lastSeq, "no_such_job", noSuchJob)
+		return m.refuse(ctx, stream, subject, job, seen.lastSeq, "no_such_job", noSuchJob)
 	case err != nil:
 		return err // an unreadable record: the manager rebuilds it; try again then
 	}
@@ -214,12 +215,13 @@ func (m *Stage) sweepSubject(ctx context.Context, subject string, lastSeq uint64
 	if !rec.State.Final() {
 		return nil // created or ongoing, stopping included
 	}
-	return m.refuse(ctx, subject, job, lastSeq, string(rec.State), "job "+string(rec.State))
+	return m.refuse(ctx, stream, subject, job, lastSeq, string(rec.State), "job "+string(rec.State))
 }
 
-// refuse moves subject's items up to sequence upTo to job's dead letters.
-func (m *Stage) refuse(ctx context.Context, subject, job string, upTo uint64, reason, why string) error {
-	n, err := m.bus.Queues().RefuseWork(ctx, subject, upTo, why+": it does not accept items")
+// refuse moves the items of subject in stream up to sequence upTo to job's
+// dead letters.
+func (m *Stage) refuse(ctx context.Context, stream, subject, job string, upTo uint64, reason, why string) error {
+	n, err := m.bus.Queues().RefuseWork(ctx, stream, subject, upTo, why+": it does not accept items")
 	if n > 0 {
 		m.metrics.refused.WithLabelValues(reason).Add(float64(n))
 		m.log.Warn("items refused", "job", job, "subject", subject, "items", n, "reason", why)
@@ -230,5 +232,9 @@ func (m *Stage) refuse(ctx context.Context, subject, job string, upTo uint64, re
 // refuseStrays refuses every item left on a finished job's queue, when
 // its resources are released.
 func (m *Stage) refuseStrays(ctx context.Context, rec *schemas.JobRecord) error {
-	return m.refuse(ctx, m.bus.Prefix().Work(rec.ID), rec.ID, ^uint64(0), string(rec.State), "job "+string(rec.State))
+	stream, err := m.bus.WorkStream(ctx, rec.Spec.Owner)
+	if err != nil {
+		return err
+	}
+	return m.refuse(ctx, stream, m.bus.Prefix().Work(rec.ID), rec.ID, ^uint64(0), string(rec.State), "job "+string(rec.State))
 }

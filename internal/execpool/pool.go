@@ -121,6 +121,15 @@ func (p *Pool) Handle(ctx context.Context, item *schemas.WorkItem) (string, erro
 		return "", err
 	}
 	ans, err := p.call(ctx, pr, item.ID, req)
+	if errors.As(err, new(unread)) {
+		// It exited while idle, after take found it healthy: a new one
+		// takes the item, once.
+		p.discard(pr)
+		if pr, err = p.take(item.ID); err != nil {
+			return "", err
+		}
+		ans, err = p.call(ctx, pr, item.ID, req)
+	}
 	if err != nil {
 		p.discard(pr)
 		return "", err

@@ -329,6 +329,18 @@ func TestExitedIdleProcessIsReplacedBeforeTheItem(t *testing.T) {
 	mustHandle(t, p, "b", "b", "b")
 }
 
+func TestProcessThatClosedItsInputIsReplacedBeforeTheItem(t *testing.T) {
+	// Each process closes its input once it has read one line, answers it
+	// and lives on: the pool sees it running, and only the write of the
+	// next item tells.
+	p := newPool(t, `echo $$ >> "$DIR/pids"; IFS= read -r l; exec 0<&-; echo "$l"; sleep 60`, execpool.Lines, 1)
+	mustHandle(t, p, "a", "a", "a")
+	mustHandle(t, p, "b", "b", "b")
+	if pids := p.pids(t); len(pids) != 2 {
+		t.Errorf("pids = %v, want a second process for the second item", pids)
+	}
+}
+
 func TestBufferingCommandIsReported(t *testing.T) {
 	dir := t.TempDir()
 	log := &lockedBuffer{}

@@ -197,6 +197,13 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
+// unread is the failure of a process that had closed its input (exited,
+// most often) before it was sent an item: no answer came from it, so
+// another process may take the item.
+type unread struct{ error }
+
+func (u unread) Unwrap() error { return u.error }
+
 // call sends an item's line and returns the answer line. In JSON mode a
 // line that is not a JSON object is the process's own output: it is logged
 // as the item's ("item stdout", within a lines.Budget) and the answer is
@@ -219,7 +226,11 @@ func (p *Pool) call(ctx context.Context, pr *process, item string, req []byte) (
 		if ctx.Err() != nil {
 			return nil, p.cancelled(ctx)
 		}
-		return nil, pr.failure(fmt.Errorf("write item: %w", err))
+		failed := pr.failure(fmt.Errorf("write item: %w", err))
+		if errors.Is(err, syscall.EPIPE) {
+			return nil, unread{failed}
+		}
+		return nil, failed
 	}
 	var other lines.Budget // json mode: stdout lines that are not answers
 	for {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -237,16 +238,49 @@ func (c *Client) dropIfIdle(ctx context.Context, name string) error {
 }
 
 // editSubjects sets the subjects of stream name to edit's answer, given
-// them; nil leaves them. Edits are serialized within the process, and only
-// the manager makes them.
+// them; nil leaves them. Only the manager edits them.
 func (c *Client) editSubjects(ctx context.Context, name string, edit func([]string) []string) error {
 	c.work.mu.Lock()
 	defer c.work.mu.Unlock()
 	return c.editSubjectsLocked(ctx, name, edit)
 }
 
+// subjectsKey is the key of the leases bucket held while a process edits
+// work streams' subjects.
+const subjectsKey = "work-subjects"
+
+// lockSubjects holds subjectsKey, so that the edits of the manager's
+// replicas come one after the other: JetStream updates a stream's whole
+// configuration, so of two edits read at once, the second to land would
+// undo the first. A holder that died lets go when the bucket's TTL
+// (Limits.LeaseTTL) expires its key. The returned func lets go.
+func (c *Client) lockSubjects(ctx context.Context) (func(), error) {
+	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(leasesBucket))
+	if err != nil {
+		return nil, fmt.Errorf("leases bucket: %w", err)
+	}
+	pause := newPause(10*time.Millisecond, 250*time.Millisecond)
+	for {
+		rev, err := kv.Create(ctx, subjectsKey, []byte(c.nc.Opts.Name))
+		if err == nil {
+			return func() { _ = kv.Delete(context.WithoutCancel(ctx), subjectsKey, jetstream.LastRevision(rev)) }, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("lock work streams' subjects: %w", err)
+		}
+		if pause.wait(ctx); ctx.Err() != nil {
+			return nil, fmt.Errorf("lock work streams' subjects: %w", ctx.Err())
+		}
+	}
+}
+
 // editSubjectsLocked is editSubjects with c.work.mu held.
 func (c *Client) editSubjectsLocked(ctx context.Context, name string, edit func([]string) []string) error {
+	unlock, err := c.lockSubjects(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	st, err := c.js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", name, err)

@@ -169,3 +169,47 @@ func TestAUsersWorkStreamNeedsRoomInTheStore(t *testing.T) {
 		t.Errorf("push to the first user's job once the store is full: %v", err)
 	}
 }
+
+// Two managers' replicas that make jobs of one user at once each add the
+// job's subject to the user's stream: none undoes another's (JetStream
+// updates a stream's whole configuration, so the edits take turns).
+func TestConcurrentEditsLoseNoJobsSubject(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := bustest.Server(t)
+	var replicas []*bus.Client
+	for range 2 {
+		c, err := bus.Connect(ctx, "", bus.WithServer(srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		if err := c.Provision(ctx, bus.Limits{QueuedBytesPerUser: 1 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, c)
+	}
+	declareOwned(t, ctx, replicas[0], "first", "alice", 0) // the stream made
+	const each = 15
+	errs := make(chan error, 2*each)
+	for r, c := range replicas {
+		for i := range each {
+			go func() {
+				_, err := c.DeclareJob(ctx, fmt.Sprintf("r%d-%d", r, i), schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"})
+				errs <- err
+			}()
+		}
+	}
+	for range 2 * each {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := replicas[0].JetStream().Stream(ctx, replicas[0].Prefix().UserWorkStream("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Subjects; len(got) != 2*each+1 {
+		t.Errorf("alice's stream lists %d subjects, want %d: %v", len(got), 2*each+1, got)
+	}
+}

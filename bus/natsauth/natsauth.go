@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,26 @@ func (s *Service) workStream(owner string) (string, error) {
 	return work, nil
 }
 
+// workStreams names the work streams of every owner of a job seen, the
+// stream of jobs with no owner first.
+func (s *Service) workStreams() ([]string, error) {
+	s.mu.Lock()
+	owners := slices.Collect(maps.Keys(s.owners))
+	s.mu.Unlock()
+	slices.Sort(owners)
+	works := []string{}
+	for _, owner := range append([]string{""}, owners...) {
+		work, err := s.workStream(owner)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(works, work) {
+			works = append(works, work)
+		}
+	}
+	return works, nil
+}
+
 // jobsOf returns the most recent MaxJobs jobs of user.
 func (s *Service) jobsOf(user string) []string {
 	s.mu.Lock()
@@ -245,7 +266,12 @@ func (s *Service) authorize(token string) (string, jwt.Permissions, error) {
 	if s.users != nil {
 		if u, ok := s.users.Lookup(token); ok {
 			if u.IsAdmin() {
-				return u.Name, Admin(p, caller), nil
+				s.catchUp()
+				works, err := s.workStreams()
+				if err != nil {
+					return "", jwt.Permissions{}, err
+				}
+				return u.Name, Admin(p, caller, works), nil
 			}
 			s.catchUp()
 			work, err := s.workStream(u.Name)

@@ -53,8 +53,8 @@ func readJob(perms *jwt.Permissions, p schemas.Prefix, job string) {
 // its presence.
 func workJob(perms *jwt.Permissions, p schemas.Prefix, work, job string) {
 	consumer := schemas.WorkConsumer(job)
-	if job == "*" { // every job's consumer of every work stream: an admin
-		work, consumer = "*", "*"
+	if job == "*" { // every job's consumer of the stream: an admin
+		consumer = "*"
 	}
 	perms.Pub.Allow.Add(
 		"$JS.API.CONSUMER.INFO."+work+"."+consumer,
@@ -92,10 +92,14 @@ func Worker(p schemas.Prefix, caller, work, job string) jwt.Permissions {
 }
 
 // Admin returns the permissions of pace:admins, whose token's
-// bus.CallerID is caller: a tenant of every job, who may also read the
-// admission events and list streams.
-func Admin(p schemas.Prefix, caller string) jwt.Permissions {
-	perms := Tenant(p, caller, "*", []string{"*"})
+// bus.CallerID is caller: a tenant of every job on the work streams works
+// (those that exist when it connects), who may also read the admission
+// events and list streams.
+func Admin(p schemas.Prefix, caller string, works []string) jwt.Permissions {
+	perms := Tenant(p, caller, works[0], []string{"*"})
+	for _, work := range works[1:] {
+		workJob(&perms, p, work, "*")
+	}
 	perms.Pub.Allow.Add("$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES")
 	readers(&perms, p, caller, p.Stream(schemas.StreamAdmission))
 	return perms

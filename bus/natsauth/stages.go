@@ -62,7 +62,7 @@ var stageRights = map[string]StageRights{
 			"$JS.API.CONSUMER.LIST.*", "$JS.API.STREAM.LIST", "$JS.API.STREAM.NAMES", "$KV.pace_flowcontrol.>", "pace.jobs.>", "pace.work.>",
 			"pace.logs.>", "pace.dead.>", "pace.metrics.*.dead", "$O.pace_dead_letters.>", "pace.ledger.>", "pace.migration.>",
 			"$KV.pace_jobs.>", "$KV.pace_plugins.>", "$KV.pace_clusters.>", "$KV.pace_item_times.>", "$KV.pace_failures.>",
-			"$KV.pace_leases.manager", "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.CREATE.*",
+			"$KV.pace_leases.manager", "$KV.pace_leases.work-subjects", "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.CREATE.*",
 			"$JS.API.STREAM.UPDATE.*", "$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.GET.*",
 			"$JS.API.STREAM.MSG.DELETE.*", "$JS.API.DIRECT.GET.>",
 			"$JS.API.CONSUMER.>",

@@ -265,6 +265,7 @@ func TestOneUserCannotFillAnothersWorkStream(t *testing.T) {
 	if refused == 0 || accepted*size > quota || accepted*size < quota/2 {
 		t.Fatalf("alice's pushes of %d bytes: %d accepted, %d refused; want refusals once about %d bytes are queued", size, accepted, refused, quota)
 	}
+	t.Logf("alice's pushes of %d bytes to two jobs: %d accepted (%d bytes of payload), then refused", size, accepted, accepted*size)
 
 	bobJob := b.submit(t, ctx, bob, `{"mode":"streaming"}`)
 	items := make([]schemas.WorkItem, 10)

@@ -446,6 +446,8 @@ func (c *Client) attempt(ctx context.Context, what string, call func(context.Con
 // setting that want sets. Settings want leaves at their zero value are the
 // server's defaults, which the server fills in, so they are not compared;
 // enumerations (retention, discard, storage) are, their zero being a value.
+// Of a map (the metadata), only the keys want sets are compared: the server
+// adds its own.
 func covers(have, want *jetstream.StreamConfig) bool {
 	if have == nil {
 		return false
@@ -457,6 +459,15 @@ func covers(have, want *jetstream.StreamConfig) bool {
 	_ = json.Unmarshal(jw, &mw)
 	for k, v := range mw {
 		if v == nil || reflect.ValueOf(v).IsZero() {
+			continue
+		}
+		if m, ok := v.(map[string]any); ok {
+			hm, _ := mh[k].(map[string]any)
+			for mk, mv := range m {
+				if !reflect.DeepEqual(hm[mk], mv) {
+					return false
+				}
+			}
 			continue
 		}
 		if !reflect.DeepEqual(mh[k], v) {

@@ -24,6 +24,10 @@ type natsFlags struct {
 	connectTimeout         time.Duration
 }
 
+// authenticated reports whether the connection logs in as a user of the
+// server (a stage's), so that the bus authenticates its users.
+func (f *natsFlags) authenticated() bool { return f.user != "" || f.nkey != "" || f.creds != "" }
+
 func (f *natsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "NATS server URL (the one 'pace up' prints)")
 	_ = fs.SetAnnotation("nats", envAnnotation, []string{"PACE_NATS_URL"})

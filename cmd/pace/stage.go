@@ -218,7 +218,7 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	// A stage started while its cluster recovers waits for it rather than
 	// exiting, for as long as it would wait for an unreachable server.
 	err = bus.RetryTemporary(ctx, log, o.nats.connectTimeout, "provision", func(ctx context.Context) error {
-		return c.Provision(ctx, o.f.prov.limits(int64(o.busStore), o.nats.user != ""))
+		return c.Provision(ctx, o.f.prov.limits(int64(o.busStore), o.nats.authenticated()))
 	})
 	if err != nil {
 		return signalled(ctx, err)

@@ -138,9 +138,12 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 	p := schemas.DefaultPrefix
 	const job = "perm"
 
-	// The manager provisions a fresh bus and declares alice's job.
+	// The manager provisions a fresh bus, where each user's jobs have a
+	// work stream of their own (as every stage logging in as a user of
+	// auth.conf provisions it), and declares alice's job.
+	limits := bus.Limits{QueuedBytesPerUser: 1 << 20}
 	manager := connect(t, ctx, url, "manager")
-	if err := manager.Provision(ctx, bus.Limits{}); err != nil {
+	if err := manager.Provision(ctx, limits); err != nil {
 		t.Fatalf("manager provisions: %v", err)
 	}
 	if _, err := manager.DeclareJob(ctx, job, schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}); err != nil {
@@ -214,7 +217,11 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 				Durable: "count-" + job, FilterSubject: p.JobResults(job), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 				return err
 			}
-			if _, err := c.JetStream().Consumer(ctx, "PACE_WORK", "work-"+job); err != nil {
+			work, err := c.WorkStream(ctx, "alice")
+			if err != nil {
+				return err
+			}
+			if _, err := c.JetStream().Consumer(ctx, work, "work-"+job); err != nil {
 				return err
 			}
 			if _, err := c.Jobs().List(ctx); err != nil {
@@ -345,7 +352,7 @@ func TestEachStageUserCanDoItsWorkAndNothingElse(t *testing.T) {
 			// Every stage provisions at start: on a provisioned bus that
 			// must need no more than reading.
 			if st.who.token == "" {
-				if err := c.Provision(ctx, bus.Limits{}); err != nil {
+				if err := c.Provision(ctx, limits); err != nil {
 					t.Fatalf("provision as %s: %v", st.who.name, err)
 				}
 			}

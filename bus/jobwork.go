@@ -215,10 +215,6 @@ func (q Queues) DeleteWorkConsumer(ctx context.Context, job string) error {
 	if err != nil {
 		return err
 	}
-	err = c.js.DeleteConsumer(ctx, stream, schemas.WorkConsumer(job))
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("delete work consumer of %s: %w", job, err)
-	}
 	return c.refuseWork(ctx, stream, job)
 }
 

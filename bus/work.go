@@ -289,19 +289,19 @@ func getJob(ctx context.Context, kv jetstream.KeyValue, job string) (*schemas.Jo
 // AckWait is the item lease, MaxDeliver the attempts before dead-lettering.
 func (c *Client) ensureWorkConsumer(ctx context.Context, rec *schemas.JobRecord) (jetstream.Consumer, error) {
 	name := schemas.WorkConsumer(rec.ID)
-	stream, err := c.acceptWork(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:       name,
-		Description:   "work items of job " + rec.ID,
-		FilterSubject: c.prefix.Work(rec.ID),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait:       rec.Spec.ItemTimeout.D(),
-		MaxDeliver:    rec.Spec.MaxDeliveries,
-		MaxAckPending: -1,
+	var cons jetstream.Consumer
+	err := c.acceptWork(ctx, rec, func(stream string) (err error) {
+		cons, err = c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   "work items of job " + rec.ID,
+			FilterSubject: c.prefix.Work(rec.ID),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckWait:       rec.Spec.ItemTimeout.D(),
+			MaxDeliver:    rec.Spec.MaxDeliveries,
+			MaxAckPending: -1,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("work consumer %s: %w", name, err)

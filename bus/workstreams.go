@@ -44,10 +44,12 @@ type workLayout struct {
 	base jetstream.StreamConfig
 }
 
-// workStreams caches the layout and serializes subject changes.
+// workStreams caches the layout and serializes the process's changes to
+// users' work streams (see lockWork).
 type workStreams struct {
 	mu     sync.Mutex
-	layout *workLayout
+	layout *workLayout // guarded by mu
+	edit   sync.Mutex
 }
 
 // layout returns the bus's work layout, read once per client (after the
@@ -132,59 +134,85 @@ func (c *Client) workStreamNames(ctx context.Context) ([]string, error) {
 
 // acceptWork makes sure rec's job's subject is among its work stream's,
 // creating a user's stream (with the ledger's consumer, and its advisories
-// among the advisories stream's subjects) with the user's first job. It
-// returns the stream's name. Nothing is changed when jobs share PACE_WORK,
-// whose pace.work.* takes every job's.
-func (c *Client) acceptWork(ctx context.Context, rec *schemas.JobRecord) (string, error) {
+// among the advisories stream's subjects) with the user's first job, then
+// calls then with the stream's name. Nothing is changed when jobs share
+// PACE_WORK, whose pace.work.* takes every job's. On a user's stream, then
+// runs with the work streams locked (see lockWork).
+func (c *Client) acceptWork(ctx context.Context, rec *schemas.JobRecord, then func(stream string) error) error {
 	l, err := c.layout(ctx)
 	if err != nil {
-		return "", err
+		return err
 	}
 	name, err := c.WorkStream(ctx, rec.Spec.Owner)
-	if err != nil || l.perUser == 0 {
-		return name, err
+	if err != nil {
+		return err
 	}
+	if l.perUser == 0 {
+		return then(name)
+	}
+	unlock, err := c.lockWork(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	subject := c.prefix.Work(rec.ID)
-	err = c.editSubjects(ctx, name, func(s []string) []string {
+	err = c.editSubjectsLocked(ctx, name, func(s []string) []string {
 		if slices.Contains(s, subject) {
 			return nil
 		}
 		return append(s, subject)
 	})
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return name, err
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		err = c.createUserStream(ctx, l, name, subject, rec.Spec.Owner)
 	}
-	if err := c.editSubjects(ctx, c.prefix.Stream(advisoriesFamily), func(s []string) []string {
+	if err != nil {
+		return err
+	}
+	return then(name)
+}
+
+// createUserStream makes the user owner's work stream name, taking subject,
+// with the work streams locked.
+func (c *Client) createUserStream(ctx context.Context, l *workLayout, name, subject, owner string) error {
+	if err := c.editSubjectsLocked(ctx, c.prefix.Stream(advisoriesFamily), func(s []string) []string {
 		if slices.Contains(s, c.advisories(name)) {
 			return nil
 		}
 		return append(s, c.advisories(name))
 	}); err != nil {
-		return "", err
+		return err
 	}
 	cfg := l.base
 	cfg.Name, cfg.Description, cfg.Subjects = name, "work items of one user's jobs", []string{subject}
 	cfg.MaxBytes, cfg.Metadata = l.perUser, nil
 	if _, err := c.js.CreateStream(ctx, cfg); err != nil {
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return "", fmt.Errorf("work stream of %s: %w", rec.Spec.Owner, err)
-		}
-		return c.acceptWork(ctx, rec) // made meanwhile: add the subject
+		return fmt.Errorf("work stream of %s: %w", owner, err)
 	}
-	c.log.Info("work stream created", "stream", name, "owner", rec.Spec.Owner, "max_bytes", l.perUser)
-	return name, c.ensureLedgerConsumer(ctx, name)
+	c.log.Info("work stream created", "stream", name, "owner", owner, "max_bytes", l.perUser)
+	return c.ensureLedgerConsumer(ctx, name)
 }
 
-// refuseWork takes job's subject off the work stream name, which then
-// refuses its pushes; the items it holds stay. Nothing is changed when
-// jobs share PACE_WORK.
+// refuseWork deletes job's work consumer of the work stream name and takes
+// the job's subject off the stream, which then refuses its pushes; the
+// items it holds stay. A user's stream left idle is deleted (dropIfIdle).
 func (c *Client) refuseWork(ctx context.Context, name, job string) error {
 	l, err := c.layout(ctx)
-	if err != nil || l.perUser == 0 {
+	if err != nil {
+		return err
+	}
+	if l.perUser == 0 {
+		return c.deleteWorkConsumer(ctx, name, job)
+	}
+	unlock, err := c.lockWork(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := c.deleteWorkConsumer(ctx, name, job); err != nil {
 		return err
 	}
 	subject := c.prefix.Work(job)
-	err = c.editSubjects(ctx, name, func(s []string) []string {
+	err = c.editSubjectsLocked(ctx, name, func(s []string) []string {
 		i := slices.Index(s, subject)
 		if i < 0 {
 			return nil
@@ -200,7 +228,17 @@ func (c *Client) refuseWork(ctx context.Context, name, job string) error {
 	if err != nil {
 		return err
 	}
-	return c.dropIfIdle(ctx, name)
+	return c.dropIdleLocked(ctx, name)
+}
+
+// deleteWorkConsumer deletes job's work consumer of the stream name; one
+// already gone is no error.
+func (c *Client) deleteWorkConsumer(ctx context.Context, name, job string) error {
+	err := c.js.DeleteConsumer(ctx, name, schemas.WorkConsumer(job))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("delete work consumer of %s: %w", job, err)
+	}
+	return nil
 }
 
 // dropIfIdle deletes the user's work stream name once it takes no job's
@@ -210,8 +248,16 @@ func (c *Client) dropIfIdle(ctx context.Context, name string) error {
 	if !c.prefix.IsUserWorkStream(name) {
 		return nil
 	}
-	c.work.mu.Lock()
-	defer c.work.mu.Unlock()
+	unlock, err := c.lockWork(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return c.dropIdleLocked(ctx, name)
+}
+
+// dropIdleLocked is dropIfIdle with the work streams locked.
+func (c *Client) dropIdleLocked(ctx context.Context, name string) error {
 	st, err := c.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
@@ -237,50 +283,48 @@ func (c *Client) dropIfIdle(ctx context.Context, name string) error {
 	})
 }
 
-// editSubjects sets the subjects of stream name to edit's answer, given
-// them; nil leaves them. Only the manager edits them.
-func (c *Client) editSubjects(ctx context.Context, name string, edit func([]string) []string) error {
-	c.work.mu.Lock()
-	defer c.work.mu.Unlock()
-	return c.editSubjectsLocked(ctx, name, edit)
-}
+// workLock is the key of the leases bucket held while a process changes
+// users' work streams.
+const workLock = "work-subjects"
 
-// subjectsKey is the key of the leases bucket held while a process edits
-// work streams' subjects.
-const subjectsKey = "work-subjects"
-
-// lockSubjects holds subjectsKey, so that the edits of the manager's
-// replicas come one after the other: JetStream updates a stream's whole
-// configuration, so of two edits read at once, the second to land would
-// undo the first. A holder that died lets go when the bucket's TTL
-// (Limits.LeaseTTL) expires its key. The returned func lets go.
-func (c *Client) lockSubjects(ctx context.Context) (func(), error) {
+// lockWork locks users' work streams, within the process and across the
+// manager's replicas (by holding workLock), while they are changed: their
+// subjects (JetStream updates a stream's whole configuration, so of two
+// edits read at once, the second to land would undo the first), their
+// creation and deletion, and their work consumers' (nats-server 2.15
+// races a stream's update with a consumer's creation on it). A holder
+// that died lets go when the bucket's TTL (Limits.LeaseTTL) expires its
+// key. The returned func unlocks.
+func (c *Client) lockWork(ctx context.Context) (func(), error) {
+	c.work.edit.Lock()
 	kv, err := c.js.KeyValue(ctx, c.prefix.Bucket(leasesBucket))
 	if err != nil {
+		c.work.edit.Unlock()
 		return nil, fmt.Errorf("leases bucket: %w", err)
 	}
 	pause := newPause(10*time.Millisecond, 250*time.Millisecond)
 	for {
-		rev, err := kv.Create(ctx, subjectsKey, []byte(c.nc.Opts.Name))
+		rev, err := kv.Create(ctx, workLock, []byte(c.nc.Opts.Name))
 		if err == nil {
-			return func() { _ = kv.Delete(context.WithoutCancel(ctx), subjectsKey, jetstream.LastRevision(rev)) }, nil
+			return func() {
+				_ = kv.Delete(context.WithoutCancel(ctx), workLock, jetstream.LastRevision(rev))
+				c.work.edit.Unlock()
+			}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("lock work streams' subjects: %w", err)
+			c.work.edit.Unlock()
+			return nil, fmt.Errorf("lock work streams: %w", err)
 		}
 		if pause.wait(ctx); ctx.Err() != nil {
-			return nil, fmt.Errorf("lock work streams' subjects: %w", ctx.Err())
+			c.work.edit.Unlock()
+			return nil, fmt.Errorf("lock work streams: %w", ctx.Err())
 		}
 	}
 }
 
-// editSubjectsLocked is editSubjects with c.work.mu held.
+// editSubjectsLocked sets the subjects of stream name to edit's answer,
+// given them (nil leaves them), with the work streams locked.
 func (c *Client) editSubjectsLocked(ctx context.Context, name string, edit func([]string) []string) error {
-	unlock, err := c.lockSubjects(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	st, err := c.js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", name, err)

@@ -213,3 +213,44 @@ func TestConcurrentEditsLoseNoJobsSubject(t *testing.T) {
 		t.Errorf("alice's stream lists %d subjects, want %d: %v", len(got), 2*each+1, got)
 	}
 }
+
+// BenchmarkDeclareJob declares jobs of one user on a bus with one work
+// stream for every job and on one with a stream per user, whose user
+// already has listed jobs taking items: each declaration adds a subject,
+// which the server checks against every subject the stream lists.
+func BenchmarkDeclareJob(b *testing.B) {
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name   string
+		quota  int64
+		listed int
+	}{{"shared", 0, 0}, {"per-user/listed=10", 1 << 20, 10}, {"per-user/listed=300", 1 << 20, 300}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c, err := bus.Connect(ctx, "", bus.WithServer(bustest.Server(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close(ctx) //nolint:errcheck // the server goes with the benchmark
+			if err := c.Provision(ctx, bus.Limits{QueuedBytesPerUser: bc.quota}); err != nil {
+				b.Fatal(err)
+			}
+			spec := schemas.JobSpec{Mode: schemas.Streaming, Owner: "alice"}
+			for i := range bc.listed {
+				if _, err := c.DeclareJob(ctx, fmt.Sprintf("listed-%d", i), spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := c.DeclareJob(ctx, fmt.Sprintf("new-%d", i), spec); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := c.Queues().DeleteWorkConsumer(ctx, fmt.Sprintf("new-%d", i)); err != nil { // the list stays as long
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

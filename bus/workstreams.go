@@ -26,7 +26,9 @@ import (
 // manager adds a job's subject when it makes the job's work consumer, and
 // removes it when the job ends, so a push to a job that does not exist or
 // has ended is refused by the server at once. A user's stream is created
-// with its first job, with the ledger's consumer.
+// with its first job, with the ledger's consumer, and deleted once no job
+// of the user takes items and it holds none. Changes to users' streams
+// take turns (lockWork).
 //
 // JetStream reserves a stream's bytes in its store when the stream is
 // made, so a user's quota is theirs whatever the others queue; the store

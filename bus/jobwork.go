@@ -73,15 +73,21 @@ func (c *Client) JobWork(ctx context.Context, rec *schemas.JobRecord) (WorkState
 }
 
 // QueuedItems returns, by job, how many items wait in its queue or are
-// being processed, from one look at the work stream.
-func (q Queues) QueuedItems(ctx context.Context) (map[string]int, error) {
-	w, err := q.QueuedWork(ctx)
+// being processed, from one look at the work stream holding owner's jobs
+// (which holds other owners' too when every job shares one).
+func (q Queues) QueuedItems(ctx context.Context, owner string) (map[string]int, error) {
+	c := q.c
+	name, err := c.WorkStream(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]int, len(w.Subjects))
-	for subject, n := range w.Subjects {
-		out[q.c.prefix.SubjectJob(subject)] = int(n)
+	info, err := c.queuedIn(ctx, name)
+	if err != nil || info == nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(info.State.Subjects))
+	for subject, n := range info.State.Subjects {
+		out[c.prefix.SubjectJob(subject)] = int(n)
 	}
 	return out, nil
 }

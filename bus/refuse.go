@@ -36,22 +36,35 @@ func (q Queues) QueuedWork(ctx context.Context) (QueuedWork, error) {
 		return w, err
 	}
 	for _, name := range names {
-		st, err := c.js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		info, err := c.queuedIn(ctx, name)
+		if err != nil {
+			return w, err
+		}
+		if info == nil {
 			continue
-		}
-		if err != nil {
-			return w, fmt.Errorf("stream %s: %w", name, err)
-		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.prefix.Work("*")))
-		if err != nil {
-			return w, fmt.Errorf("stream %s subjects: %w", name, err)
 		}
 		for subject, n := range info.State.Subjects {
 			w.Subjects[subject], w.Streams[subject], w.LastSeq[subject] = n, name, info.State.LastSeq
 		}
 	}
 	return w, nil
+}
+
+// queuedIn reads the work stream name's state with its messages counted
+// by job subject; nil when the stream is gone (an idle user's, deleted).
+func (c *Client) queuedIn(ctx context.Context, name string) (*jetstream.StreamInfo, error) {
+	st, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil //nolint:nilnil // no stream, nothing queued
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.prefix.Work("*")))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s subjects: %w", name, err)
+	}
+	return info, nil
 }
 
 // RefuseWork moves the messages of subject (a pace.work.<job> subject)

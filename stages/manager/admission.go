@@ -42,7 +42,8 @@ func (m *Stage) admit(ctx context.Context, sub *submission) error {
 }
 
 // unfinishedOf counts the unfinished jobs of owner and, with items, the
-// items waiting or running in them: one look at the work stream's subjects.
+// items waiting or running in them: one look at the subjects of the work
+// stream holding owner's jobs.
 func (m *Stage) unfinishedOf(ctx context.Context, owner string, items bool) (jobs, queued int, err error) {
 	recs, err := m.bus.Jobs().List(ctx)
 	if err != nil {
@@ -50,7 +51,7 @@ func (m *Stage) unfinishedOf(ctx context.Context, owner string, items bool) (job
 	}
 	var counts map[string]int
 	if items {
-		if counts, err = m.bus.Queues().QueuedItems(ctx); err != nil {
+		if counts, err = m.bus.Queues().QueuedItems(ctx, owner); err != nil {
 			return 0, 0, err
 		}
 	}

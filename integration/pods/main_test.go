@@ -134,7 +134,8 @@ func startUp(t *testing.T, extra ...string) *paceUp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, redisAddr := freeGatewayAddr(t), freeGatewayAddr(t)
+	addrs := freeGatewayAddrs(t, 2)
+	natsAddr, redisAddr := addrs[0], addrs[1]
 	u := &paceUp{stderr: &bytes.Buffer{}, natsURL: "nats://" + natsAddr, redis: redisAddr, waitDone: make(chan error, 1)}
 	args := append([]string{"up", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--token-file", tokens,
 		"--nats-listen", natsAddr, "--redis-listen", redisAddr, "--actuator", "none", "--kubernetes", "--kubeconfig", kubeconfig,
@@ -176,15 +177,19 @@ func startUp(t *testing.T, extra ...string) *paceUp {
 	return u
 }
 
-// freeGatewayAddr returns a free port on the bridge's gateway address.
-func freeGatewayAddr(t *testing.T) string {
+// freeGatewayAddrs returns n distinct free ports on the bridge's gateway address.
+func freeGatewayAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(kubetest.Gateway, "0"))
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs { // every probe held until all are chosen: n distinct ports
+		l, err := net.Listen("tcp", net.JoinHostPort(kubetest.Gateway, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close() //nolint:errcheck // a probe
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close() //nolint:errcheck // a probe
-	return l.Addr().String()
+	return addrs
 }
 
 // pace runs the pace CLI as alice against u's API (api true) or bus and

@@ -33,21 +33,22 @@ import (
 	"github.com/pace-platform/pace/integration/kubetest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
 	"github.com/pace-platform/pace/stages/gate"
+	"github.com/pace-platform/pace/stages/gate/targets"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // startActuatorPath runs what `pace up` runs between decisions and a
 // runtime: the actuator stage, the APF bus gate with the default policy,
 // and an executor with rt as the kubernetes runtime.
-func startActuatorPath(t *testing.T, c *bus.Client, rt actuator.Runtime, log *slog.Logger) {
+func startActuatorPath(t *testing.T, c *bus.Client, rt targets.Runtime, log *slog.Logger) {
 	t.Helper()
 	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.Run(t, g.Run)
-	exec := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.KubernetesActuator: rt}, actuator.WithLogger(log))
+	exec := targets.NewExecutor(c, map[string]targets.Runtime{schemas.KubernetesActuator: rt}, targets.WithLogger(log))
 	gs, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: exec}, gate.Config{}, gate.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/integration/kubetest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	"github.com/pace-platform/pace/stages/gate/targets"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // TestPodLogsReachTheJobLog follows a worker pod's log, served by kwok
@@ -52,7 +52,7 @@ func TestPodLogsReachTheJobLog(t *testing.T) {
 	if err := cp.AppendPodLog("written before the watch"); err != nil {
 		t.Fatal(err)
 	}
-	output := actuator.NewWorkerLog(c, actuator.WithLogger(log))
+	output := targets.NewWorkerLog(c, targets.WithLogger(log))
 	bustest.Run(t, output.Run)
 	watch := func() (stop func()) {
 		wctx, cancel := context.WithCancel(ctx)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	"github.com/pace-platform/pace/stages/gate/targets"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // failures records the jobs the pod watch fails, reading real records.
@@ -101,7 +101,7 @@ func TestStuckPodsFailTheirJob(t *testing.T) {
 
 	rt := newKubeRuntime(t, admin, kubeactuator.Config{NATSURL: "nats://pace-nats:4222"}, slog.New(slog.DiscardHandler))
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	output := actuator.NewWorkerLog(c)
+	output := targets.NewWorkerLog(c)
 	output.Line("broken", "broken-0", "worker: cannot reach the queue")
 	w := rt.Watch(jobs, output, time.Second, clk)
 	t.Cleanup(w.Stop)

@@ -15,7 +15,7 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/integration/kubetest"
 	"github.com/pace-platform/pace/schemas"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // TestDeploymentTargetScaledThroughTheGate: a job whose workers are a

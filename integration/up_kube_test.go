@@ -22,7 +22,7 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/integration/kubetest"
 	"github.com/pace-platform/pace/internal/localtest"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 func freeAddr(t *testing.T) string {

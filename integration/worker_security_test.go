@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pace-platform/pace/schemas"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // TestWorkerSecurityMeetsItsPodSecurityLevel: the pods of a job's Job pass

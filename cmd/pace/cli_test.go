@@ -22,7 +22,7 @@ import (
 	"github.com/pace-platform/pace/internal/leaktest"
 	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator/local"
+	"github.com/pace-platform/pace/stages/gate/targets/local"
 )
 
 // paceBin is the pace binary built once for the end-to-end tests.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/pace-platform/pace/stages/actuator"
+	"github.com/pace-platform/pace/stages/gate/targets"
 )
 
 // redisFlags configure the Redis front (docs/asperathos.md), which the gate
@@ -21,7 +21,7 @@ func (f *redisFlags) add(fs *pflag.FlagSet) {
 }
 
 // target returns this command's instance of a registered actuation target.
-func (f *stageFlags) target(d actuator.TargetDef) actuator.TargetCommand {
+func (f *stageFlags) target(d targets.Def) targets.Command {
 	return instance(&f.targets, d.Name, d.New)
 }
 
@@ -29,15 +29,15 @@ func (f *stageFlags) target(d actuator.TargetDef) actuator.TargetCommand {
 // Redis front.
 func (f *stageFlags) addTargets(fs *pflag.FlagSet) {
 	f.redis.add(fs)
-	for _, d := range actuator.TargetDefs() {
+	for _, d := range targets.Defs() {
 		f.target(d).Flags(fs)
 	}
 }
 
 // enabled returns the targets the flags enable, by name.
-func (f *stageFlags) enabled() map[string]actuator.TargetCommand {
-	on := map[string]actuator.TargetCommand{}
-	for _, d := range actuator.TargetDefs() {
+func (f *stageFlags) enabled() map[string]targets.Command {
+	on := map[string]targets.Command{}
+	for _, d := range targets.Defs() {
 		if t := f.target(d); t.Enabled() {
 			on[d.Name] = t
 		}
@@ -48,8 +48,8 @@ func (f *stageFlags) enabled() map[string]actuator.TargetCommand {
 // validateTargets checks every target's flags; natsURL is where local
 // workers reach the bus ("" : no TCP listener).
 func (f *stageFlags) validateTargets(natsURL string) error {
-	w := actuator.Workers{NATSURL: natsURL, RedisAddr: f.redis.podAddr}
-	for _, d := range actuator.TargetDefs() {
+	w := targets.Workers{NATSURL: natsURL, RedisAddr: f.redis.podAddr}
+	for _, d := range targets.Defs() {
 		if err := f.target(d).Validate(w); err != nil {
 			return usageError("%v", err)
 		}
@@ -63,7 +63,7 @@ func (f *stageFlags) needTargets() error {
 		return nil
 	}
 	var names []string
-	for _, d := range actuator.TargetDefs() {
+	for _, d := range targets.Defs() {
 		names = append(names, d.Name)
 	}
 	return usageError("the gate needs a runtime: enable a target (%s), e.g. --actuator local or --kubernetes", strings.Join(names, ", "))

@@ -6,7 +6,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/pace-platform/pace/stages/actuator/local"
+	"github.com/pace-platform/pace/stages/gate/targets/local"
 )
 
 func main() {

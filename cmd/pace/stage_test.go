@@ -21,7 +21,7 @@ import (
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
+	"github.com/pace-platform/pace/stages/gate/targets"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
 
@@ -234,13 +234,13 @@ func TestEveryStageIsRegistered(t *testing.T) {
 }
 
 // TestEveryTargetIsRegistered: every actuator a job spec may name has a
-// registered target, each its own package under stages/actuator, and no
+// registered target, each its own package under stages/gate/targets, and no
 // target is registered that a spec cannot name.
 func TestEveryTargetIsRegistered(t *testing.T) {
 	var registered []string
-	for _, d := range actuator.TargetDefs() {
+	for _, d := range targets.Defs() {
 		registered = append(registered, d.Name)
-		if _, err := os.Stat(filepath.Join("../../stages/actuator", d.Name, "register.go")); err != nil {
+		if _, err := os.Stat(filepath.Join("../../stages/gate/targets", d.Name, "register.go")); err != nil {
 			t.Errorf("target %q: %v", d.Name, err)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/internal/tracing"
 	"github.com/pace-platform/pace/schemas"
-	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/gate"
+	"github.com/pace-platform/pace/stages/gate/targets"
 	"github.com/pace-platform/pace/stages/manager"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
@@ -42,7 +42,7 @@ type stageFlags struct {
 	// (internal/host), by name, holding their own flags.
 	hosted map[string]host.Stage
 	// targets are the instances of the actuation targets, by name.
-	targets map[string]actuator.TargetCommand
+	targets map[string]targets.Command
 }
 
 // stage returns this command's instance of a registered stage.
@@ -70,7 +70,7 @@ func (f *stageFlags) secretFiles() []string {
 			files = append(files, p)
 		}
 	}
-	for _, d := range actuator.TargetDefs() {
+	for _, d := range targets.Defs() {
 		files = append(files, f.target(d).Secrets()...)
 	}
 	return files
@@ -343,18 +343,18 @@ func wireGate(ctx context.Context, w *wiring) error {
 	if w.redisLn != nil {
 		w.wireRedis(c)
 	}
-	workers := actuator.Workers{NATSURL: w.natsURL, Env: w.workerEnv, JobEnv: w.jobEnv, RedisEnv: w.redisEnv,
+	workers := targets.Workers{NATSURL: w.natsURL, Env: w.workerEnv, JobEnv: w.jobEnv, RedisEnv: w.redisEnv,
 		JobToken: w.jobToken, RedisAddr: w.f.redis.podAddr, Hide: append(w.f.secretFiles(), w.hide...)}
-	targets := map[string]actuator.Opener{}
+	openers := map[string]targets.Opener{}
 	for name, t := range w.f.enabled() {
 		open, err := t.Opener(workers, w.log)
 		if err != nil {
 			return usageError("%v", err)
 		}
-		targets[name] = open
+		openers[name] = open
 	}
 	return w.Lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
-		exec, runTargets, err := actuator.OpenTargets(c, targets, actuator.WithLogger(w.log))
+		exec, runTargets, err := targets.Open(c, openers, targets.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, err
 		}

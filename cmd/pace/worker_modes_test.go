@@ -93,7 +93,7 @@ func TestSubmittedJobInJSONMode(t *testing.T) {
 		t.Skip("jq is not installed")
 	}
 	// The workers note their processes in the test's directory: they run
-	// as Pace's own user (the sandbox has its tests in stages/actuator/local).
+	// as Pace's own user (the sandbox has its tests in stages/gate/targets/local).
 	u := startUp(t, t.TempDir(), "--local-exec-unsandboxed")
 	dir := t.TempDir()
 	const n = 40

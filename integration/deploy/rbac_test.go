@@ -19,7 +19,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/natsauth"
 	"github.com/pace-platform/pace/schemas"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // TestGateRBACRunsTheKubernetesRuntime applies the base's namespaces and

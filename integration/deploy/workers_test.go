@@ -25,7 +25,7 @@ import (
 	"github.com/pace-platform/pace/bus/natsauth"
 	"github.com/pace-platform/pace/bus/rediswq/rediswqtest"
 	"github.com/pace-platform/pace/schemas"
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // workerSecretTemplate is the documented template of the worker Secret.

@@ -14,7 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	kubeactuator "github.com/pace-platform/pace/stages/actuator/kubernetes"
+	kubeactuator "github.com/pace-platform/pace/stages/gate/targets/kubernetes"
 )
 
 // TestAsperathosPayloadRunsInPods: an Asperathos payload naming a cluster

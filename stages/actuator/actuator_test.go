@@ -17,7 +17,7 @@ import (
 	"github.com/pace-platform/pace/internal/localtest"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
-	"github.com/pace-platform/pace/stages/actuator/local"
+	"github.com/pace-platform/pace/stages/gate/targets/local"
 )
 
 var paceBin string

@@ -1,10 +1,10 @@
 // Package actuator turns scaling decisions and job lifecycle events into
-// infrastructure requests, and executes the requests the APF gate admits.
+// infrastructure requests, which the APF gate admits and executes.
 //
 // Data flow:
 //
 //	pace.decisions.<job> ─┐
-//	pace.jobs.<job>.*  ───┴─► Stage ──► pace.k8s.requests ──► gate (APF) ──► Executor ──► runtime
+//	pace.jobs.<job>.*  ───┴─► Stage ──► pace.k8s.requests ──► gate (APF) ──► targets.Executor ──► runtime
 //
 // A job without a worker spec (no exec, command or image: a queue whose
 // workers its user runs, as pace push and pace worker create) is never
@@ -24,11 +24,6 @@
 // repeat an unchanged decision only once per heartbeat. A job that ended is
 // forgotten.
 //
-// The Executor runs admitted requests with a runtime (the local process
-// runtime, or Kubernetes) and, when the count changed from the job record's,
-// publishes a scaled job event with the new count and updates the record.
-// A scale that changed nothing is not announced: the collector would sample
-// the job on it and the controller decide again, a loop (issue 19). A runtime that
-// retries notes each retry (NoteRetry), and the request's outcome lists
-// them in its reason, e.g. "2 retries (conflict 1, server error 1)".
+// The gate admits the requests and executes them on the jobs' targets
+// (package stages/gate/targets).
 package actuator

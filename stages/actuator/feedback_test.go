@@ -18,6 +18,7 @@ import (
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/actuator"
 	"github.com/pace-platform/pace/stages/gate"
+	"github.com/pace-platform/pace/stages/gate/targets"
 )
 
 // lockedRuntime records scales, safe for the gate's concurrent requests.
@@ -198,14 +199,14 @@ func TestQueueOnlyJobIsNeverActuated(t *testing.T) {
 // runGate runs, until the test ends, an APF gate with kube's default
 // configuration whose executor applies admitted requests with rt as the
 // local runtime.
-func runGate(t *testing.T, c *bus.Client, rt actuator.Runtime, log *slog.Logger) {
+func runGate(t *testing.T, c *bus.Client, rt targets.Runtime, log *slog.Logger) {
 	t.Helper()
 	g, err := apf.New(eventclock.Real{WithDelayedExecution: clock.RealClock{}}, apf.DefaultConfig(), policy.Defaults(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bustest.Run(t, g.Run)
-	exec := actuator.NewExecutor(c, map[string]actuator.Runtime{schemas.LocalActuator: rt}, actuator.WithLogger(log))
+	exec := targets.NewExecutor(c, map[string]targets.Runtime{schemas.LocalActuator: rt}, targets.WithLogger(log))
 	gs, err := gate.New(gate.Deps{Bus: c, Gate: g, Actuator: exec}, gate.Config{}, gate.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func (o *upOptions) prepareDemo(cmd *cobra.Command, a *app) error {
 	if o.f.fc.tokenFile != "" {
 		return usageError("--demo submits its job anonymously: run it without --token-file")
 	}
-	if o.f.enabled()[schemas.LocalActuator] == nil {
+	if cmd.Flags().Lookup("actuator").Value.String() != schemas.LocalActuator {
 		return usageError("--demo needs --actuator local")
 	}
 	if !cmd.Flags().Changed("log-level") {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pace-platform/pace/flowcontrol/policysource"
 	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/internal/flagvalue"
 	"github.com/pace-platform/pace/internal/kubestatus"
 	"github.com/pace-platform/pace/stages/gate/kubeproxy"
 )
@@ -24,7 +25,7 @@ import (
 type gateProxyOptions struct {
 	fc       flowcontrolFlags
 	http     httpFlags
-	maxBody  byteSize
+	maxBody  flagvalue.Bytes
 	upstream string
 	// TLS to the upstream: CA bundle and client certificate (PEM files)
 	upstreamCA, upstreamCert, upstreamKey string

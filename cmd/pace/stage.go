@@ -5,119 +5,25 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/flowcontrol/apf"
+	"github.com/pace-platform/pace/internal/flagvalue"
 	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/visualizer"
 )
-
-// stageDef is one stage of the pipeline as a command.
-type stageDef struct {
-	name, short, long string
-	// flags registers the stage's own flags in f.
-	flags func(f *stageFlags, fs *pflag.FlagSet)
-	// validate checks them before anything connects (nil: nothing to
-	// check); natsURL is the server's.
-	validate func(f *stageFlags, natsURL string) error
-	// wire adds the stage to w.
-	wire func(ctx context.Context, w *wiring) error
-}
-
-// The stages cmd composes from several packages, which share the process's
-// APF gate, authentication, job API and actuation targets.
-var (
-	managerStage = stageDef{name: "manager", short: "Serve the job API and run the job lifecycle",
-		long: `The manager serves the job API (/submissions, /plugins, /openapi.json;
-docs/api.md) behind API Priority and Fairness, on every replica. The
-lifecycle loop (recovering job records from their events, the NATS API on
-pace.submit and pace.control.*, completion checks) runs on the leader. Every
-replica also moves items past their max deliveries to the dead-letter stream
-and answers the visualizer's requests for its APF state
-(pace.flowcontrol.dump).`,
-		flags: func(f *stageFlags, fs *pflag.FlagSet) {
-			f.fc.add(fs)
-			f.manager.add(fs)
-			fs.StringVar(&f.uiURL, "ui-url", "", `base URL of the web UI for jobs' visualizer_url, e.g. https://pace.example/ui ("" = none)`)
-			f.tokens.addCallout(fs)
-		},
-		validate: func(f *stageFlags, _ string) error {
-			if err := f.tokens.validateCallout(f.fc.tokenFile); err != nil {
-				return err
-			}
-			return f.manager.validate()
-		},
-		wire: wireManager}
-	gateStage = stageDef{name: "gate", short: "Admit infrastructure requests through APF and execute them",
-		long: `The gate consumes infrastructure requests (pace.k8s.requests), admits them
-through API Priority and Fairness and executes them on the job's runtime:
-local worker processes (--actuator local; they connect to --nats) and, with
---kubernetes, batch/v1 Jobs. APF's seats are one pool and a job's requests
-must apply in order, so it runs on the leader; local workers are children of
-the leader and stop with its term. The leader answers the visualizer's
-requests for its APF state (pace.flowcontrol.dump).`,
-		flags: func(f *stageFlags, fs *pflag.FlagSet) {
-			f.fc.addSeats(fs)
-			f.addTargets(fs)
-			f.tokens.addJobTokens(fs)
-		},
-		validate: func(f *stageFlags, natsURL string) error {
-			if err := f.validateTargets(natsURL); err != nil {
-				return err
-			}
-			return f.needTargets()
-		},
-		wire: wireGate}
-	visualizerStage = stageDef{name: "visualizer", short: "Serve the web UI",
-		long: `The visualizer serves the web UI under /ui/ on every replica: job lists,
-job pages with progress, events and logs. Its commands go to the job API.
-Its flow-control page (/ui/flowcontrol, admins only with --token-file)
-gathers the APF state of the gate's leader and of every manager replica,
-which answer on pace.flowcontrol.dump.`,
-		flags: func(f *stageFlags, fs *pflag.FlagSet) {
-			f.fc.addTokens(fs)
-			f.manager.addAccess(fs)
-		},
-		wire: wireVisualizer}
-)
-
-// stageDefs are every stage: the manager first (the visualizer reads its
-// job list), the stages registered with internal/host, then the gate and
-// the visualizer. pace up wires them all in this order.
-func stageDefs() []stageDef {
-	defs := []stageDef{managerStage}
-	for _, d := range host.Defs() {
-		defs = append(defs, hosted(d))
-	}
-	return append(defs, gateStage, visualizerStage)
-}
-
-// hosted is a registered stage as a command: its own flags, checked as
-// usage errors, and its wiring.
-func hosted(d host.Def) stageDef {
-	return stageDef{name: d.Name, short: d.Short, long: d.Long,
-		flags: func(f *stageFlags, fs *pflag.FlagSet) { f.stage(d).Flags(fs) },
-		validate: func(f *stageFlags, _ string) error {
-			if err := f.stage(d).Validate(); err != nil {
-				return usageError("%v", err)
-			}
-			return nil
-		},
-		wire: func(ctx context.Context, w *wiring) error { return w.f.stage(d).Wire(ctx, w) }}
-}
 
 func newStageCmd(a *app) *cobra.Command {
 	var names []string
-	for _, d := range stageDefs() {
-		names = append(names, d.name)
+	for _, d := range host.Defs() {
+		names = append(names, d.Name)
 	}
-	slices.Sort(names)
 	cmd := &cobra.Command{
 		Use:   "stage NAME",
 		Short: "Run one stage of Pace against a NATS server",
@@ -134,7 +40,7 @@ Stages: ` + strings.Join(names, ", ") + `.`,
 			return usageError("%s needs a stage: one of %s", cmd.CommandPath(), strings.Join(names, ", "))
 		},
 	}
-	for _, d := range stageDefs() {
+	for _, d := range host.Defs() {
 		cmd.AddCommand(newStageRunCmd(a, d))
 	}
 	return cmd
@@ -145,7 +51,7 @@ type stageOptions struct {
 	nats     natsFlags
 	f        stageFlags
 	identity string
-	busStore byteSize // the store the streams share (--bus-store)
+	busStore flagvalue.Bytes // the store the streams share (--bus-store)
 }
 
 const stageCommon = `
@@ -158,14 +64,14 @@ with HTTPS by --tls-cert and --tls-key. Stages that run on a leader elect
 one among their replicas with a lease of --lease-ttl; the others stand by.
 SIGTERM stops the stage cleanly and hands leadership over at once.`
 
-func newStageRunCmd(a *app, d stageDef) *cobra.Command {
+func newStageRunCmd(a *app, d host.Def) *cobra.Command {
 	o := &stageOptions{}
 	cmd := &cobra.Command{
-		Use:   d.name,
-		Short: d.short,
-		Long:  d.long + stageCommon,
+		Use:   d.Name,
+		Short: d.Short,
+		Long:  d.Long + stageCommon,
 		Example: fmt.Sprintf(`  pace stage %[1]s --nats nats://nats:4222 --http :8080
-  PACE_NATS_URL=tls://nats:4222 PACE_NATS_CREDS=/etc/pace/nats.creds pace stage %[1]s --identity $POD_NAME`, d.name),
+  PACE_NATS_URL=tls://nats:4222 PACE_NATS_CREDS=/etc/pace/nats.creds pace stage %[1]s --identity $POD_NAME`, d.Name),
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), a, d) },
 	}
@@ -176,11 +82,12 @@ func newStageRunCmd(a *app, d stageDef) *cobra.Command {
 	f.Var(&o.busStore, "bus-store", "JetStream store the streams share, e.g. 10GiB (the servers' max_file_store): each stream's size bound is a share of it, as docs/bus.md lists (default 600MiB)")
 	o.f.trace.add(f)
 	f.StringVar(&o.identity, "identity", "", "name of this replica in leader election and logs, unique per process (default: host name and process id)")
-	d.flags(&o.f, f)
+	o.f.addUses(f, d.Uses)
+	o.f.stage(d).Flags(f)
 	return cmd
 }
 
-func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
+func (o *stageOptions) run(ctx context.Context, a *app, d host.Def) error {
 	if err := o.f.http.validate(); err != nil {
 		return err
 	}
@@ -190,12 +97,26 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	if err := o.f.prov.validate(); err != nil {
 		return err
 	}
-	if d.validate != nil {
-		if err := d.validate(&o.f, o.nats.url); err != nil {
-			return err
+	if err := o.f.tokens.validateCallout(o.f.fc.tokenFile); err != nil {
+		return err
+	}
+	stage := o.f.stage(d)
+	if err := stage.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	if idle, ok := stage.(host.Idler); ok {
+		if err := idle.Idle(); err != nil {
+			return usageError("%v", err)
 		}
 	}
 	if err := o.f.trace.validate(); err != nil {
+		return err
+	}
+	sh := host.Shared{Workers: host.Workers{NATSURL: o.nats.url, Env: o.workerEnv(a)}}
+	if o.f.tokens.jobTokenKey != "" {
+		sh.Workers.JobClient = o.nats.jobClient(a)
+	}
+	if err := o.f.provide([]host.Def{d}, &sh); err != nil {
 		return err
 	}
 	identity := o.identity
@@ -205,12 +126,12 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 	}
 	a.log = a.log.With("replica", identity) // every line of this process, the bus client's too
 	log := a.log
-	stopTraces, err := o.f.trace.start(ctx, a, "pace-"+d.name)
+	stopTraces, err := o.f.trace.start(ctx, a, "pace-"+d.Name)
 	if err != nil {
 		return err
 	}
 	defer stopTraces()
-	c, err := o.nats.connect(ctx, a, "pace-"+d.name)
+	c, err := o.nats.connect(ctx, a, "pace-"+d.Name)
 	if err != nil {
 		return err
 	}
@@ -228,21 +149,26 @@ func (o *stageOptions) run(ctx context.Context, a *app, d stageDef) error {
 		return fmt.Errorf("--http %s: %w", o.f.http.addr, err)
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
-	w := newWiring(a, &o.f, c, log, ln, o.nats.url, o.workerEnv(a))
-	w.identity, w.startBudget = identity, o.nats.connectTimeout
-	if o.f.tokens.jobTokenKey != "" {
-		w.jobClient = o.nats.jobClient(a)
+	w := newWiring(a, &o.f, c, log, ln, sh)
+	w.shared.Identity, w.startBudget = identity, o.nats.connectTimeout
+	w.shared.AnswerFlowControl = func(stage string, fc *apf.Gate) runner.Loop {
+		return func(ctx context.Context) error {
+			return visualizer.ServeFlowControl(ctx, c, stage, identity, fc, log.With("stage", stage))
+		}
 	}
-	if err := d.wire(ctx, w); err != nil {
+	if err := w.prepare(ctx, []host.Def{d}); err != nil {
+		return signalled(ctx, err)
+	}
+	if err := stage.Wire(ctx, w); err != nil {
 		return signalled(ctx, err)
 	}
 	elect, err := w.elector(identity)
 	if err != nil {
 		return err
 	}
-	log.Info("stage started", "stage", d.name, "http", w.url, "nats", bus.RedactURLs(o.nats.url))
+	log.Info("stage started", "stage", d.Name, "http", w.shared.URL, "nats", bus.RedactURLs(o.nats.url))
 	err = w.run(ctx, ln, elect)
-	log.Info("stage stopped", "stage", d.name)
+	log.Info("stage stopped", "stage", d.Name)
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/flagvalue"
 )
 
 // provisionFlags are the settings of the streams and buckets that every
@@ -13,10 +14,10 @@ import (
 // give the same configuration, so every stage must be given the same ones.
 type provisionFlags struct {
 	retention time.Duration
-	maxBytes  byteSize
+	maxBytes  flagvalue.Bytes
 	leaseTTL  time.Duration
 	queued    int64
-	userBytes byteSize
+	userBytes flagvalue.Bytes
 }
 
 func (p *provisionFlags) add(fs *pflag.FlagSet, maxBytesDefault string) {

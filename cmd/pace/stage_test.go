@@ -20,6 +20,7 @@ import (
 
 	"github.com/pace-platform/pace/bus/bustest"
 	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/gate/targets"
 	"github.com/pace-platform/pace/stages/visualizer"
@@ -145,14 +146,14 @@ func TestStagesRunAJobAndSurviveTheGateLeadersDeath(t *testing.T) {
 	// Every stage of the registry, two replicas of the manager and the gate.
 	var all []*stageProc
 	replicas := map[string][]*stageProc{}
-	for _, d := range stageDefs() {
+	for _, d := range host.Defs() {
 		n := 1
-		if d.name == "manager" || d.name == "gate" {
+		if d.Name == "manager" || d.Name == "gate" {
 			n = 2
 		}
 		for i := range n {
-			p := startStage(t, natsURL, d.name, fmt.Sprintf("%s-%d", d.name, i))
-			replicas[d.name] = append(replicas[d.name], p)
+			p := startStage(t, natsURL, d.Name, fmt.Sprintf("%s-%d", d.Name, i))
+			replicas[d.Name] = append(replicas[d.Name], p)
 			all = append(all, p)
 		}
 	}
@@ -224,10 +225,9 @@ func TestEveryStageIsRegistered(t *testing.T) {
 			packages = append(packages, d.Name())
 		}
 	}
-	for _, d := range stageDefs() {
-		registered = append(registered, d.name)
+	for _, d := range host.Defs() {
+		registered = append(registered, d.Name)
 	}
-	slices.Sort(registered)
 	if !slices.Equal(packages, registered) {
 		t.Errorf("stage packages %v, registered stages %v: want the same", packages, registered)
 	}

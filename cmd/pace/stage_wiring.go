@@ -9,60 +9,64 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/bus/natsauth"
-	"github.com/pace-platform/pace/bus/rediswq"
-	"github.com/pace-platform/pace/flowcontrol/apf"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
 	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/internal/tracing"
-	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/gate"
-	"github.com/pace-platform/pace/stages/gate/targets"
-	"github.com/pace-platform/pace/stages/manager"
-	"github.com/pace-platform/pace/stages/visualizer"
 )
 
-// stageFlags hold the flags of every stage; each command registers the
-// groups its stages read (pace up all of them).
+// stageFlags hold the flags of the process and of its stages; each command
+// registers the groups its stages use (pace up all of them).
 type stageFlags struct {
-	prov    provisionFlags
-	http    httpFlags
-	fc      flowcontrolFlags
-	manager managerFlags
-	redis   redisFlags
-	tokens  tokenFlags
-	trace   tracingFlags
-	uiURL   string
-	// hosted are the instances of the stages that register themselves
-	// (internal/host), by name, holding their own flags.
+	prov   provisionFlags
+	http   httpFlags
+	fc     flowcontrolFlags
+	tokens tokenFlags
+	trace  tracingFlags
+	// hosted are this command's instances of the registered stages, by
+	// name, holding their own flags.
 	hosted map[string]host.Stage
-	// targets are the instances of the actuation targets, by name.
-	targets map[string]targets.Command
 }
 
 // stage returns this command's instance of a registered stage.
-func (f *stageFlags) stage(d host.Def) host.Stage { return instance(&f.hosted, d.Name, d.New) }
-
-// instance returns the value of name in *m, made by newValue on first use.
-func instance[T any](m *map[string]T, name string, newValue func() T) T {
-	if *m == nil {
-		*m = map[string]T{}
+func (f *stageFlags) stage(d host.Def) host.Stage {
+	if f.hosted == nil {
+		f.hosted = map[string]host.Stage{}
 	}
-	v, ok := (*m)[name]
+	s, ok := f.hosted[d.Name]
 	if !ok {
-		v = newValue()
-		(*m)[name] = v
+		s = d.New()
+		f.hosted[d.Name] = s
 	}
-	return v
+	return s
 }
 
-// secretFiles are the files of the flags that hold secrets (tokens, keys,
-// kubeconfig), which sandboxed local workers must not reach.
+// addUses registers the flags of the process's services that uses names.
+func (f *stageFlags) addUses(fs *pflag.FlagSet, uses host.Uses) {
+	if uses&host.UsesFlowControl != 0 {
+		f.fc.addSeats(fs)
+	}
+	if uses&host.UsesAuthentication != 0 {
+		f.fc.addTokens(fs)
+	}
+	switch {
+	case uses&host.UsesCallout != 0:
+		f.tokens.addCallout(fs) // and --job-token-key, which it checks
+	case uses&host.UsesJobTokens != 0:
+		f.tokens.addJobTokens(fs)
+	}
+}
+
+// secretFiles are the files of the process's flags that hold secrets
+// (tokens, keys), which sandboxed local workers must not reach; the
+// targets add their own.
 func (f *stageFlags) secretFiles() []string {
 	var files []string
 	for _, p := range []string{f.fc.tokenFile, f.tokens.jobTokenKey, f.tokens.calloutKey, f.http.tlsKey} {
@@ -70,52 +74,21 @@ func (f *stageFlags) secretFiles() []string {
 			files = append(files, p)
 		}
 	}
-	for _, d := range targets.Defs() {
-		files = append(files, f.target(d).Secrets()...)
-	}
 	return files
 }
 
 // wiring assembles stages into one process: pace up wires all of them, pace
 // stage one. It holds what the stages of a process share.
 type wiring struct {
-	a        *app
-	f        *stageFlags
-	c        *bus.Client
-	log      *slog.Logger // the process's logger, with its replica identity in pace stage
-	reg      *prometheus.Registry
-	api      *http.ServeMux // health, metrics and the job API; behind APF when the API is served
-	root     *http.ServeMux // the UI, outside APF, and api at "/"
-	addr     string         // the HTTP listen address
-	url      string         // the HTTP base URL
-	identity string         // the replica's identity in pace stage; empty in pace up
+	a      *app
+	f      *stageFlags
+	c      *bus.Client
+	log    *slog.Logger // the process's logger, with its replica identity in pace stage
+	reg    *prometheus.Registry
+	shared host.Shared
 	// startBudget bounds how long start-up rides out a recovering bus
 	// (--connect-timeout in pace stage; zero: until the process stops).
 	startBudget time.Duration
-	natsURL     string   // the NATS URL local workers connect to
-	workerEnv   []string // extra environment of local workers
-	hide        []string // paths sandboxed local workers must not reach, besides the flags' secret files
-	// jobEnv is the extra environment of one job's local workers: their
-	// NATS token when the bus authenticates (nil: none).
-	jobEnv func(job string) []string
-	// redisEnv is the environment of one job's local Redis workers: where
-	// the Redis front is and their queue (nil: no front).
-	redisEnv func(job string) []string
-	// jobToken mints a job's worker token when workers get job tokens;
-	// nil otherwise.
-	jobToken func(job string) string
-	// jobClient connects as a job's worker with its token, for the Redis
-	// front, when workers get job tokens; nil otherwise.
-	jobClient rediswq.Opener
-	// redisLn is the Redis front's listener (--redis-listen), opened by
-	// listenRedis; nil when there is none.
-	redisLn net.Listener
-
-	fc      *apf.Gate        // one per process: pace up's job API and bus gate share its seats
-	apiGate bool             // the job API is served: api goes behind fc
-	resolve apfhttp.Resolver // classifies the job API's requests by their routes
-	authn   auth.Authenticator
-	mgr     *manager.Stage // the manager of the job API, if wired
 
 	loops []func(context.Context) error // run on every replica
 	terms []*runner.Term                // run by each stage's leader
@@ -155,27 +128,80 @@ func (w *wiring) close() {
 	}
 }
 
-func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, natsURL string, workerEnv []string) *wiring {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c.Jobs().MalformedEvents())
-	return &wiring{a: a, f: f, c: c, log: log, reg: reg, api: opsHandler(c, reg, f.fc.authenticates()), root: http.NewServeMux(),
-		addr: ln.Addr().String(), url: f.http.url(ln), natsURL: natsURL, workerEnv: workerEnv}
+// provide lets the stages that provide something to the others check their
+// flags against sh and set it up, before anything starts; sh's workers are
+// told the process's secret files.
+func (f *stageFlags) provide(defs []host.Def, sh *host.Shared) error {
+	sh.Workers.Hide = append(sh.Workers.Hide, f.secretFiles()...)
+	for _, d := range defs {
+		if p, ok := f.stage(d).(host.Provider); ok {
+			if err := p.Provide(sh); err != nil {
+				return usageError("%v", err)
+			}
+		}
+	}
+	return nil
 }
 
-// flowControl returns the process's APF gate, building it with its live
-// configuration (the pace_flowcontrol bucket, maintained every minute) on
-// first use.
-func (w *wiring) flowControl(ctx context.Context) (*apf.Gate, error) {
-	if w.fc != nil {
-		return w.fc, nil
+// newWiring makes the process serving HTTP on ln, sharing sh (from
+// provide) among its stages.
+func newWiring(a *app, f *stageFlags, c *bus.Client, log *slog.Logger, ln net.Listener, sh host.Shared) *wiring {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.Jobs().MalformedEvents())
+	sh.URL, sh.TraceURL = f.http.url(ln), f.trace.viewer
+	sh.API, sh.UI = opsHandler(c, reg, f.fc.authenticates()), http.NewServeMux()
+	return &wiring{a: a, f: f, c: c, log: log, reg: reg, shared: sh}
+}
+
+// Shared is what the process's stages share (host.Process).
+func (w *wiring) Shared() *host.Shared { return &w.shared }
+
+// prepare builds the services the stages of defs use, once for the
+// process, before any of them wires.
+func (w *wiring) prepare(ctx context.Context, defs []host.Def) error {
+	var uses host.Uses
+	for _, d := range defs {
+		uses |= d.Uses
 	}
+	if uses&(host.UsesAuthentication|host.UsesCallout) != 0 && w.f.fc.authenticates() {
+		a, err := w.f.fc.authenticator()
+		if err != nil {
+			return err
+		}
+		w.shared.Authenticator = a
+	}
+	if uses&host.UsesFlowControl != 0 {
+		if err := w.flowControl(ctx); err != nil {
+			return err
+		}
+	}
+	if uses&(host.UsesJobTokens|host.UsesCallout) != 0 {
+		jobs, err := w.f.tokens.jobTokens()
+		if err != nil {
+			return err
+		}
+		if jobs != nil && w.shared.Workers.JobToken == nil { // pace stage --job-token-key
+			w.shared.Workers.JobToken = jobs.Mint
+		}
+		if uses&host.UsesCallout != 0 && w.f.tokens.calloutKey != "" {
+			if err := w.serveCallout(jobs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flowControl builds the process's APF gate with its live configuration
+// (the pace_flowcontrol bucket, maintained every minute).
+func (w *wiring) flowControl(ctx context.Context) error {
 	g, err := w.f.fc.gate(w.reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	file, err := w.f.fc.file()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Like provisioning, opening the bucket waits for a recovering cluster.
 	var store *gate.ConfigStore
@@ -184,24 +210,26 @@ func (w *wiring) flowControl(ctx context.Context) (*apf.Gate, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.loops = append(w.loops, g.Run, func(ctx context.Context) error { return store.Run(ctx, g, file) })
-	w.fc = g
-	return g, nil
+	w.shared.FlowControl = g
+	return nil
 }
 
-// authenticator builds the authentication chain once (nil: everyone is
-// anonymous).
-func (w *wiring) authenticator() (auth.Authenticator, error) {
-	if w.authn == nil && w.f.fc.authenticates() {
-		a, err := w.f.fc.authenticator()
-		if err != nil {
-			return nil, err
-		}
-		w.authn = a
+// serveCallout runs the authorization service of the servers' auth callout
+// on every replica (pace stage manager --nats-callout-key).
+func (w *wiring) serveCallout(jobs *natsauth.JobTokens) error {
+	issuer, err := w.f.tokens.issuer()
+	if err != nil {
+		return err
 	}
-	return w.authn, nil
+	users, ok := w.shared.Authenticator.(natsauth.Users)
+	if !ok {
+		return usageError("--nats-callout-key needs --token-file")
+	}
+	w.loops = append(w.loops, natsauth.New(w.c, issuer, users, jobs, w.log).Run)
+	return nil
 }
 
 // Lead adds a stage's leader-only work (host.Process). build makes a fresh
@@ -220,21 +248,24 @@ func (w *wiring) Lead(stage string, build runner.Build) error {
 
 // handler is the HTTP handler of everything wired: callers authenticated
 // first (a bad token is refused before anything is read), then the API's
-// bodies read whole, within --body-timeout and --max-body, and only then
-// the API admitted by APF, so that no seat waits on a slow client. The UI
-// is outside APF; its streams bound themselves.
+// bodies read whole, within --body-timeout and its stage's largest body,
+// and only then the API admitted by APF, with the APF dumps, so that no
+// seat waits on a slow client. The UI is outside APF; its streams bound
+// themselves.
 func (w *wiring) handler() http.Handler {
-	var h http.Handler = w.api
-	if w.apiGate {
-		h = apfhttp.Middleware(w.fc, w.resolve)(h)
+	authn := w.shared.Authenticator
+	var h http.Handler = w.shared.API
+	resolve, maxBody := w.shared.Admission()
+	if resolve != nil {
+		w.shared.API.Handle(apfhttp.DebugPrefix, only(authn != nil, dumpReaders...)(apfhttp.DebugHandler(w.shared.FlowControl)))
+		h = apfhttp.Middleware(w.shared.FlowControl, resolve)(h)
 	}
-	maxBody := int64(w.f.manager.maxBody)
-	if maxBody <= 0 { // a stage without the job API's flags
+	if maxBody <= 0 { // no job API
 		maxBody = 8 << 20
 	}
-	h = apfhttp.ReadBody(w.f.http.bodyLimits(maxBody, w.authn != nil))(h)
-	w.root.Handle("/", h)
-	return tracing.HTTP(auth.Middleware(w.authn)(w.root))
+	h = apfhttp.ReadBody(w.f.http.bodyLimits(maxBody, authn != nil))(h)
+	w.shared.UI.Handle("/", h)
+	return tracing.HTTP(auth.Middleware(authn)(w.shared.UI))
 }
 
 // run runs the wired stages and serves HTTP on ln until ctx ends or one of
@@ -254,167 +285,4 @@ func (w *wiring) run(ctx context.Context, ln net.Listener, elect func(*runner.Te
 	}
 	g.Go(func() error { return w.f.http.serve(gctx, ln, w.handler(), w.log) })
 	return g.Wait()
-}
-
-// The stages, in pipeline order. Each wire func adds a stage to w: loops
-// every replica runs, and leader work through w.lead.
-
-// wireManager serves the job API behind APF on every replica and runs the
-// dead-letter mover, a shared durable consumer, on every replica too. The
-// lifecycle loop (recovery, the NATS API, job checks) runs on the leader.
-func wireManager(ctx context.Context, w *wiring) error {
-	fc, err := w.flowControl(ctx)
-	if err != nil {
-		return err
-	}
-	authn, err := w.authenticator()
-	if err != nil {
-		return err
-	}
-	localMax := 0 // pace up runs the local actuator beside the manager
-	if local, ok := w.f.enabled()[schemas.LocalActuator].(interface{ MaxReplicas() int }); ok {
-		localMax = local.MaxReplicas()
-	}
-	c, err := w.Client(ctx, "manager")
-	if err != nil {
-		return err
-	}
-	mgr, api, err := w.f.manager.build(c, authn, w.addr, w.f.uiURL, w.redisAddr(), localMax, w.log)
-	if err != nil {
-		return err
-	}
-	api.Register(w.api)
-	w.api.Handle(apfhttp.DebugPrefix, only(authn != nil, dumpReaders...)(apfhttp.DebugHandler(fc)))
-	w.apiGate, w.resolve, w.mgr = true, api.Resolver(), mgr
-	w.loops = append(w.loops, c.Letters().Move, manager.CountJobs(c, fc.ObjectCounts(), w.log))
-	if w.f.tokens.calloutKey != "" {
-		if err := w.serveCallout(c, authn); err != nil {
-			return err
-		}
-	}
-	if serve := w.serveFlowControl("manager", fc); serve != nil {
-		w.loops = append(w.loops, serve)
-	}
-	return w.Lead("manager", func() (func(context.Context) error, prometheus.Collector, error) {
-		return mgr.Run, mgr.Metrics(), nil
-	})
-}
-
-// serveCallout runs the authorization service of the servers' auth callout
-// on every replica (pace stage manager --nats-callout-key).
-func (w *wiring) serveCallout(c *bus.Client, authn auth.Authenticator) error {
-	issuer, err := w.f.tokens.issuer()
-	if err != nil {
-		return err
-	}
-	jobs, err := w.f.tokens.jobTokens()
-	if err != nil {
-		return err
-	}
-	users, ok := authn.(natsauth.Users)
-	if !ok {
-		return usageError("--nats-callout-key needs --token-file")
-	}
-	w.loops = append(w.loops, natsauth.New(c, issuer, users, jobs, w.log).Run)
-	return nil
-}
-
-// wireGate admits infrastructure requests through APF and executes them on
-// the targets the flags enable (local processes, Kubernetes), opened anew
-// for each term of the leader: the local workers are its children.
-func wireGate(ctx context.Context, w *wiring) error {
-	fc, err := w.flowControl(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := w.Client(ctx, "gate")
-	if err != nil {
-		return err
-	}
-	if jobs, err := w.f.tokens.jobTokens(); err != nil {
-		return err
-	} else if jobs != nil { // pace stage gate --job-token-key
-		w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
-		w.jobToken = jobs.Mint
-	}
-	if err := w.listenRedis(); err != nil {
-		return err
-	}
-	if w.redisLn != nil {
-		w.wireRedis(c)
-	}
-	workers := targets.Workers{NATSURL: w.natsURL, Env: w.workerEnv, JobEnv: w.jobEnv, RedisEnv: w.redisEnv,
-		JobToken: w.jobToken, RedisAddr: w.f.redis.podAddr, Hide: append(w.f.secretFiles(), w.hide...)}
-	openers := map[string]targets.Opener{}
-	for name, t := range w.f.enabled() {
-		open, err := t.Opener(workers, w.log)
-		if err != nil {
-			return usageError("%v", err)
-		}
-		openers[name] = open
-	}
-	return w.Lead("gate", func() (func(context.Context) error, prometheus.Collector, error) {
-		exec, runTargets, err := targets.Open(c, openers, targets.WithLogger(w.log))
-		if err != nil {
-			return nil, nil, err
-		}
-		gs, err := gate.New(gate.Deps{Bus: c, Gate: fc, Actuator: exec}, gate.Config{}, gate.WithLogger(w.log))
-		if err != nil {
-			return nil, nil, err
-		}
-		loops := []func(context.Context) error{runTargets, gs.Run}
-		if serve := w.serveFlowControl("gate", fc); serve != nil {
-			loops = append(loops, serve)
-		}
-		return runner.Group(loops...), gs.Metrics(), nil
-	})
-}
-
-// serveFlowControl returns the loop answering the visualizer's requests for
-// fc's state as stage (visualizer.ServeFlowControl): the manager's on every
-// replica, the gate's on its leader. Nil in pace up, whose visualizer reads
-// fc in process.
-func (w *wiring) serveFlowControl(stage string, fc *apf.Gate) func(context.Context) error {
-	if w.identity == "" {
-		return nil
-	}
-	return func(ctx context.Context) error {
-		return visualizer.ServeFlowControl(ctx, w.c, stage, w.identity, fc, w.log.With("stage", stage))
-	}
-}
-
-// wireVisualizer serves the web UI under /ui/ on every replica, outside APF
-// (its commands go through the API). Its job list is read with the job
-// API's manager, or a manager of its own when the API runs elsewhere. Its
-// flow-control page reads this process's APF (pace up) or asks the gate and
-// manager processes over NATS (pace stage).
-func wireVisualizer(ctx context.Context, w *wiring) error {
-	authn, err := w.authenticator()
-	if err != nil {
-		return err
-	}
-	c, err := w.Client(ctx, "visualizer")
-	if err != nil {
-		return err
-	}
-	jobs := w.mgr
-	if jobs == nil {
-		if jobs, _, err = w.f.manager.build(c, authn, w.addr, "", "", 0, w.log); err != nil {
-			return err
-		}
-	}
-	ui, err := visualizer.New(visualizer.Deps{Jobs: jobs, Bus: c}, visualizer.Config{Open: authn == nil, TraceURL: w.f.trace.viewer},
-		visualizer.WithLogger(w.log))
-	if err != nil {
-		return err
-	}
-	if w.fc != nil {
-		ui.SetFlowControl(w.fc)
-	} else {
-		ui.SetRemoteFlowControl(c)
-	}
-	ui.Register(w.root)
-	w.reg.MustRegister(ui.Metrics())
-	w.loops = append(w.loops, ui.Run) // one reader of the job events wakes every stream
-	return nil
 }

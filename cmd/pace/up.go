@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pace-platform/pace/bus"
+	"github.com/pace-platform/pace/internal/flagvalue"
 	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/visualizer"
@@ -20,14 +23,15 @@ import (
 type upOptions struct {
 	data       string
 	natsListen string
-	maxMemory  byteSize
-	maxStore   byteSize
+	maxMemory  flagvalue.Bytes
+	maxStore   flagvalue.Bytes
 	syncAlways bool
 	prefix     string
 	f          stageFlags
 	demo       bool
 	demoDir    string
 	insecure   bool
+	flags      *pflag.FlagSet // the command's, stages' included
 }
 
 func newUpCmd(a *app) *cobra.Command {
@@ -81,12 +85,11 @@ token. NATS listening beyond loopback needs --token-file, or --insecure
 	f.StringVar(&o.prefix, "prefix", string(schemas.DefaultPrefix), "subject prefix of this installation")
 	o.f.prov.add(f, "a fifth of --max-store")
 	o.f.fc.add(f)
-	o.f.manager.add(f)
-	o.f.addTargets(f)
 	o.f.trace.add(f)
 	for _, d := range host.Defs() {
 		o.f.stage(d).Flags(f)
 	}
+	o.flags = f
 	f.BoolVar(&o.insecure, "insecure", false, "let --nats-listen reach other machines without --token-file: anyone reaching it may use the bus unauthenticated")
 	f.BoolVar(&o.demo, "demo", false, "run a demo batch job that needs several workers to meet its deadline, print its report and exit (0: deadline met)")
 	return cmd
@@ -111,12 +114,6 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	if err := o.f.prov.validate(); err != nil {
 		return err
 	}
-	if err := o.f.manager.validate(); err != nil {
-		return err
-	}
-	if err := o.f.validateTargets(o.natsListen); err != nil {
-		return err
-	}
 	if err := o.f.trace.validate(); err != nil {
 		return err
 	}
@@ -124,6 +121,13 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		if err := o.f.stage(d).Validate(); err != nil {
 			return usageError("%v", err)
 		}
+	}
+	stages := o.stages(a.log)
+	// Local workers reach the bus at the server's URL, known once it runs;
+	// the stages check their flags against whether it listens.
+	sh := host.Shared{Workers: host.Workers{NATSURL: o.natsListen, Env: append(workerEnv(a, o.prefix), o.f.trace.workerEnv()...)}}
+	if err := o.f.provide(stages, &sh); err != nil {
+		return err
 	}
 	data, err := filepath.Abs(o.data)
 	if err != nil {
@@ -175,31 +179,22 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return fmt.Errorf("--http %s: %w", o.f.http.addr, err)
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
-	w := newWiring(a, &o.f, c, a.log, ln, srv.ClientURL(), append(workerEnv(a, o.prefix), o.f.trace.workerEnv()...))
+	sh.Workers.NATSURL, sh.Workers.Hide = srv.ClientURL(), append(sh.Workers.Hide, data)
+	w := newWiring(a, &o.f, c, a.log, ln, sh)
 	defer w.close()
-	w.hide = []string{data}
+	w.shared.UIURL = w.shared.URL + "/ui"
 	if ba != nil {
 		if err := ba.wire(w, srv, c, data, o); err != nil {
 			return err
 		}
 	}
-	o.f.uiURL = w.url + "/ui"
-	runsWorkers := len(o.f.enabled()) > 0
-	if runsWorkers { // the manager's job views show the Redis front's address
-		if err := w.listenRedis(); err != nil {
+	if err := w.prepare(ctx, stages); err != nil {
+		return err
+	}
+	for _, d := range stages {
+		if err := o.f.stage(d).Wire(ctx, w); err != nil {
 			return err
 		}
-	}
-	for _, d := range stageDefs() {
-		if (d.name == "gate" || d.name == "actuator") && !runsWorkers {
-			continue // decisions only
-		}
-		if err := d.wire(ctx, w); err != nil {
-			return err
-		}
-	}
-	if !runsWorkers {
-		log.Info("no actuator: decisions are published, workers are not run")
 	}
 
 	if url := srv.ClientURL(); url != "" {
@@ -207,14 +202,14 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	} else {
 		fmt.Fprintln(a.stdout, "NATS: in-process only (no TCP listener)")
 	}
-	fmt.Fprintf(a.stdout, "HTTP: %s\n", w.url)
-	if w.redisLn != nil {
-		fmt.Fprintf(a.stdout, "Redis: %s\n", w.redisLn.Addr())
+	fmt.Fprintf(a.stdout, "HTTP: %s\n", w.shared.URL)
+	if w.shared.RedisAddr != "" {
+		fmt.Fprintf(a.stdout, "Redis: %s\n", w.shared.RedisAddr)
 	}
-	fmt.Fprintf(a.stdout, "UI: %s%s\n", w.url, visualizer.Prefix)
-	log.Info("pace is up", "data", data, "http", w.url, "nats", srv.ClientURL(), "nats_auth", secured)
+	fmt.Fprintf(a.stdout, "UI: %s%s\n", w.shared.URL, visualizer.Prefix)
+	log.Info("pace is up", "data", data, "http", w.shared.URL, "nats", srv.ClientURL(), "nats_auth", secured)
 	if o.demo {
-		w.loops = append(w.loops, func(ctx context.Context) error { return runDemo(ctx, a, w.url) })
+		w.loops = append(w.loops, func(ctx context.Context) error { return runDemo(ctx, a, w.shared.URL) })
 	}
 
 	err = w.run(ctx, ln, nil)
@@ -223,6 +218,28 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return nil
 	}
 	return err
+}
+
+// stages are the registered stages pace up runs: every one but those
+// whose flags leave them idle (the gate without a target) and the stages
+// that feed those (the actuator: decisions are then published, workers
+// not run).
+func (o *upOptions) stages(log *slog.Logger) []host.Def {
+	idle := map[string]bool{}
+	for _, d := range host.Defs() {
+		if i, ok := o.f.stage(d).(host.Idler); ok && i.Idle() != nil {
+			idle[d.Name] = true
+			log.Info("stage not run", "stage", d.Name, "why", i.Idle().Error())
+		}
+	}
+	var run []host.Def
+	for _, d := range host.Defs() {
+		if idle[d.Name] || idle[d.Feeds] {
+			continue
+		}
+		run = append(run, d)
+	}
+	return run
 }
 
 // portFree fails at once, naming --nats-listen, when its address is taken

@@ -32,7 +32,7 @@ func (o *upOptions) secured() (bool, error) {
 	if o.f.fc.tokenFile != "" {
 		return true, nil
 	}
-	for _, l := range []struct{ flag, addr string }{{"--nats-listen", o.natsListen}, {"--redis-listen", o.f.redis.listen}} {
+	for _, l := range []struct{ flag, addr string }{{"--nats-listen", o.natsListen}, {"--redis-listen", o.flags.Lookup("redis-listen").Value.String()}} {
 		if l.addr == "" || o.insecure {
 			continue
 		}
@@ -93,9 +93,8 @@ func (b *busAuth) wire(w *wiring, srv *bus.Server, c *bus.Client, data string, o
 		return bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up-"+stage), bus.WithLogger(w.a.log),
 			bus.WithPrefix(schemas.Prefix(o.prefix)), b.as(stage))
 	}
-	w.jobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + jobs.Mint(job)} }
-	w.jobClient = b.tokenClient(srv, o)
-	w.jobToken = jobs.Mint
+	w.shared.Workers.JobToken = jobs.Mint
+	w.shared.Workers.JobClient = b.tokenClient(srv, o)
 	w.loops = append(w.loops, natsauth.New(c, b.issuer, b.tokens, jobs, w.log).Run)
 	return nil
 }

@@ -49,6 +49,10 @@ func (u User) InGroup(group string) bool { return slices.Contains(u.Groups, grou
 // IsAdmin reports whether u may act on every user's resources.
 func (u User) IsAdmin() bool { return u.InGroup(Admins) || u.InGroup(Masters) }
 
+// Owns reports whether u may see and change what owner owns: owner and the
+// admins may.
+func (u User) Owns(owner string) bool { return u.IsAdmin() || u.Name == owner }
+
 // Authenticator identifies the caller of an HTTP request.
 type Authenticator interface {
 	// Authenticate returns the caller; ok is false when the request carries

@@ -5,10 +5,11 @@
 // work only the stage's leader runs.
 //
 // pace up wires every registered stage into one process; pace stage NAME
-// wires one. A stage that talks only to the bus is one package that calls
-// Register; the stages that compose others (the manager with the job API and
-// its APF gate, the gate with the actuation targets, the visualizer with the
-// manager's job list) are composed by cmd/pace, which owns what they share.
+// wires one. Every stage is one package that calls Register. What the stages
+// of one process share beyond the bus — its HTTP server, its APF gate, who
+// its callers are, where the workers it starts reach the bus — is the
+// process's (Shared): a stage names the services it uses (Def.Uses), and the
+// command registers their flags and builds them once.
 package host
 
 import (
@@ -34,7 +35,32 @@ type Def struct {
 	// New makes an instance of the stage for one command: its flags, then
 	// its wiring into the process.
 	New func() Stage
+	// Uses are the process's services the stage needs.
+	Uses Uses
+	// Feeds names the stage that consumes what this one produces when this
+	// one is of no use without it: pace up leaves both out together.
+	Feeds string
 }
+
+// Uses is a set of services a process shares among its stages.
+type Uses uint
+
+const (
+	// UsesFlowControl is the process's APF gate (Shared.FlowControl): its
+	// seats, limits and policy flags.
+	UsesFlowControl Uses = 1 << iota
+	// UsesAuthentication is who the callers of the process's HTTP server
+	// are (Shared.Authenticator): --token-file and the rest of the chain.
+	UsesAuthentication
+	// UsesJobTokens are the tokens of jobs' workers (Shared.Workers'
+	// JobToken): --job-token-key.
+	UsesJobTokens
+	// UsesCallout runs, in the stage's process, the authorization service
+	// of the NATS servers' auth callout, which admits tenants by their
+	// --token-file token and workers by their job token
+	// (--nats-callout-key).
+	UsesCallout
+)
 
 // Stage is one stage as a command sets it up: it registers its own flags,
 // checks them before anything connects, then adds its work to a process.
@@ -62,6 +88,24 @@ type Process interface {
 	// each term; build is called once at once, so that a bad setting fails
 	// at start.
 	Lead(stage string, build runner.Build) error
+	// Shared is what the process's stages share beyond the bus.
+	Shared() *Shared
+}
+
+// Provider is a stage that checks its flags against what the process
+// knows before it starts (s.Workers.NATSURL) and sets up, before anything
+// connects, what other stages read from s (the gate: where the Redis front
+// listens, how many local workers a job may have). Its error names the flag
+// at fault.
+type Provider interface {
+	Provide(s *Shared) error
+}
+
+// Idler is a stage whose flags may leave it nothing to do (the gate without
+// a target): Idle says why. pace up then runs without it and the stages
+// that feed it; pace stage refuses to start it.
+type Idler interface {
+	Idle() error
 }
 
 var defs registry.Registry[Def]

@@ -15,7 +15,8 @@ func init() {
 infrastructure requests on pace.k8s.requests, which the gate admits and
 executes. It remembers the replicas last requested per job and runs on the
 leader; a new leader first requests every running job's replicas again.`,
-		New: func() host.Stage { return command{} }})
+		Feeds: "gate",
+		New:   func() host.Stage { return command{} }})
 }
 
 // command is the actuator as pace up and pace stage run it: no flags, the

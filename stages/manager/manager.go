@@ -131,7 +131,7 @@ func (m *Stage) refusesAnonymous(u auth.User) bool {
 	return u.IsAnonymous() && !m.cfg.Open && !m.cfg.AllowAnonymous
 }
 
-func (c caller) owns(rec *schemas.JobRecord) bool { return c.admin || rec.Spec.Owner == c.user.Name }
+func (c caller) owns(rec *schemas.JobRecord) bool { return c.admin || c.user.Owns(rec.Spec.Owner) }
 
 // submission is a parsed, validated job document.
 type submission struct {

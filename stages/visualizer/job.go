@@ -120,7 +120,7 @@ func (s *Stage) jobEvents(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, id := r.Context(), trimID(r)
 	next := func() (*JobView, error) {
-		rec, err := s.jobs.Job(ctx, u, id)
+		rec, err := s.job(ctx, u, id)
 		if err != nil {
 			return nil, err
 		}

@@ -19,10 +19,7 @@ import (
 	"github.com/pace-platform/pace/stages/visualizer"
 )
 
-var (
-	_ visualizer.Jobs = (*manager.Stage)(nil)
-	_ visualizer.Bus  = (*bus.Client)(nil)
-)
+var _ visualizer.Bus = (*bus.Client)(nil)
 
 const tokens = `alice-token,alice,1
 bob-token,bob,2
@@ -64,7 +61,7 @@ func newEnvWith(t *testing.T, uiCfg visualizer.Config, opts ...func(*visualizer.
 		t.Fatal(err)
 	}
 	manager.NewAPI(m).Register(mux)
-	if e.ui, err = visualizer.New(visualizer.Deps{Jobs: m, Bus: e.c}, uiCfg); err != nil {
+	if e.ui, err = visualizer.New(visualizer.Deps{Bus: e.c}, uiCfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range opts {

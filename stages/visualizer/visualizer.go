@@ -23,12 +23,6 @@ var static embed.FS
 // Prefix is the path the UI is served under.
 const Prefix = "/ui/"
 
-// Jobs finds the jobs a caller may see; *manager.Stage implements it.
-type Jobs interface {
-	Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error)
-	Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error)
-}
-
 // Bus reads a job's work, progress, events and log; *bus.Client implements it.
 type Bus interface {
 	JobWork(ctx context.Context, rec *schemas.JobRecord) (bus.WorkState, error)
@@ -43,9 +37,9 @@ type Config struct {
 	Interval time.Duration `json:"interval"`
 	// LogTail is how many log lines the job page shows; 0 means 50.
 	LogTail int `json:"log_tail"`
-	// Open serves the event streams to callers without credentials and
-	// the flow-control page to every caller, not only admins (the API has
-	// no authentication).
+	// Open shows every job, serves the event streams to callers without
+	// credentials and the flow-control page to every caller, not only
+	// admins (the API has no authentication).
 	Open bool `json:"open"`
 	// MaxStreams bounds the event streams open at once; beyond it a new
 	// one is refused with 429. 0 means 256.
@@ -84,10 +78,9 @@ func (c Config) Defaults() Config {
 
 // Stage is the visualizer: the web UI.
 type Stage struct {
-	jobs Jobs
-	bus  Bus
-	cfg  Config
-	log  *slog.Logger
+	bus Bus
+	cfg Config
+	log *slog.Logger
 	// fcView reads the flow-control page's data; nil: no such page.
 	fcView func(context.Context) (*FlowControlView, error)
 	// streams counts the open event streams; wakeups wakes them on job
@@ -102,21 +95,20 @@ type Option func(*Stage)
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
 
-// Deps is what the stage works on: the job API it serves jobs from and the
-// bus it streams their progress from.
+// Deps is what the stage works on: the bus it reads jobs and streams their
+// progress from.
 type Deps struct {
-	Jobs Jobs
-	Bus  Bus
+	Bus Bus
 }
 
 // New returns the UI over deps. Run wakes its streams on job events.
 func New(deps Deps, cfg Config, opts ...Option) (*Stage, error) {
-	jobs, b := deps.Jobs, deps.Bus
-	if jobs == nil || b == nil {
-		return nil, errors.New("visualizer: Deps.Jobs and Deps.Bus are required")
+	b := deps.Bus
+	if b == nil {
+		return nil, errors.New("visualizer: Deps.Bus is required")
 	}
 	cfg = cfg.Defaults()
-	s := &Stage{jobs: jobs, bus: b, cfg: cfg, log: slog.New(slog.DiscardHandler), streams: newStreams(cfg)}
+	s := &Stage{bus: b, cfg: cfg, log: slog.New(slog.DiscardHandler), streams: newStreams(cfg)}
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -217,7 +209,7 @@ type JobRow struct {
 }
 
 func (s *Stage) rows(ctx context.Context, u auth.User) ([]JobRow, error) {
-	recs, err := s.jobs.Jobs(ctx, u)
+	recs, err := s.jobs(ctx, u)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,5 @@
-package main
+// Package flagvalue holds flag values Pace's commands share.
+package flagvalue
 
 import (
 	"fmt"
@@ -6,16 +7,16 @@ import (
 	"strings"
 )
 
-// byteSize is a flag value in bytes written with an optional binary unit:
+// Bytes is a flag value in bytes written with an optional binary unit:
 // 512KiB, 256MiB, 10GiB, or a plain number of bytes.
-type byteSize int64
+type Bytes int64
 
 var byteUnits = []struct {
 	suffix string
 	factor int64
 }{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}}
 
-func (b *byteSize) String() string {
+func (b *Bytes) String() string {
 	for i := len(byteUnits) - 1; i >= 0; i-- {
 		u := byteUnits[i]
 		if *b != 0 && int64(*b)%u.factor == 0 {
@@ -25,7 +26,7 @@ func (b *byteSize) String() string {
 	return strconv.FormatInt(int64(*b), 10)
 }
 
-func (b *byteSize) Set(s string) error {
+func (b *Bytes) Set(s string) error {
 	factor := int64(1)
 	num := s
 	for _, u := range byteUnits {
@@ -38,8 +39,8 @@ func (b *byteSize) Set(s string) error {
 	if err != nil || n <= 0 {
 		return fmt.Errorf("want a positive size such as 256MiB or 10GiB")
 	}
-	*b = byteSize(n * factor)
+	*b = Bytes(n * factor)
 	return nil
 }
 
-func (b *byteSize) Type() string { return "size" }
+func (b *Bytes) Type() string { return "size" }

@@ -283,7 +283,7 @@ func (o *gateProxyOptions) run(ctx context.Context, a *app) error {
 	}
 	srv := &kubeproxy.Server{Proxy: proxy, Gate: gate, Metrics: reg, Authn: authn,
 		Body: o.http.bodyLimits(int64(o.maxBody), authn != nil), Ready: kubeproxy.NewReadiness(transport, up, token, log),
-		MetricsReaders: readers(metricsReaders), DumpReaders: readers(dumpReaders), Policy: src, Log: log}
+		MetricsReaders: readers(auth.ReadMetrics), DumpReaders: readers(auth.ReadDumps), Policy: src, Log: log}
 
 	ln, err := net.Listen("tcp", o.http.addr)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/pace-platform/pace/bus"
@@ -149,25 +148,26 @@ func (o *stageOptions) run(ctx context.Context, a *app, d host.Def) error {
 		return fmt.Errorf("--http %s: %w", o.f.http.addr, err)
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
-	w := newWiring(a, &o.f, c, log, ln, sh)
-	w.shared.Identity, w.startBudget = identity, o.nats.connectTimeout
-	w.shared.AnswerFlowControl = func(stage string, fc *apf.Gate) runner.Loop {
+	sh.Identity = identity
+	sh.AnswerFlowControl = func(stage string, fc *apf.Gate) runner.Loop {
 		return func(ctx context.Context) error {
 			return visualizer.ServeFlowControl(ctx, c, stage, identity, fc, log.With("stage", stage))
 		}
 	}
+	w := newWiring(&o.f, c, log, ln, sh, nil)
+	w.startBudget = o.nats.connectTimeout
 	if err := w.prepare(ctx, []host.Def{d}); err != nil {
 		return signalled(ctx, err)
 	}
 	if err := stage.Wire(ctx, w); err != nil {
 		return signalled(ctx, err)
 	}
-	elect, err := w.elector(identity)
+	elect, err := w.Elect(identity)
 	if err != nil {
-		return err
+		return usageError("--identity %q: %v", identity, err)
 	}
-	log.Info("stage started", "stage", d.Name, "http", w.shared.URL, "nats", bus.RedactURLs(o.nats.url))
-	err = w.run(ctx, ln, elect)
+	log.Info("stage started", "stage", d.Name, "http", w.Shared().URL, "nats", bus.RedactURLs(o.nats.url))
+	err = w.Run(ctx, ln, elect)
 	log.Info("stage stopped", "stage", d.Name)
 	return err
 }
@@ -199,31 +199,4 @@ func workerEnv(a *app, prefix string) []string {
 		env = append(env, "PACE_PREFIX="+prefix)
 	}
 	return env
-}
-
-// elector returns the wrapper that runs each stage's leader work under
-// leader election as identity, with a pace_stage_leader gauge per stage.
-func (w *wiring) elector(identity string) (func(*runner.Term) runner.Loop, error) {
-	cands := map[string]*bus.Candidate{}
-	for _, t := range w.terms {
-		cand, err := w.c.Candidate(t.Stage, identity)
-		if err != nil {
-			return nil, usageError("--identity %q: %v", identity, err)
-		}
-		cands[t.Stage] = cand
-		labels := prometheus.Labels{"stage": t.Stage}
-		w.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "pace_stage_leader", Help: "1 while this replica leads the stage, 0 while it stands by.", ConstLabels: labels,
-		}, func() float64 {
-			if cand.Leading() {
-				return 1
-			}
-			return 0
-		}), prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "pace_stage_leader_transitions_total", Help: "Times this replica became the stage's leader or stepped down.", ConstLabels: labels,
-		}, func() float64 { return float64(cand.Transitions()) }))
-	}
-	return func(t *runner.Term) runner.Loop {
-		return func(ctx context.Context) error { return cands[t.Stage].Run(ctx, t.Run) }
-	}, nil
 }

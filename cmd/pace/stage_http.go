@@ -3,20 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 
-	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/flowcontrol/apfhttp"
-	"github.com/pace-platform/pace/internal/auth"
 	"github.com/pace-platform/pace/internal/httpserver"
 )
 
@@ -71,64 +65,18 @@ func (f *httpFlags) url(ln net.Listener) string {
 	return "http://" + ln.Addr().String()
 }
 
-// anonymousBodies bounds the request bodies read at once from callers
-// without credentials when callers authenticate.
-const anonymousBodies = 16
-
 // bodyLimits are what apfhttp.ReadBody reads before admission: bodies of at
 // most maxBytes within --body-timeout; anonymous ones bounded when callers
 // authenticate (without a token file every caller is anonymous).
 func (f *httpFlags) bodyLimits(maxBytes int64, authenticated bool) apfhttp.BodyLimits {
 	l := apfhttp.BodyLimits{MaxBytes: maxBytes, Timeout: f.bodyTimeout}
 	if authenticated {
-		l.MaxAnonymous = anonymousBodies
+		l.MaxAnonymous = apfhttp.AnonymousBodies
 	}
 	return l
-}
-
-// Who may read what only admins should see once callers authenticate:
-// the APF dumps (every flow's user), and /metrics (every tenant's jobs),
-// which Prometheus reads with a token of group pace:metrics.
-var (
-	dumpReaders    = []string{auth.Admins, auth.Masters}
-	metricsReaders = []string{auth.Admins, auth.Masters, auth.MetricsReaders}
-)
-
-// only returns auth.Require(groups...) when callers authenticate (a token
-// file), else a middleware that lets everyone through.
-func only(authenticated bool, groups ...string) func(http.Handler) http.Handler {
-	if !authenticated {
-		return func(h http.Handler) http.Handler { return h }
-	}
-	return auth.Require(groups...)
 }
 
 // serve serves h on ln until ctx ends, then shuts down gracefully.
 func (f *httpFlags) serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	return httpserver.Serve(ctx, ln, h, f.tls, log)
-}
-
-// opsHandler serves the health probes and Prometheus metrics of reg, with
-// extra collectors (the monitor's pace_job_* and pace_monitor_* metrics);
-// with authenticated set (a token file), /metrics only to metricsReaders.
-// /readyz is ready while NATS and JetStream answer, leader or not.
-func opsHandler(c *bus.Client, reg *prometheus.Registry, authenticated bool, extra ...prometheus.Collector) *http.ServeMux {
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		bus.NewStreamCollector(c))
-	reg.MustRegister(extra...)
-	ready := func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := c.JetStream().AccountInfo(ctx); err != nil {
-			http.Error(w, "jetstream: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", ready)
-	mux.HandleFunc("GET /healthz", ready)
-	mux.Handle("GET /metrics", only(authenticated, metricsReaders...)(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	return mux
 }

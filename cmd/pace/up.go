@@ -16,6 +16,7 @@ import (
 	"github.com/pace-platform/pace/bus"
 	"github.com/pace-platform/pace/internal/flagvalue"
 	"github.com/pace-platform/pace/internal/host"
+	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/visualizer"
 )
@@ -180,13 +181,18 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	}
 	defer ln.Close() //nolint:errcheck // closed by the server already when it ran
 	sh.Workers.NATSURL, sh.Workers.Hide = srv.ClientURL(), append(sh.Workers.Hide, data)
-	w := newWiring(a, &o.f, c, a.log, ln, sh)
-	defer w.close()
-	w.shared.UIURL = w.shared.URL + "/ui"
+	var stageClient func(context.Context, string) (*bus.Client, error)
+	var callout runner.Loop
 	if ba != nil {
-		if err := ba.wire(w, srv, c, data, o); err != nil {
+		if stageClient, callout, err = ba.wire(&sh, srv, c, data, o, a.log); err != nil {
 			return err
 		}
+	}
+	w := newWiring(&o.f, c, a.log, ln, sh, stageClient)
+	defer w.Close()
+	w.Shared().UIURL = w.Shared().URL + "/ui"
+	if callout != nil {
+		w.Go(callout)
 	}
 	if err := w.prepare(ctx, stages); err != nil {
 		return err
@@ -202,17 +208,17 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 	} else {
 		fmt.Fprintln(a.stdout, "NATS: in-process only (no TCP listener)")
 	}
-	fmt.Fprintf(a.stdout, "HTTP: %s\n", w.shared.URL)
-	if w.shared.RedisAddr != "" {
-		fmt.Fprintf(a.stdout, "Redis: %s\n", w.shared.RedisAddr)
+	fmt.Fprintf(a.stdout, "HTTP: %s\n", w.Shared().URL)
+	if w.Shared().RedisAddr != "" {
+		fmt.Fprintf(a.stdout, "Redis: %s\n", w.Shared().RedisAddr)
 	}
-	fmt.Fprintf(a.stdout, "UI: %s%s\n", w.shared.URL, visualizer.Prefix)
-	log.Info("pace is up", "data", data, "http", w.shared.URL, "nats", srv.ClientURL(), "nats_auth", secured)
+	fmt.Fprintf(a.stdout, "UI: %s%s\n", w.Shared().URL, visualizer.Prefix)
+	log.Info("pace is up", "data", data, "http", w.Shared().URL, "nats", srv.ClientURL(), "nats_auth", secured)
 	if o.demo {
-		w.loops = append(w.loops, func(ctx context.Context) error { return runDemo(ctx, a, w.shared.URL) })
+		w.Go(func(ctx context.Context) error { return runDemo(ctx, a, w.Shared().URL) })
 	}
 
-	err = w.run(ctx, ln, nil)
+	err = w.Run(ctx, ln, nil)
 	log.Info("pace is shutting down")
 	if errors.Is(err, errDemoDone) {
 		return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/pace-platform/pace/bus/rediswq"
 	natsconf "github.com/pace-platform/pace/deploy/nats"
 	"github.com/pace-platform/pace/internal/auth"
+	"github.com/pace-platform/pace/internal/host"
+	"github.com/pace-platform/pace/internal/runner"
 	"github.com/pace-platform/pace/schemas"
 )
 
@@ -81,20 +84,20 @@ func (b *busAuth) tokenClient(srv *bus.Server, o *upOptions) rediswq.Opener {
 	}
 }
 
-// wire makes w's stages connect as their own users, gives local workers
-// their job's token, and adds the authorization service, answering on c
-// (pace-admin's connection).
-func (b *busAuth) wire(w *wiring, srv *bus.Server, c *bus.Client, data string, o *upOptions) error {
+// wire gives local workers their job's token in sh and returns how a
+// stage connects as its own user and the authorization service, answering
+// on c (pace-admin's connection).
+func (b *busAuth) wire(sh *host.Shared, srv *bus.Server, c *bus.Client, data string, o *upOptions, log *slog.Logger) (
+	stageClient func(context.Context, string) (*bus.Client, error), callout runner.Loop, err error) {
 	jobs, err := natsauth.LoadJobTokens(filepath.Join(data, "job-token.key"))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	w.stageClient = func(ctx context.Context, stage string) (*bus.Client, error) {
-		return bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up-"+stage), bus.WithLogger(w.a.log),
+	sh.Workers.JobToken = jobs.Mint
+	sh.Workers.JobClient = b.tokenClient(srv, o)
+	stageClient = func(ctx context.Context, stage string) (*bus.Client, error) {
+		return bus.Connect(ctx, "", bus.WithServer(srv), bus.WithName("pace-up-"+stage), bus.WithLogger(log),
 			bus.WithPrefix(schemas.Prefix(o.prefix)), b.as(stage))
 	}
-	w.shared.Workers.JobToken = jobs.Mint
-	w.shared.Workers.JobClient = b.tokenClient(srv, o)
-	w.loops = append(w.loops, natsauth.New(c, b.issuer, b.tokens, jobs, w.log).Run)
-	return nil
+	return stageClient, natsauth.New(c, b.issuer, b.tokens, jobs, log).Run, nil
 }

@@ -31,6 +31,10 @@ type BodyLimits struct {
 	Errors auth.ErrorWriter
 }
 
+// AnonymousBodies is the MaxAnonymous of Pace's servers when callers
+// authenticate.
+const AnonymousBodies = 16
+
 // ReadBody returns a middleware that reads a request's whole body into
 // memory, within l, before calling next, which sees it as an in-memory
 // reader. Put it between authentication and the APF filter,

@@ -9,6 +9,14 @@ import (
 // authenticated user: the group to give Prometheus' token.
 const MetricsReaders = "pace:metrics"
 
+// Who may read what only admins should see once callers authenticate: the
+// APF dumps (every flow's user), and /metrics (every tenant's jobs), which
+// Prometheus reads with a token of group MetricsReaders.
+var (
+	ReadDumps   = []string{Admins, Masters}
+	ReadMetrics = []string{Admins, Masters, MetricsReaders}
+)
+
 // Require returns a middleware that lets through only callers in one of
 // groups (put there by Middleware, which must run first): a caller without
 // credentials is refused with 401, any other with 403, in the API's error

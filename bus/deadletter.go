@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -262,6 +264,10 @@ const (
 	DeadMessages LetterStore = "metrics"
 )
 
+// LetterStores are every store of dead letters, in the order listings read
+// them.
+var LetterStores = []LetterStore{DeadItems, DeadMessages}
+
 // StoredLetter is a dead letter and where it is kept.
 type StoredLetter struct {
 	*schemas.DeadLetter
@@ -269,6 +275,30 @@ type StoredLetter struct {
 	// Seq is the letter's own sequence in its store's stream; the message
 	// it keeps had DeadLetter.Sequence in its own stream.
 	Seq uint64
+}
+
+// ID names the letter across stores (pace dead-letters' SEQ): its
+// sequence for a letter of DeadItems, its store and sequence for another
+// (metrics:40).
+func (l *StoredLetter) ID() string {
+	if l.Store == DeadItems {
+		return strconv.FormatUint(l.Seq, 10)
+	}
+	return string(l.Store) + ":" + strconv.FormatUint(l.Seq, 10)
+}
+
+// ParseLetterID reads a letter's ID as StoredLetter.ID writes it (dead:12
+// is read as 12); an error wraps ErrInvalidOption.
+func ParseLetterID(id string) (LetterStore, uint64, error) {
+	store, num := DeadItems, id
+	if k, n, ok := strings.Cut(id, ":"); ok {
+		store, num = LetterStore(k), n
+	}
+	seq, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || seq == 0 || !slices.Contains(LetterStores, store) {
+		return "", 0, fmt.Errorf("%w: dead letter %q: want a sequence such as 12, or a store and a sequence such as metrics:40", ErrInvalidOption, id)
+	}
+	return store, seq, nil
 }
 
 // letterSubject is the stream family of store and its subject for job
@@ -292,6 +322,22 @@ func (box Letters) List(ctx context.Context, store LetterStore, job string, foll
 	return c.letters(ctx, store, job, follow, func(subject string, seq uint64, err error) {
 		c.log.Warn("undecodable dead letter skipped", "subject", subject, "seq", seq, "err", err)
 	})
+}
+
+// All returns the dead letters of job ("*" for every job) in every store,
+// oldest first.
+func (box Letters) All(ctx context.Context, job string) ([]*StoredLetter, error) {
+	var all []*StoredLetter
+	for _, store := range LetterStores {
+		for l, err := range box.List(ctx, store, job, false) {
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, l)
+		}
+	}
+	slices.SortStableFunc(all, func(x, y *StoredLetter) int { return x.At.Compare(y.At) })
+	return all, nil
 }
 
 // letters is Letters; a message that is not a readable dead letter is

@@ -390,3 +390,26 @@ func TestForgedLettersAreNotRedrivenElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestLetterIDsRoundTrip: a letter's ID reads back as its store and
+// sequence; IDs naming no store, or no positive sequence, are refused.
+func TestLetterIDsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, l := range []*bus.StoredLetter{{Store: bus.DeadItems, Seq: 12}, {Store: bus.DeadMessages, Seq: 40}} {
+		store, seq, err := bus.ParseLetterID(l.ID())
+		if err != nil || store != l.Store || seq != l.Seq {
+			t.Errorf("ParseLetterID(%q) = %s, %d, %v; want %s, %d", l.ID(), store, seq, err, l.Store, l.Seq)
+		}
+	}
+	if got := (&bus.StoredLetter{Store: bus.DeadItems, Seq: 12}).ID(); got != "12" {
+		t.Errorf("ID of dead item 12 = %q, want 12", got)
+	}
+	if store, seq, err := bus.ParseLetterID("dead:12"); err != nil || store != bus.DeadItems || seq != 12 {
+		t.Errorf("ParseLetterID(dead:12) = %s, %d, %v; want dead, 12", store, seq, err)
+	}
+	for _, id := range []string{"", "0", "-1", "x", "bogus:1", "metrics:", "metrics:0", "12:metrics"} {
+		if _, _, err := bus.ParseLetterID(id); !errors.Is(err, bus.ErrInvalidOption) {
+			t.Errorf("ParseLetterID(%q): err = %v, want ErrInvalidOption", id, err)
+		}
+	}
+}

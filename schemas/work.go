@@ -172,6 +172,18 @@ type DeadLetter struct {
 // Schema implements Message.
 func (*DeadLetter) Schema() (string, int) { return "dead_letter", 5 }
 
+// Size is the size in bytes of the message the letter keeps, known without
+// reading it from the object store.
+func (d *DeadLetter) Size() int {
+	switch {
+	case d.RawObject != "":
+		return int(d.RawSize)
+	case d.Raw != nil:
+		return len(d.Raw)
+	}
+	return len(d.Payload)
+}
+
 // MessageVersion implements VersionedMessage: the version that introduced
 // the letter's reason, and 3 (what readers of version 3 read) for the
 // reasons older than that.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,26 +44,10 @@ drops a letter without sending its message. The commands talk to NATS, like
 	return cmd
 }
 
-// letterStores are the stores every listing reads, in this order.
-var letterStores = []bus.LetterStore{bus.DeadItems, bus.DeadMessages}
-
-// letterID is a letter's SEQ: its sequence in PACE_DEAD, or the store and
-// the sequence (metrics:40) for a letter kept elsewhere.
-func letterID(l *bus.StoredLetter) string {
-	if l.Store == bus.DeadItems {
-		return strconv.FormatUint(l.Seq, 10)
-	}
-	return string(l.Store) + ":" + strconv.FormatUint(l.Seq, 10)
-}
-
-// parseLetterID reads a SEQ as letterID writes it (dead:12 is read as 12).
+// parseLetterID reads a SEQ as the listing prints it (bus.StoredLetter.ID).
 func parseLetterID(s string) (bus.LetterStore, uint64, error) {
-	store, num := bus.DeadItems, s
-	if k, n, ok := strings.Cut(s, ":"); ok {
-		store, num = bus.LetterStore(k), n
-	}
-	seq, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || seq == 0 || !slices.Contains(letterStores, store) {
+	store, seq, err := bus.ParseLetterID(s)
+	if err != nil {
 		return "", 0, usageError("SEQ %q: want a SEQ as 'pace dead-letters list' prints it, such as 12 or metrics:40", s)
 	}
 	return store, seq, nil
@@ -81,22 +64,6 @@ func jobArg(name, job string) (string, error) {
 	return job, nil
 }
 
-// storedLetters returns the dead letters of job ("*" for every job) in
-// every store, oldest first.
-func storedLetters(ctx context.Context, c *bus.Client, job string) ([]*bus.StoredLetter, error) {
-	var all []*bus.StoredLetter
-	for _, store := range letterStores {
-		for l, err := range c.Letters().List(ctx, store, job, false) {
-			if err != nil {
-				return nil, signalled(ctx, err)
-			}
-			all = append(all, l)
-		}
-	}
-	slices.SortStableFunc(all, func(x, y *bus.StoredLetter) int { return x.At.Compare(y.At) })
-	return all, nil
-}
-
 // letterLine is the stable -o json form of a dead letter: the dead_letter
 // fields, its SEQ and the size of the message it keeps; for 'show', why
 // that message could not be read, if it could not.
@@ -108,19 +75,7 @@ type letterLine struct {
 }
 
 func newLetterLine(l *bus.StoredLetter) letterLine {
-	return letterLine{Seq: letterID(l), Size: letterSize(l.DeadLetter), DeadLetter: l.DeadLetter}
-}
-
-// letterSize is the size of the message a letter keeps (see
-// bus.Letters.Body), known without reading it from the object store.
-func letterSize(d *schemas.DeadLetter) int {
-	switch {
-	case d.RawObject != "":
-		return int(d.RawSize)
-	case d.Raw != nil:
-		return len(d.Raw)
-	}
-	return len(d.Payload)
+	return letterLine{Seq: l.ID(), Size: l.Size(), DeadLetter: l.DeadLetter}
 }
 
 type deadListOptions struct {
@@ -179,9 +134,9 @@ func (o *deadListOptions) run(ctx context.Context, a *app, job string) error {
 		fmt.Fprintf(a.stdout, letterRow, "SEQ", "JOB", "REASON", "SIZE", "AT", "SUBJECT")
 	}
 	if !o.follow {
-		letters, err := storedLetters(ctx, c, job)
+		letters, err := c.Letters().All(ctx, job)
 		if err != nil {
-			return err
+			return signalled(ctx, err)
 		}
 		for _, l := range letters {
 			if err := o.print(a.stdout, l); err != nil {
@@ -192,7 +147,7 @@ func (o *deadListOptions) run(ctx context.Context, a *app, job string) error {
 	}
 	var mu sync.Mutex // serializes rows from the two stores
 	g, gctx := errgroup.WithContext(ctx)
-	for _, store := range letterStores {
+	for _, store := range bus.LetterStores {
 		g.Go(func() error {
 			for l, err := range c.Letters().List(gctx, store, job, true) {
 				if err != nil {
@@ -218,7 +173,7 @@ func (o *deadListOptions) print(w io.Writer, l *bus.StoredLetter) error {
 	if o.output == "json" {
 		return json.NewEncoder(w).Encode(newLetterLine(l))
 	}
-	_, err := fmt.Fprintf(w, letterRow, letterID(l), l.Job, l.Reason, strconv.Itoa(letterSize(l.DeadLetter)),
+	_, err := fmt.Fprintf(w, letterRow, l.ID(), l.Job, l.Reason, strconv.Itoa(l.Size()),
 		l.At.UTC().Format(time.RFC3339), safeText(l.Subject))
 	return err
 }

@@ -85,8 +85,8 @@ func (o *deadRedriveOptions) run(ctx context.Context, a *app, ids []string) erro
 	defer closeClient(c)
 	var letters []*bus.StoredLetter
 	if len(ids) == 0 {
-		if letters, err = storedLetters(ctx, c, job); err != nil {
-			return err
+		if letters, err = c.Letters().All(ctx, job); err != nil {
+			return signalled(ctx, err)
 		}
 	}
 	seen := map[ref]bool{}
@@ -107,7 +107,7 @@ func (o *deadRedriveOptions) run(ctx context.Context, a *app, ids []string) erro
 	for _, l := range letters {
 		if err := o.redrive(ctx, a, c, l, sent, &t); err != nil {
 			t.failed++
-			errs = append(errs, fmt.Errorf("SEQ %s: %w", letterID(l), err))
+			errs = append(errs, fmt.Errorf("SEQ %s: %w", l.ID(), err))
 		}
 	}
 	fmt.Fprintf(a.stdout, "redriven %d of %d dead letters (%d skipped, %d failed)\n", t.redriven, len(letters), t.skipped, t.failed)
@@ -120,7 +120,7 @@ func (o *deadRedriveOptions) run(ctx context.Context, a *app, ids []string) erro
 // redrive sends l's message again, or skips it, and says which.
 func (o *deadRedriveOptions) redrive(ctx context.Context, a *app, c *bus.Client, l *bus.StoredLetter,
 	sent map[string]string, t *redriveTally) error {
-	id, to, item := letterID(l), l.Subject, l.Job+"/"+l.ItemID
+	id, to, item := l.ID(), l.Subject, l.Job+"/"+l.ItemID
 	if l.Reason == schemas.MaxDeliveries {
 		to = c.Prefix().Work(l.Job)
 		if as := sent[item]; as != "" {

@@ -124,7 +124,7 @@ func printLetter(w io.Writer, l *bus.StoredLetter, body []byte, bodyErr error) e
 			fmt.Fprintf(w, "%-12s %s\n", name+":", safeText(value))
 		}
 	}
-	field("seq", letterID(l))
+	field("seq", l.ID())
 	field("job", l.Job)
 	field("item", l.ItemID)
 	field("reason", string(l.Reason))
@@ -147,7 +147,7 @@ func printLetter(w io.Writer, l *bus.StoredLetter, body []byte, bodyErr error) e
 	}
 	field("body object", l.RawObject)
 	if bodyErr != nil {
-		_, err := fmt.Fprintf(w, "message:     unavailable: %s\n             (%s)\n", safeText(bodyErr.Error()), deleteHint(letterID(l)))
+		_, err := fmt.Fprintf(w, "message:     unavailable: %s\n             (%s)\n", safeText(bodyErr.Error()), deleteHint(l.ID()))
 		return err
 	}
 	if printable(body) {

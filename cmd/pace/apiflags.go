@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pace-platform/pace/schemas"
+	"github.com/pace-platform/pace/stages/manager/apiclient"
 )
 
 // apiFlags are the flags of every command that talks to the manager API.
@@ -32,83 +30,66 @@ func (f *apiFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "request-timeout", time.Minute, "timeout of each API request (not of a followed log)")
 }
 
-// apiClient calls the manager API.
+// apiClient calls the manager API with the flags' settings; its errors
+// carry the exit codes of the command line.
 type apiClient struct {
-	f  apiFlags
-	hc *http.Client
+	f apiFlags
 }
 
-func (f *apiFlags) client() *apiClient { return &apiClient{f: *f, hc: &http.Client{}} }
+func (f *apiFlags) client() *apiClient { return &apiClient{f: *f} }
 
-// validate checks --api before any request, so that a mistyped URL is a
-// usage error naming the flag rather than a transport error.
-func (f *apiFlags) validate() error {
-	u, err := url.Parse(f.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageError("--api %q: want an http:// or https:// URL such as http://127.0.0.1:8080", f.url)
+// api returns the client of the flags, checked before any request, so that
+// a mistyped URL is a usage error naming the flag rather than a transport
+// error.
+func (c *apiClient) api() (*apiclient.Client, error) {
+	cl, err := apiclient.New(c.f.url, c.f.token, c.f.timeout)
+	switch {
+	case err == nil:
+		return cl, nil
+	case c.f.timeout <= 0:
+		return nil, usageError("--request-timeout %s: must be > 0", c.f.timeout)
 	}
-	if f.timeout <= 0 {
-		return usageError("--request-timeout %s: must be > 0", f.timeout)
-	}
-	return nil
+	return nil, usageError("--api %q: want an http:// or https:// URL such as http://127.0.0.1:8080", c.f.url)
 }
 
 // request sends a request and returns the response, or an error made from
 // the API's error envelope for a non-2xx answer.
 func (c *apiClient) request(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
-	if err := c.f.validate(); err != nil {
+	cl, err := c.api()
+	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.f.url, "/")+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, usageError("--api %q: %v", c.f.url, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if c.f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.f.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			err = fmt.Errorf("%w (is Pace running? --api is %s)", err, c.f.url)
-		}
-		return nil, signalled(ctx, fmt.Errorf("%s %s: %w", method, path, err))
-	}
-	if resp.StatusCode < 300 {
-		return resp, nil
-	}
-	defer resp.Body.Close() //nolint:errcheck // error path
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	apiErr := &schemas.APIError{}
-	if json.Unmarshal(data, apiErr) != nil || apiErr.Code == 0 {
-		apiErr = &schemas.APIError{Code: resp.StatusCode, Name: resp.Status, Message: strings.TrimSpace(string(data))}
-	}
-	if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge ||
-		resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode == http.StatusConflict ||
-		resp.StatusCode == http.StatusUnprocessableEntity {
-		return nil, rejected(apiErr)
-	}
-	return nil, apiErr
+	resp, err := cl.Do(ctx, method, path, body, contentType)
+	return resp, c.exitCode(ctx, err)
 }
 
 // call sends a request with a timeout and decodes a JSON answer into out (nil: discard).
 func (c *apiClient) call(ctx context.Context, method, path string, body []byte, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.f.timeout)
-	defer cancel()
-	resp, err := c.request(ctx, method, path, body, "application/json")
+	cl, err := c.api()
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close() //nolint:errcheck // read-only
-	if out == nil || resp.StatusCode == http.StatusNoContent {
+	return c.exitCode(ctx, cl.Call(ctx, method, path, body, out))
+}
+
+// exitCode gives err its exit code: input the API refused is rejected; a
+// refused connection says where Pace was looked for.
+func (c *apiClient) exitCode(ctx context.Context, err error) error {
+	var apiErr *schemas.APIError
+	switch {
+	case err == nil:
 		return nil
+	case errors.As(err, &apiErr):
+		switch apiErr.Code {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+			http.StatusConflict, http.StatusUnprocessableEntity:
+			return rejected(apiErr)
+		}
+		return apiErr
+	case errors.Is(err, syscall.ECONNREFUSED):
+		err = fmt.Errorf("%w (is Pace running? --api is %s)", err, c.f.url)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: unreadable answer: %w", method, path, err)
-	}
-	return nil
+	return signalled(ctx, err)
 }
 
 // show fetches path once. For -o json or yaml it prints the answer and

@@ -14,6 +14,7 @@ import (
 	"github.com/pace-platform/pace/bus/rediswq"
 	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/internal/runner"
+	"github.com/pace-platform/pace/schemas"
 	"github.com/pace-platform/pace/stages/gate/targets"
 )
 
@@ -88,7 +89,7 @@ func (c *command) Provide(s *host.Shared) error {
 			return err
 		}
 	}
-	if local, ok := c.enabled()["local"].(interface{ MaxReplicas() int }); ok {
+	if local, ok := c.enabled()[schemas.LocalActuator].(interface{ MaxReplicas() int }); ok {
 		s.LocalMaxReplicas = local.MaxReplicas()
 	}
 	for _, t := range c.targets {

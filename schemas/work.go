@@ -3,6 +3,7 @@ package schemas
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -167,6 +168,14 @@ type DeadLetter struct {
 	// Sequence is the message's sequence in its stream.
 	Sequence uint64    `json:"sequence,omitempty"`
 	At       time.Time `json:"at"`
+}
+
+// ItemLine reads one line of a text of items (a workload, pace push's
+// input): the line without its "\n" or "\r\n" ending is an item's
+// payload, unless it is blank.
+func ItemLine(line string) (payload string, ok bool) {
+	line = strings.TrimRight(line, "\r\n")
+	return line, strings.TrimSpace(line) != ""
 }
 
 // Schema implements Message.

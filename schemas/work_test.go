@@ -19,3 +19,14 @@ func TestDeadLetterSize(t *testing.T) {
 		}
 	}
 }
+
+// TestItemLine: a line's ending is not part of its item, and a blank line
+// is no item.
+func TestItemLine(t *testing.T) {
+	for line, want := range map[string]string{"a\n": "a", "a\r\n": "a", "a b": "a b", " a ": " a ", "\n": "", "  \t\r\n": "", "": ""} {
+		got, ok := ItemLine(line)
+		if ok != (want != "") || ok && got != want {
+			t.Errorf("ItemLine(%q) = %q, %v; want %q", line, got, ok, want)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func TestWorkerExecEndToEnd(t *testing.T) {
 	for i := 1; i <= 50; i++ {
 		fmt.Fprintf(&in, "%d\n", i)
 	}
-	in.WriteString("\n51") // a blank line is skipped, the last line kept without a newline
+	in.WriteString(" \t\n51") // a blank line is skipped, the last line kept without a newline
 	if out := u.pace(t, in.String(), "push", "squares"); !strings.Contains(out, "pushed 51 items") {
 		t.Fatalf("push said %q", out)
 	}

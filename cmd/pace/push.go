@@ -90,11 +90,8 @@ func pushLines(ctx context.Context, c *bus.Client, job string, in io.Reader, bat
 		return nil
 	}
 	for sc.Scan() {
-		line := sc.Text()
-		if len(line) > 0 && line[len(line)-1] == '\r' {
-			line = line[:len(line)-1]
-		}
-		if line == "" {
+		line, ok := schemas.ItemLine(sc.Text())
+		if !ok {
 			continue
 		}
 		items = append(items, schemas.WorkItem{Payload: line})

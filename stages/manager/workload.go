@@ -63,9 +63,8 @@ func (m *Stage) loadWorkload(ctx context.Context, w schemas.Workload, p *field.P
 func splitLines(s string) []string {
 	var out []string
 	for line := range strings.Lines(s) {
-		line = strings.TrimRight(line, "\r\n")
-		if strings.TrimSpace(line) != "" {
-			out = append(out, line)
+		if payload, ok := schemas.ItemLine(line); ok {
+			out = append(out, payload)
 		}
 	}
 	return out

@@ -177,7 +177,7 @@ func (s *Server) handler() http.Handler {
 	authn := sh.Authenticator
 	s.ops(sh.API, authn != nil)
 	var h http.Handler = sh.API
-	resolve, maxBody := sh.Admission()
+	resolve, maxBody := sh.admission()
 	if resolve != nil {
 		sh.API.Handle(apfhttp.DebugPrefix, only(authn != nil, auth.ReadDumps...)(apfhttp.DebugHandler(sh.FlowControl)))
 		h = apfhttp.Middleware(sh.FlowControl, resolve)(h)

@@ -53,8 +53,8 @@ func (s *Shared) AdmitAPI(resolve apfhttp.Resolver, maxBody int64) {
 	s.resolve, s.maxBody = resolve, maxBody
 }
 
-// Admission returns what AdmitAPI set: nil when the API is not behind APF.
-func (s *Shared) Admission() (resolve apfhttp.Resolver, maxBody int64) {
+// admission returns what AdmitAPI set: nil when the API is not behind APF.
+func (s *Shared) admission() (resolve apfhttp.Resolver, maxBody int64) {
 	return s.resolve, s.maxBody
 }
 

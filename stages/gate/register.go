@@ -85,7 +85,7 @@ func (c *command) enabled() map[string]targets.Command {
 // other stages where it is and how many local workers a job may have.
 func (c *command) Provide(s *host.Shared) error {
 	for _, d := range targets.Defs() {
-		if err := c.targets[d.Name].Validate(targets.Workers{NATSURL: s.Workers.NATSURL, RedisAddr: c.podRedisAddr}); err != nil {
+		if err := c.targets[d.Name].Validate(targets.Workers{Workers: host.Workers{NATSURL: s.Workers.NATSURL}, RedisAddr: c.podRedisAddr}); err != nil {
 			return err
 		}
 	}
@@ -123,8 +123,7 @@ func (c *command) Wire(ctx context.Context, p host.Process) error {
 	if err != nil {
 		return err
 	}
-	w := targets.Workers{NATSURL: sh.Workers.NATSURL, Env: sh.Workers.Env, JobToken: sh.Workers.JobToken,
-		RedisAddr: c.podRedisAddr, Hide: sh.Workers.Hide}
+	w := targets.Workers{Workers: sh.Workers, RedisAddr: c.podRedisAddr}
 	if mint := w.JobToken; mint != nil {
 		w.JobEnv = func(job string) []string { return []string{"PACE_TOKEN=" + mint(job)} }
 	}

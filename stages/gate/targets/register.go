@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/internal/registry"
 )
 
@@ -35,29 +36,20 @@ type Command interface {
 	Opener(w Workers, log *slog.Logger) (Opener, error)
 }
 
-// Workers is what the gate's process tells targets about the workers they
-// start.
+// Workers is what the gate tells targets about the workers they start:
+// what the process knows of them (where they reach the bus, their
+// environment, job tokens, the paths to hide), and the Redis front's part.
 type Workers struct {
-	// NATSURL is where workers on this machine reach the bus; "" when the
-	// server has no TCP listener.
-	NATSURL string
-	// Env is every local worker's extra environment (log level, prefix,
-	// connection settings).
-	Env []string
+	host.Workers
 	// JobEnv is one job's local workers' own environment (their token);
 	// nil: none.
 	JobEnv func(job string) []string
 	// RedisEnv is the environment of one job's Redis workers: where the
 	// Redis front is and their queue; nil: no front.
 	RedisEnv func(job string) []string
-	// JobToken mints a job's worker token, when workers get job tokens.
-	JobToken func(job string) string
 	// RedisAddr is where worker pods reach the Redis front ("" : pods get
 	// no REDIS_HOST).
 	RedisAddr string
-	// Hide are paths sandboxed local workers must not reach: Pace's data
-	// and the process's secret files.
-	Hide []string
 }
 
 var targets registry.Registry[Def]

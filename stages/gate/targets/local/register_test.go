@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pace-platform/pace/internal/host"
 	"github.com/pace-platform/pace/stages/gate/targets"
 )
 
@@ -31,7 +32,7 @@ func TestFlagsNameTheBadValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := ""
-		if err := c.Validate(targets.Workers{NATSURL: tt.natsURL}); err != nil {
+		if err := c.Validate(targets.Workers{Workers: host.Workers{NATSURL: tt.natsURL}}); err != nil {
 			got = err.Error()
 		}
 		if got != tt.want {

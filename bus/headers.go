@@ -93,6 +93,22 @@ func NewMsg(ctx context.Context, subject string, m schemas.Message) (*nats.Msg, 
 	return newMsg(subject, m, messageHeader(ctx, m))
 }
 
+// Publish stores m on subject in its stream, with the headers NewMsg gives
+// it, and waits for the stream's acknowledgement. A non-empty id is the
+// message's Nats-Msg-Id, so that a publish retried after a lost
+// acknowledgement is stored once.
+func (c *Client) Publish(ctx context.Context, subject string, m schemas.Message, id string) error {
+	msg, err := NewMsg(ctx, subject, m)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		msg.Header.Set(schemas.HeaderMsgID, id)
+	}
+	_, err = c.js.PublishMsg(ctx, msg)
+	return err
+}
+
 // messageHeader returns the headers NewMsg gives m. The messages of a
 // batch share one (cloned), so that the batch is one correlation and one
 // span rather than one per message.

@@ -93,7 +93,8 @@ func (q Queues) QueuedItems(ctx context.Context, owner string) (map[string]int, 
 }
 
 // ResultCount returns how many of job's items have a result.
-func (c *Client) ResultCount(ctx context.Context, job string) (int, error) {
+func (box Outputs) ResultCount(ctx context.Context, job string) (int, error) {
+	c := box.c
 	results, err := c.subjectCounts(ctx, resultsFamily, c.prefix.JobResults(job))
 	return len(results), err
 }

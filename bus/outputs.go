@@ -1,7 +1,7 @@
 package bus
 
 // Outputs is a Client's role of reading what jobs produce: their results
-// (Results, StoredResults), progress (StoredProgress), logs (Logs,
+// (Results, StoredResults, ResultCount), progress (StoredProgress), logs (Logs,
 // PublishLog) and scaling decisions (Decisions, LastDecision).
 type Outputs struct{ c *Client }
 

@@ -13,13 +13,14 @@ import (
 // smallest that serves it, and *Client implements them all.
 
 // Consuming is what a stage that consumes one stream and publishes to
-// others needs: the connections, the subject prefix, and the dead-letter
-// path for a message it cannot read.
+// others needs: the connections, the subject prefix, the dead-letter path
+// for a message it cannot read, and Publish.
 type Consuming interface {
 	JetStream() jetstream.JetStream
 	Conn() *nats.Conn
 	Prefix() schemas.Prefix
 	SetAside(ctx context.Context, stage string, msg jetstream.Msg, cause error)
+	Publish(ctx context.Context, subject string, m schemas.Message, id string) error
 }
 
 var _ Consuming = (*Client)(nil)

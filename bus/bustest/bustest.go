@@ -90,11 +90,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // Publish stores m on subject with Pace's headers, failing the test on error.
 func Publish(t testing.TB, c *bus.Client, subject string, m schemas.Message) {
 	t.Helper()
-	msg, err := bus.NewMsg(context.Background(), subject, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.JetStream().PublishMsg(context.Background(), msg); err != nil {
+	if err := c.Publish(context.Background(), subject, m, ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -192,7 +192,7 @@ func (f *Front) queueLen(c *call, q *queue, k key) (int, error) {
 	case processingList:
 		return processing, nil
 	case resultsList:
-		n, err := q.client.ResultCount(c.ctx, q.job)
+		n, err := q.client.Outputs().ResultCount(c.ctx, q.job)
 		return n + pending, err
 	default:
 		if q.leaser == nil {

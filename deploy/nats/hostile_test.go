@@ -122,7 +122,7 @@ func TestForgedResultsStallNoJob(t *testing.T) {
 	if rec, err := watcher.Jobs().Status(ctx, aliceJob); err != nil || !strings.Contains(rec.Reason, "all 3 items") {
 		t.Errorf("alice's job: %+v (%v), want completed on its 3 items", rec, err)
 	}
-	if n, err := watcher.ResultCount(ctx, aliceJob); err != nil || n != 3 {
+	if n, err := watcher.Outputs().ResultCount(ctx, aliceJob); err != nil || n != 3 {
 		t.Errorf("alice's job holds %d results (%v), want its 3 real ones", n, err)
 	}
 }
@@ -175,7 +175,7 @@ func TestLateItemsAreRefusedAtOnce(t *testing.T) {
 		return true
 	})
 	t.Logf("an item pushed to a completed job was refused after %v", took)
-	if n, err := watcher.ResultCount(ctx, job); err != nil || n != 3 {
+	if n, err := watcher.Outputs().ResultCount(ctx, job); err != nil || n != 3 {
 		t.Errorf("the job holds %d results (%v), want its 3", n, err)
 	}
 }
@@ -222,7 +222,7 @@ func TestOneJobCannotFillTheWorkStream(t *testing.T) {
 	}
 	defer b.work(t, ctx, bobJob)()
 	bustest.Eventually(t, 2*time.Minute, "bob's 10 results", func() bool {
-		n, err := watcher.ResultCount(ctx, bobJob)
+		n, err := watcher.Outputs().ResultCount(ctx, bobJob)
 		return err == nil && n == 10
 	})
 }
@@ -263,7 +263,7 @@ func TestOneUserCannotFillAnothersWorkStream(t *testing.T) {
 	}
 	defer b.work(t, ctx, bobJob)()
 	bustest.Eventually(t, 2*time.Minute, "bob's 10 results", func() bool {
-		n, err := watcher.ResultCount(ctx, bobJob)
+		n, err := watcher.Outputs().ResultCount(ctx, bobJob)
 		return err == nil && n == 10
 	})
 

@@ -319,16 +319,10 @@ func (s *Stage) publish(ctx context.Context, rec *schemas.JobRecord, req *schema
 	if req.User == "" || req.User == auth.Anonymous {
 		req.User, req.Groups = serviceUser, []string{"system:serviceaccounts", "system:serviceaccounts:pace", auth.Authenticated}
 	}
-	msg, err := bus.NewMsg(ctx, s.c.Prefix().KubeRequests(), req)
-	if err != nil {
-		return err
-	}
 	// The request's id is its message id: a publish retried after a lost
 	// acknowledgement is stored once, and the gate runs it once.
-	msg.Header.Set(schemas.HeaderMsgID, "kube/"+req.ID)
-	err = bus.RetryTemporary(ctx, s.log, publishBudget, "infrastructure request", func(ctx context.Context) error {
-		_, err := s.c.JetStream().PublishMsg(ctx, msg)
-		return err
+	err := bus.RetryTemporary(ctx, s.log, publishBudget, "infrastructure request", func(ctx context.Context) error {
+		return s.c.Publish(ctx, s.c.Prefix().KubeRequests(), req, "kube/"+req.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("publish request for %s: %w", rec.ID, err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -372,12 +371,7 @@ func (s *Stage) handle(msg *message.Message) error {
 			dctx, span = decisionSpan(dctx, d)
 			defer span.End()
 		}
-		var dm *nats.Msg
-		dm, err = bus.NewMsg(dctx, s.c.Prefix().Decisions(d.Job), d)
-		if err == nil {
-			dm.Header.Set(schemas.HeaderMsgID, d.Job+"/"+strconv.FormatInt(d.At.UnixNano(), 10))
-			_, err = s.js.PublishMsg(ctx, dm)
-		}
+		err = s.c.Publish(dctx, s.c.Prefix().Decisions(d.Job), d, d.Job+"/"+strconv.FormatInt(d.At.UnixNano(), 10))
 	}
 	if err != nil {
 		delete(s.jobs, p.Job)

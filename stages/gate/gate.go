@@ -264,11 +264,7 @@ func (s *Stage) execute(ctx context.Context, log *slog.Logger, req *schemas.Kube
 func (s *Stage) publish(ctx context.Context, log *slog.Logger, subject string, m schemas.Message) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	msg, err := bus.NewMsg(ctx, subject, m)
-	if err == nil {
-		_, err = s.c.JetStream().PublishMsg(ctx, msg)
-	}
-	if err != nil {
+	if err := s.c.Publish(ctx, subject, m, ""); err != nil {
 		log.Error("publish failed", "subject", subject, "err", err)
 	}
 }

@@ -92,7 +92,7 @@ func TestIdleJobsAreCheckedWhenTimeCallsForIt(t *testing.T) {
 	untilJustChecked(e, seen)
 	e.work(id, 1, upper)
 	bustest.Eventually(t, 20*time.Second, "the result", func() bool {
-		n, err := e.c.ResultCount(ctx, id)
+		n, err := e.c.Outputs().ResultCount(ctx, id)
 		return err == nil && n == 1
 	})
 	bustest.Publish(t, e.c, e.c.Prefix().Metrics(id, schemas.ProgressMetrics), &schemas.Progress{Job: id, At: time.Now(), Done: 1})

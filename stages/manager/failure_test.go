@@ -142,7 +142,7 @@ func TestFailOverNATS(t *testing.T) {
 func (e *env) waitForResults(job string, n int) {
 	e.t.Helper()
 	bustest.Eventually(e.t, 20*time.Second, "results of "+job, func() bool {
-		got, err := e.c.ResultCount(context.Background(), job)
+		got, err := e.c.Outputs().ResultCount(context.Background(), job)
 		return err == nil && got >= n
 	})
 }

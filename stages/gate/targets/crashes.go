@@ -44,7 +44,7 @@ func (k *Crashes) Exited(job, replica string, cause error) {
 		k.reset(job)
 		return
 	}
-	results, err := k.c.ResultCount(ctx, job)
+	results, err := k.c.Outputs().ResultCount(ctx, job)
 	if err != nil {
 		k.log.Warn("replica exit not checked against the failure policy", "job", job, "err", err)
 		return

@@ -92,11 +92,7 @@ func (u *UsageReporter) report(ctx context.Context) {
 }
 
 func (u *UsageReporter) publish(ctx context.Context, m *schemas.Usage) {
-	msg, err := bus.NewMsg(ctx, u.c.Prefix().Metrics(m.Job, schemas.UsageMetrics), m)
-	if err == nil {
-		_, err = u.c.JetStream().PublishMsg(ctx, msg)
-	}
-	if err != nil {
+	if err := u.c.Publish(ctx, u.c.Prefix().Metrics(m.Job, schemas.UsageMetrics), m, ""); err != nil {
 		u.log.Warn("usage not published", "job", m.Job, "err", err)
 	}
 }

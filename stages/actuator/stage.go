@@ -64,13 +64,26 @@ type Deps struct {
 // the stage makes follow the jobs' specs and decisions.
 type Config struct{}
 
+// Option configures a Stage.
+type Option func(*Stage)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
+
+// WithClock sets the clock that stamps the requests (default: the real one).
+func WithClock(clk clock.PassiveClock) Option { return func(s *Stage) { s.clk = clk } }
+
 // New returns the stage.
 func New(deps Deps, _ Config, opts ...Option) (*Stage, error) {
 	if deps.Bus == nil {
 		return nil, errors.New("actuator: Deps.Bus is nil")
 	}
-	o := apply("actuator", opts)
-	return &Stage{c: deps.Bus, log: o.log, clk: o.clk, requested: map[string]request{}}, nil
+	s := &Stage{c: deps.Bus, log: slog.New(slog.DiscardHandler), clk: clock.RealClock{}, requested: map[string]request{}}
+	for _, opt := range opts {
+		opt(s)
+	}
+	s.log = s.log.With("stage", "actuator")
+	return s, nil
 }
 
 // Run follows request outcomes, reconciles running jobs, then consumes

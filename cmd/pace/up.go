@@ -123,6 +123,10 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 			return usageError("%v", err)
 		}
 	}
+	secured, err := o.secured()
+	if err != nil {
+		return err
+	}
 	stages := o.stages(a.log)
 	// Local workers reach the bus at the server's URL, known once it runs;
 	// the stages check their flags against whether it listens.
@@ -140,11 +144,8 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer stopTraces() // after every stage has stopped
-	secured, err := o.secured()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(data, 0o700); err != nil { // only Pace's user reads its store and keys
+	// Only Pace's user reads its store and keys.
+	if err := os.MkdirAll(data, 0o700); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
 	var ba *busAuth

@@ -160,7 +160,7 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 			f.detach(ctx, s)
 		})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(probed{ln}) }()
 	f.log.Info("serving job queues over the Redis protocol", "addr", ln.Addr().String(), "secured", f.cfg.Secured)
 	t := f.cfg.Clock.NewTicker(f.cfg.Tick)
 	defer t.Stop()

@@ -23,9 +23,6 @@ const (
 	DefaultUnauthorizedTTL = 10 * time.Second
 )
 
-// maxCachedDecisions bounds SubjectAccessReview's cache, as maxCachedReviews.
-const maxCachedDecisions = 4096
-
 // SubjectAccessReview authorizes requests for non-resource URLs (a
 // server's own /metrics, debug endpoints) by asking the cluster, as
 // kube's delegated authorizer does (--authorization-kubeconfig): whatever
@@ -43,13 +40,12 @@ type SubjectAccessReview struct {
 	Clock clock.PassiveClock
 
 	mu    sync.Mutex
-	cache map[[sha256.Size]byte]decision
+	cache answers[decision]
 }
 
 type decision struct {
 	allowed bool
 	reason  string
-	expires time.Time
 }
 
 // Authorize reports whether u may verb (get, post, ...) the non-resource
@@ -61,9 +57,9 @@ func (s *SubjectAccessReview) Authorize(ctx context.Context, u User, verb, path 
 	now := s.clock().Now()
 	key := decisionKey(u, verb, path)
 	s.mu.Lock()
-	d, hit := s.cache[key]
+	d, hit := s.cache.get(key, now)
 	s.mu.Unlock()
-	if hit && now.Before(d.expires) {
+	if hit {
 		return d.allowed, d.reason, nil
 	}
 	res, err := s.Reviews.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -78,8 +74,10 @@ func (s *SubjectAccessReview) Authorize(ctx context.Context, u User, verb, path 
 	if !d.allowed {
 		ttl = s.ttl(s.UnauthorizedTTL, DefaultUnauthorizedTTL)
 	}
-	d.expires = s.clock().Now().Add(ttl)
-	s.keep(key, d)
+	now = s.clock().Now()
+	s.mu.Lock()
+	s.cache.put(key, d, now.Add(ttl), now)
+	s.mu.Unlock()
 	return d.allowed, d.reason, nil
 }
 
@@ -168,25 +166,4 @@ func (s *SubjectAccessReview) ttl(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-// keep caches d, dropping expired decisions when the cache is full.
-func (s *SubjectAccessReview) keep(key [sha256.Size]byte, d decision) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cache == nil {
-		s.cache = map[[sha256.Size]byte]decision{}
-	}
-	if len(s.cache) >= maxCachedDecisions {
-		now := s.clock().Now()
-		for k, old := range s.cache {
-			if !now.Before(old.expires) {
-				delete(s.cache, k)
-			}
-		}
-		if len(s.cache) >= maxCachedDecisions {
-			return
-		}
-	}
-	s.cache[key] = d
 }

@@ -27,10 +27,6 @@ const (
 	DefaultTokenReviewTimeout     = 10 * time.Second
 )
 
-// maxCachedReviews bounds the cache: beyond it, answers are not kept (a
-// flood of made-up tokens costs reviews, not memory).
-const maxCachedReviews = 4096
-
 // TokenReview authenticates bearer tokens with the cluster's TokenReview API
 // (service-account tokens, OIDC, the cluster's own token file: whatever its
 // authenticators accept).
@@ -66,15 +62,14 @@ type TokenReview struct {
 	Clock clock.PassiveClock
 
 	mu       sync.Mutex
-	cache    map[[sha256.Size]byte]review
+	cache    answers[review]
 	inflight map[[sha256.Size]byte]*reviewCall
 	sources  sources
 }
 
 type review struct {
-	user    User
-	ok      bool
-	expires time.Time
+	user User
+	ok   bool
 }
 
 // reviewCall is a review in progress; done is closed once res and err are
@@ -99,7 +94,7 @@ func (t *TokenReview) Authenticate(r *http.Request) (User, bool, error) {
 	now := t.clock().Now()
 	key := sha256.Sum256([]byte(token))
 	t.mu.Lock()
-	if c, hit := t.cache[key]; hit && now.Before(c.expires) {
+	if c, hit := t.cache.get(key, now); hit {
 		t.mu.Unlock()
 		return c.answer()
 	}
@@ -173,12 +168,10 @@ func (t *TokenReview) settle(key [sha256.Size]byte, src string, call *reviewCall
 	case call.err != nil: // the cluster's failure, not the caller's
 		t.sources.refund(src, now, t.Failures.orDefault())
 	case call.res.ok:
-		call.res.expires = now.Add(t.ttl())
-		t.keepLocked(key, call.res, now)
+		t.cache.put(key, call.res, now.Add(t.ttl()), now)
 		t.sources.refund(src, now, t.Failures.orDefault())
 	default:
-		call.res.expires = now.Add(t.negativeTTL())
-		t.keepLocked(key, call.res, now)
+		t.cache.put(key, call.res, now.Add(t.negativeTTL()), now)
 	}
 	close(call.done)
 }
@@ -217,22 +210,4 @@ func (t *TokenReview) timeout() time.Duration {
 		return t.Timeout
 	}
 	return DefaultTokenReviewTimeout
-}
-
-// keepLocked caches c, dropping expired answers when the cache is full.
-func (t *TokenReview) keepLocked(key [sha256.Size]byte, c review, now time.Time) {
-	if t.cache == nil {
-		t.cache = map[[sha256.Size]byte]review{}
-	}
-	if len(t.cache) >= maxCachedReviews {
-		for k, old := range t.cache {
-			if !now.Before(old.expires) {
-				delete(t.cache, k)
-			}
-		}
-		if len(t.cache) >= maxCachedReviews {
-			return
-		}
-	}
-	t.cache[key] = c
 }

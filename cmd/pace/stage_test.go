@@ -298,9 +298,12 @@ func TestStageUsageErrors(t *testing.T) {
 		{[]string{"stage", "controller", "--keda-listen", "127.0.0.1:6000", "--keda-tls-cert", "c.pem"}, "go together"},
 		{[]string{"stage", "controller", "--otlp-protocol", "thrift"}, `OTLP protocol "thrift"`},
 		{[]string{"stage", "controller", "--trace-items", "2"}, "must be in [0, 1]"},
+		// A bad target flag is refused where it leaves the gate out.
+		{[]string{"up", "--actuator", "bogus"}, `--actuator "bogus": want local or none`},
+		{[]string{"stage", "gate", "--actuator", "bogus"}, `--actuator "bogus": want local or none`},
 	} {
 		args := c.args
-		if len(args) > 2 { // a stage: nothing may connect before its flags are checked
+		if args[0] == "stage" && len(args) > 2 { // a stage: nothing may connect before its flags are checked
 			args = append(args, "--nats", "nats://127.0.0.1:1", "--connect-timeout", "1s")
 		}
 		cmd := exec.Command(paceBin, args...)

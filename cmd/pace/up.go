@@ -234,9 +234,11 @@ func (o *upOptions) run(ctx context.Context, a *app) error {
 func (o *upOptions) stages(log *slog.Logger) []host.Def {
 	idle := map[string]bool{}
 	for _, d := range host.Defs() {
-		if i, ok := o.f.stage(d).(host.Idler); ok && i.Idle() != nil {
-			idle[d.Name] = true
-			log.Info("stage not run", "stage", d.Name, "why", i.Idle().Error())
+		if i, ok := o.f.stage(d).(host.Idler); ok {
+			if err := i.Idle(); err != nil {
+				idle[d.Name] = true
+				log.Info("stage not run", "stage", d.Name, "why", err.Error())
+			}
 		}
 	}
 	var run []host.Def

@@ -53,9 +53,19 @@ func (c *command) Flags(fs *pflag.FlagSet) {
 	}
 }
 
-// Validate has nothing to check alone: the targets' flags are checked
-// against where workers reach the bus, by Provide.
-func (c *command) Validate() error { return nil }
+// Validate checks the flags of the targets the flags leave disabled, so
+// that a bad value is refused even where the gate is left out; the enabled
+// ones are checked by Provide, against where workers reach the bus.
+func (c *command) Validate() error {
+	for _, d := range targets.Defs() {
+		if t := c.targets[d.Name]; !t.Enabled() {
+			if err := t.Validate(targets.Workers{RedisAddr: c.podRedisAddr}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // Idle refuses a gate without a target to run workers on.
 func (c *command) Idle() error {
@@ -80,13 +90,15 @@ func (c *command) enabled() map[string]targets.Command {
 	return on
 }
 
-// Provide checks every target's flags, enabled or not, against where
-// workers reach the bus, opens the Redis front's listener and tells the
-// other stages where it is and how many local workers a job may have.
+// Provide checks the enabled targets' flags against where workers reach
+// the bus, opens the Redis front's listener and tells the other stages
+// where it is and how many local workers a job may have.
 func (c *command) Provide(s *host.Shared) error {
 	for _, d := range targets.Defs() {
-		if err := c.targets[d.Name].Validate(targets.Workers{Workers: host.Workers{NATSURL: s.Workers.NATSURL}, RedisAddr: c.podRedisAddr}); err != nil {
-			return err
+		if t := c.targets[d.Name]; t.Enabled() {
+			if err := t.Validate(targets.Workers{Workers: host.Workers{NATSURL: s.Workers.NATSURL}, RedisAddr: c.podRedisAddr}); err != nil {
+				return err
+			}
 		}
 	}
 	if local, ok := c.enabled()[schemas.LocalActuator].(interface{ MaxReplicas() int }); ok {

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"time"
@@ -103,7 +104,7 @@ func (c *command) Wire(ctx context.Context, p host.Process) error {
 			opts = append(opts, WithUsers(users))
 		}
 	} else {
-		warnOpen(sh.URL, p)
+		warnOpen(sh.URL, log)
 	}
 	m, err := New(Deps{Bus: client}, cfg, opts...)
 	if err != nil {
@@ -124,12 +125,12 @@ func (c *command) Wire(ctx context.Context, p host.Process) error {
 
 // warnOpen logs that the job API at base is open to every caller: a
 // warning on loopback, an error beyond it.
-func warnOpen(base string, p host.Process) {
+func warnOpen(base string, log *slog.Logger) {
 	u, _ := url.Parse(base)
 	host := u.Hostname()
 	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-		p.Logger().Warn("job API is open: no --token-file, every caller may see and change every job", "http", base)
+		log.Warn("job API is open: no --token-file, every caller may see and change every job", "http", base)
 		return
 	}
-	p.Logger().Error("job API is open on a non-loopback address: no --token-file, anyone who reaches it may see and change every job", "http", base)
+	log.Error("job API is open on a non-loopback address: no --token-file, anyone who reaches it may see and change every job", "http", base)
 }

@@ -154,6 +154,26 @@ func (c *Client) callInto(ctx context.Context, subject string, data []byte, opts
 	return nil
 }
 
+// ListSeen returns the jobs whose owner sees accepts: a caller's view of
+// List (its own jobs, or every job for an admin).
+func (j Jobs) ListSeen(ctx context.Context, sees func(owner string) bool) ([]*schemas.JobRecord, error) {
+	all, err := j.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(rec *schemas.JobRecord) bool { return !sees(rec.Spec.Owner) }), nil
+}
+
+// StatusSeen is a caller's view of Status: a job whose owner sees refuses
+// is ErrJobNotFound too, so that its existence is not revealed.
+func (j Jobs) StatusSeen(ctx context.Context, job string, sees func(owner string) bool) (*schemas.JobRecord, error) {
+	rec, err := j.Status(ctx, job)
+	if err == nil && !sees(rec.Spec.Owner) {
+		return nil, fmt.Errorf("%w: %s", ErrJobNotFound, job)
+	}
+	return rec, err
+}
+
 // Status returns job's current record. It returns ErrJobNotFound for an
 // unknown job.
 func (j Jobs) Status(ctx context.Context, job string) (*schemas.JobRecord, error) {

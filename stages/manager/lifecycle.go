@@ -40,34 +40,17 @@ func (m *Stage) emit(ctx context.Context, ev *schemas.JobEvent) (*schemas.JobRec
 
 // Job returns a job the user may see.
 func (m *Stage) Job(ctx context.Context, u auth.User, id string) (*schemas.JobRecord, error) {
-	rec, err := m.bus.Jobs().Status(ctx, id)
+	// Other users' jobs are not revealed, not even their existence.
+	rec, err := m.bus.Jobs().StatusSeen(ctx, id, m.callerOf(u).sees)
 	if errors.Is(err, bus.ErrJobNotFound) {
 		return nil, apiError(http.StatusNotFound, "job %s not found", id)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if !m.callerOf(u).owns(rec) {
-		// Other users' jobs are not revealed, not even their existence.
-		return nil, apiError(http.StatusNotFound, "job %s not found", id)
-	}
-	return rec, nil
+	return rec, err
 }
 
 // Jobs returns the jobs the user may see.
 func (m *Stage) Jobs(ctx context.Context, u auth.User) ([]*schemas.JobRecord, error) {
-	all, err := m.bus.Jobs().List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	who := m.callerOf(u)
-	out := all[:0]
-	for _, rec := range all {
-		if who.owns(rec) {
-			out = append(out, rec)
-		}
-	}
-	return out, nil
+	return m.bus.Jobs().ListSeen(ctx, m.callerOf(u).sees)
 }
 
 // changer returns the job for a state-changing request, refusing anonymous

@@ -131,7 +131,10 @@ func (m *Stage) refusesAnonymous(u auth.User) bool {
 	return u.IsAnonymous() && !m.cfg.Open && !m.cfg.AllowAnonymous
 }
 
-func (c caller) owns(rec *schemas.JobRecord) bool { return c.admin || c.user.Owns(rec.Spec.Owner) }
+func (c caller) owns(rec *schemas.JobRecord) bool { return c.sees(rec.Spec.Owner) }
+
+// sees reports whether the caller may see and change what owner owns.
+func (c caller) sees(owner string) bool { return c.admin || c.user.Owns(owner) }
 
 // submission is a parsed, validated job document.
 type submission struct {
